@@ -1,0 +1,56 @@
+# Engram — every target runs inside the uv workspace (.venv), installed on first use.
+SHELL := /bin/bash
+UV ?= $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
+PY := $(UV) run --frozen --no-sync python
+ENGRAM_HOME ?= $(CURDIR)/.engram
+export ENGRAM_HOME
+PACKAGES := engram_core engram_platform engram_embed engram_clients engram_testing \
+  $(addprefix engram_,gateway vector lexical graph scoring ingest consolidate)
+
+.DEFAULT_GOAL := help
+.PHONY: help uv sync proto proto-check lint typecheck test test-integration run models bench bench-quality clean
+
+help: ## list targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+uv: ## install uv when it is missing
+	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --user --quiet uv
+
+sync: uv ## install the workspace (.venv) from uv.lock
+	@$(UV) sync --frozen --all-packages --quiet
+
+proto: sync ## regenerate libs/api from proto/
+	@rm -rf libs/api/src/engram && mkdir -p libs/api/src
+	@$(PY) -m grpc_tools.protoc -Iproto --python_out=libs/api/src --grpc_python_out=libs/api/src \
+	  --mypy_out=libs/api/src --mypy_grpc_out=libs/api/src $$(find proto -name '*.proto' | sort)
+	@find libs/api/src/engram -type d -exec touch {}/__init__.py \;
+	@touch libs/api/src/engram/py.typed
+	@echo "regenerated libs/api from proto/"
+
+proto-check: ## fail when libs/api drifts from proto/
+	@$(MAKE) --no-print-directory proto >/dev/null
+	@git diff --exit-code --stat -- libs/api || { echo "libs/api is stale: run 'make proto' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- libs/api)" || { git status --porcelain -- libs/api; echo "libs/api has untracked generated files: commit them"; exit 1; }
+
+lint: sync ## ruff check + format check + import rules (DESIGN §7)
+	@$(UV) run --frozen --no-sync ruff check .
+	@$(UV) run --frozen --no-sync ruff format --check .
+	@$(UV) run --frozen --no-sync lint-imports
+
+typecheck: sync ## mypy --strict on libs and services
+	@$(UV) run --frozen --no-sync mypy $(addprefix -p ,$(PACKAGES))
+
+models: sync ## build the local embedding model (ONNX) once into $(ENGRAM_HOME)/models
+	@$(PY) -m engram_embed.build
+
+test: sync models ## unit, contract and end-to-end tests on the embedded stack
+	@$(UV) run --frozen --no-sync pytest -m "not integration" -q
+
+run: sync models ## start NATS and the seven services on embedded backends
+	@$(PY) -m engram_platform.devstack
+
+bench: sync models ## speed and scale benchmark (BENCHMARKS.md §2)
+	@$(PY) bench/perf.py
+
+clean: ## remove local data under .engram (keeps the model)
+	@rm -rf $(ENGRAM_HOME)/data

@@ -1,0 +1,1 @@
+"""Engram's domain: types, errors, ports and pure logic. No I/O."""

@@ -1,0 +1,57 @@
+"""The one error catalog. Servers map these to gRPC codes; clients map codes back."""
+
+from __future__ import annotations
+
+
+class EngramError(Exception):
+    """Base of every error the system reports on purpose."""
+
+    code = "INTERNAL"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidArgument(EngramError):
+    """Bad input; `field` names the offending field (e.g. ``memories[3].importance``)."""
+
+    code = "INVALID_ARGUMENT"
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class NotFound(EngramError):
+    code = "NOT_FOUND"
+
+
+class Unauthenticated(EngramError):
+    code = "UNAUTHENTICATED"
+
+
+class PermissionDenied(EngramError):
+    code = "PERMISSION_DENIED"
+
+
+class ResourceExhausted(EngramError):
+    code = "RESOURCE_EXHAUSTED"
+
+
+class Unavailable(EngramError):
+    """A dependency is down or overloaded; the caller may retry."""
+
+    code = "UNAVAILABLE"
+
+
+class DeadlineExceeded(EngramError):
+    code = "DEADLINE_EXCEEDED"
+
+
+class Internal(EngramError):
+    code = "INTERNAL"
+
+
+RETRIABLE: tuple[type[EngramError], ...] = (Unavailable, DeadlineExceeded)

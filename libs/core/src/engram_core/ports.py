@@ -1,0 +1,131 @@
+"""Ports: what the services need from each store. Every adapter implements one
+and passes the shared contract suite in engram_testing.
+
+Writes are idempotent on (id, version): a write carrying a version that is not
+newer than what the store holds — or than a tombstone left by a delete — changes
+nothing. Every method is scoped to one tenant; no call can reach another's data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from engram_core.model import (
+    AccessUpdate,
+    Entity,
+    Filter,
+    Hit,
+    Memory,
+    RelatedHit,
+    Relation,
+    UpsertResult,
+)
+
+
+class VectorIndex(Protocol):
+    """Dense vectors with the memory as payload."""
+
+    @property
+    def dimension(self) -> int: ...
+
+    async def upsert(
+        self, tenant: str, items: Sequence[tuple[Memory, Sequence[float]]]
+    ) -> UpsertResult: ...
+
+    async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int: ...
+
+    async def search(
+        self, tenant: str, vector: Sequence[float], flt: Filter, limit: int
+    ) -> list[Hit]: ...
+
+    async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]: ...
+
+    async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int: ...
+
+    async def count(self, tenant: str) -> int: ...
+
+    async def close(self) -> None: ...
+
+
+class TextIndex(Protocol):
+    """BM25 over content and tags, with the memory stored alongside."""
+
+    async def upsert(self, tenant: str, memories: Sequence[Memory]) -> UpsertResult: ...
+
+    async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int: ...
+
+    async def search(self, tenant: str, query: str, flt: Filter, limit: int) -> list[Hit]: ...
+
+    async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]: ...
+
+    async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int: ...
+
+    async def count(self, tenant: str) -> int: ...
+
+    async def close(self) -> None: ...
+
+
+class GraphStore(Protocol):
+    """Memory nodes, entity nodes, MENTIONS edges and typed relations."""
+
+    async def upsert(
+        self, tenant: str, items: Sequence[tuple[Memory, Sequence[Entity]]]
+    ) -> UpsertResult: ...
+
+    async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int: ...
+
+    async def add_relations(
+        self, tenant: str, relations: Sequence[Relation], version: int
+    ) -> int: ...
+
+    async def related(
+        self, tenant: str, id: str, depth: int, types: Sequence[str], limit: int
+    ) -> list[RelatedHit]: ...
+
+    async def search(
+        self,
+        tenant: str,
+        entity_keys: Sequence[str],
+        keywords: Sequence[str],
+        flt: Filter,
+        limit: int,
+    ) -> list[Hit]: ...
+
+    async def relations(self, tenant: str, ids: Sequence[str]) -> list[Relation]: ...
+
+    async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]: ...
+
+    async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int: ...
+
+    async def count(self, tenant: str) -> int: ...
+
+    async def close(self) -> None: ...
+
+
+class Cache(Protocol):
+    """Bytes by key with a TTL. A cache that is down behaves as a miss."""
+
+    async def get(self, key: str) -> bytes | None: ...
+
+    async def set(self, key: str, value: bytes, ttl_s: float) -> None: ...
+
+    async def set_if_absent(self, key: str, value: bytes, ttl_s: float) -> bytes | None:
+        """Store when absent and return None; else return the value already there."""
+        ...
+
+    async def delete_prefix(self, prefix: str) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class Embedder(Protocol):
+    """Turns texts into unit-length vectors. Raises Unavailable when it cannot."""
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
