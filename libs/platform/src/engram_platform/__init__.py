@@ -1,1 +1,1 @@
-
+"""Shared plumbing: settings, logging, telemetry, gRPC and JetStream helpers."""

@@ -1,0 +1,206 @@
+"""Proto <-> domain conversions shared by every service, client and worker."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+
+from engram.common.v1 import common_pb2
+from engram_core.model import (
+    AccessUpdate,
+    Entity,
+    Filter,
+    Hit,
+    Memory,
+    Relation,
+    TagMatch,
+    TagMode,
+)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def ts_to_proto(dt: datetime) -> timestamp_pb2.Timestamp:
+    ts = timestamp_pb2.Timestamp()
+    ts.FromDatetime(dt.astimezone(UTC))
+    return ts
+
+
+def ts_from_proto(ts: timestamp_pb2.Timestamp) -> datetime:
+    return ts.ToDatetime(tzinfo=UTC)
+
+
+def struct_to_dict(value: struct_pb2.Struct) -> dict[str, Any]:
+    return json_format.MessageToDict(value)
+
+
+def dict_to_struct(value: Mapping[str, Any]) -> struct_pb2.Struct:
+    out = struct_pb2.Struct()
+    out.update(dict(value))
+    return out
+
+
+def _opt_ts(msg: Any, name: str) -> datetime | None:
+    return ts_from_proto(getattr(msg, name)) if msg.HasField(name) else None
+
+
+def memory_to_proto(m: Memory) -> common_pb2.Memory:
+    out = common_pb2.Memory(
+        id=m.id,
+        tenant=m.tenant,
+        content=m.content,
+        type=m.type,
+        tags=list(m.tags),
+        tag_prefixes=list(m.tag_prefixes),
+        importance=m.importance,
+        confidence=m.confidence,
+        metadata=dict_to_struct(m.metadata),
+        timestamp=ts_to_proto(m.timestamp),
+        updated_at=ts_to_proto(m.updated_at),
+        access_count=m.access_count,
+        relevance_score=m.relevance_score,
+        archived=m.archived,
+        embedding_model=m.embedding_model,
+        version=m.version,
+        entities=list(m.entities),
+    )
+    for name in ("last_accessed", "t_valid", "t_invalid"):
+        value = getattr(m, name)
+        if value is not None:
+            getattr(out, name).CopyFrom(ts_to_proto(value))
+    return out
+
+
+def memory_from_proto(p: common_pb2.Memory) -> Memory:
+    return Memory(
+        id=p.id,
+        tenant=p.tenant,
+        content=p.content,
+        type=p.type,
+        tags=tuple(p.tags),
+        tag_prefixes=tuple(p.tag_prefixes),
+        importance=p.importance,
+        confidence=p.confidence,
+        metadata=struct_to_dict(p.metadata),
+        timestamp=_opt_ts(p, "timestamp") or _EPOCH,
+        updated_at=_opt_ts(p, "updated_at") or _EPOCH,
+        last_accessed=_opt_ts(p, "last_accessed"),
+        access_count=p.access_count,
+        t_valid=_opt_ts(p, "t_valid"),
+        t_invalid=_opt_ts(p, "t_invalid"),
+        relevance_score=p.relevance_score,
+        archived=p.archived,
+        embedding_model=p.embedding_model,
+        version=p.version,
+        entities=tuple(p.entities),
+    )
+
+
+_TAG_MODE = {TagMode.ANY: common_pb2.TAG_MODE_ANY, TagMode.ALL: common_pb2.TAG_MODE_ALL}
+_TAG_MATCH = {
+    TagMatch.EXACT: common_pb2.TAG_MATCH_EXACT,
+    TagMatch.PREFIX: common_pb2.TAG_MATCH_PREFIX,
+}
+
+
+def tag_mode_from_proto(value: int) -> TagMode:
+    return TagMode.ALL if value == common_pb2.TAG_MODE_ALL else TagMode.ANY
+
+
+def tag_match_from_proto(value: int) -> TagMatch:
+    return TagMatch.PREFIX if value == common_pb2.TAG_MATCH_PREFIX else TagMatch.EXACT
+
+
+def filter_to_proto(f: Filter) -> common_pb2.Filter:
+    out = common_pb2.Filter(
+        tags=list(f.tags),
+        tag_mode=_TAG_MODE[f.tag_mode],
+        tag_match=_TAG_MATCH[f.tag_match],
+        exclude_tags=list(f.exclude_tags),
+        types=list(f.types),
+        exclude_types=list(f.exclude_types),
+        include_archived=f.include_archived,
+    )
+    if f.start is not None:
+        out.start.CopyFrom(ts_to_proto(f.start))
+    if f.end is not None:
+        out.end.CopyFrom(ts_to_proto(f.end))
+    return out
+
+
+def filter_from_proto(p: common_pb2.Filter) -> Filter:
+    return Filter(
+        tags=tuple(p.tags),
+        tag_mode=tag_mode_from_proto(p.tag_mode),
+        tag_match=tag_match_from_proto(p.tag_match),
+        exclude_tags=tuple(p.exclude_tags),
+        types=tuple(p.types),
+        exclude_types=tuple(p.exclude_types),
+        start=_opt_ts(p, "start"),
+        end=_opt_ts(p, "end"),
+        include_archived=p.include_archived,
+    )
+
+
+def hit_to_proto(h: Hit) -> common_pb2.Hit:
+    out = common_pb2.Hit(id=h.id, score=h.score)
+    if h.memory is not None:
+        out.memory.CopyFrom(memory_to_proto(h.memory))
+    return out
+
+
+def hit_from_proto(p: common_pb2.Hit) -> Hit:
+    return Hit(
+        id=p.id,
+        score=p.score,
+        memory=memory_from_proto(p.memory) if p.HasField("memory") else None,
+    )
+
+
+def relation_to_proto(r: Relation) -> common_pb2.Relation:
+    return common_pb2.Relation(
+        source_id=r.source_id,
+        target_id=r.target_id,
+        type=r.type,
+        strength=r.strength,
+        properties=dict_to_struct(r.properties),
+        origin=r.origin,
+        created_at=ts_to_proto(r.created_at),
+    )
+
+
+def relation_from_proto(p: common_pb2.Relation) -> Relation:
+    return Relation(
+        source_id=p.source_id,
+        target_id=p.target_id,
+        type=p.type,
+        strength=p.strength,
+        properties=struct_to_dict(p.properties),
+        origin=p.origin or "user",
+        created_at=_opt_ts(p, "created_at") or _EPOCH,
+    )
+
+
+def entity_to_proto(e: Entity) -> common_pb2.Entity:
+    return common_pb2.Entity(kind=e.kind, slug=e.slug, name=e.name)
+
+
+def entity_from_proto(p: common_pb2.Entity) -> Entity:
+    return Entity(kind=p.kind, slug=p.slug, name=p.name)
+
+
+def access_update_to_proto(a: AccessUpdate) -> common_pb2.AccessUpdate:
+    return common_pb2.AccessUpdate(
+        id=a.id, last_accessed=ts_to_proto(a.last_accessed), access_count=a.access_count
+    )
+
+
+def access_update_from_proto(p: common_pb2.AccessUpdate) -> AccessUpdate:
+    return AccessUpdate(
+        id=p.id,
+        last_accessed=_opt_ts(p, "last_accessed") or _EPOCH,
+        access_count=p.access_count,
+    )

@@ -1,0 +1,56 @@
+"""Catalog errors <-> gRPC status codes, in one place for servers and clients."""
+
+from __future__ import annotations
+
+import grpc
+
+from engram_core import errors as e
+
+FIELD_KEY = "engram-field"
+
+TO_CODE: dict[type[e.EngramError], grpc.StatusCode] = {
+    e.InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
+    e.NotFound: grpc.StatusCode.NOT_FOUND,
+    e.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+    e.PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
+    e.ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    e.Unavailable: grpc.StatusCode.UNAVAILABLE,
+    e.DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
+    e.Internal: grpc.StatusCode.INTERNAL,
+}
+
+
+def status_code(err: e.EngramError) -> grpc.StatusCode:
+    for cls in type(err).__mro__:
+        if cls in TO_CODE:
+            return TO_CODE[cls]
+    return grpc.StatusCode.INTERNAL
+
+
+def from_rpc_error(err: grpc.aio.AioRpcError, target: str) -> e.EngramError:
+    """Turn a failed call into the catalog error the caller would have raised itself."""
+    code = err.code()
+    detail = err.details() or code.name
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        field = ""
+        for key, value in err.trailing_metadata() or ():
+            if key == FIELD_KEY:
+                field = str(value)
+        if field:
+            prefix = f"{field}: "
+            reason = detail[len(prefix) :] if detail.startswith(prefix) else detail
+            return e.InvalidArgument(field, reason)
+        return e.InvalidArgument("request", detail)
+    if code == grpc.StatusCode.NOT_FOUND:
+        return e.NotFound(detail)
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return e.Unauthenticated(detail)
+    if code == grpc.StatusCode.PERMISSION_DENIED:
+        return e.PermissionDenied(detail)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return e.ResourceExhausted(detail)
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return e.DeadlineExceeded(f"{target}: {detail}")
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+        return e.Unavailable(f"{target}: {detail}")
+    return e.Internal(f"{target}: {detail}")

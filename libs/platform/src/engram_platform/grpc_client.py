@@ -1,0 +1,64 @@
+"""Channels to internal services, with trace propagation and error translation."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import grpc
+
+from engram_platform.errors import from_rpc_error
+from engram_platform.telemetry import inject_context
+
+
+def _with_trace(details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+    carrier = inject_context()
+    if not carrier:
+        return details
+    metadata = grpc.aio.Metadata(*(details.metadata or ()))
+    for key, value in carrier.items():
+        metadata.add(key, value)
+    return grpc.aio.ClientCallDetails(
+        details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
+    )
+
+
+class _TraceUnary(grpc.aio.UnaryUnaryClientInterceptor):
+    async def intercept_unary_unary(
+        self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: Any
+    ) -> Any:
+        return await continuation(_with_trace(details), request)
+
+
+class _TraceStreamUnary(grpc.aio.StreamUnaryClientInterceptor):
+    async def intercept_stream_unary(
+        self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, requests: Any
+    ) -> Any:
+        return await continuation(_with_trace(details), requests)
+
+
+def open_channel(target: str, max_message_bytes: int = 8 * 1024 * 1024) -> grpc.aio.Channel:
+    return grpc.aio.insecure_channel(
+        target,
+        options=[
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.keepalive_time_ms", 30_000),
+        ],
+        interceptors=[_TraceUnary(), _TraceStreamUnary()],
+    )
+
+
+@asynccontextmanager
+async def translate_errors(target: str) -> AsyncIterator[None]:
+    """Inside, a failed RPC surfaces as the catalog error its status code stands for."""
+    try:
+        yield
+    except grpc.aio.AioRpcError as err:
+        raise from_rpc_error(err, target) from err
+
+
+async def call(target: str, awaitable: Awaitable[Any]) -> Any:
+    async with translate_errors(target):
+        return await awaitable

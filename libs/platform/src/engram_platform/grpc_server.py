@@ -1,0 +1,153 @@
+"""One way to run a gRPC server: health, reflection, error mapping, tracing, size limits."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from opentelemetry import trace
+from opentelemetry.trace import StatusCode as SpanStatus
+
+from engram_core.errors import EngramError
+from engram_platform.errors import FIELD_KEY, status_code
+from engram_platform.settings import ServiceSettings
+from engram_platform.telemetry import extract_context
+
+log = logging.getLogger(__name__)
+Register = Callable[[grpc.aio.Server], None]
+if TYPE_CHECKING:
+    Handler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
+    Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
+
+
+class _Interceptor(grpc.aio.ServerInterceptor):
+    """Maps catalog errors to status codes and opens the server span of every RPC."""
+
+    def __init__(self, service: str) -> None:
+        self._service = service
+        self._tracer = trace.get_tracer("engram_platform.grpc_server")
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]],
+        details: grpc.HandlerCallDetails,
+    ) -> Handler | None:
+        handler = await continuation(details)
+        if handler is None or details.method.startswith("/grpc."):
+            return handler
+        rpc = details.method.rsplit("/", 1)[-1]
+        span_name = f"engram.{self._service}/{rpc}"
+        carrier = {str(k): str(v) for k, v in (details.invocation_metadata or ())}
+        tracer = self._tracer
+
+        async def guard(call: Callable[[], Awaitable[Any]], context: Context) -> Any:
+            with tracer.start_as_current_span(
+                span_name, context=extract_context(carrier), kind=trace.SpanKind.SERVER
+            ) as span:
+                try:
+                    return await call()
+                except EngramError as err:
+                    span.set_status(SpanStatus.ERROR, err.code)
+                    field = getattr(err, "field", None)
+                    if field:
+                        context.set_trailing_metadata(((FIELD_KEY, field),))
+                    await context.abort(status_code(err), err.message)
+                except (asyncio.CancelledError, grpc.aio.AbortError):
+                    raise
+                except Exception as exc:  # the one place that turns surprises into INTERNAL
+                    ref = uuid.uuid4().hex[:12]
+                    log.exception("unhandled error in %s (ref %s)", details.method, ref)
+                    span.record_exception(exc)
+                    span.set_status(SpanStatus.ERROR, "INTERNAL")
+                    await context.abort(grpc.StatusCode.INTERNAL, f"internal error (ref {ref})")
+
+        if handler.unary_unary is not None:
+            inner_uu = handler.unary_unary
+
+            async def unary_unary(request: Any, context: Context) -> Any:
+                return await guard(lambda: inner_uu(request, context), context)  # type: ignore[arg-type]
+
+            return grpc.unary_unary_rpc_method_handler(
+                unary_unary, handler.request_deserializer, handler.response_serializer
+            )
+        if handler.stream_unary is not None:
+            inner_su = handler.stream_unary
+
+            async def stream_unary(requests: Any, context: Context) -> Any:
+                return await guard(lambda: inner_su(requests, context), context)  # type: ignore[arg-type]
+
+            return grpc.stream_unary_rpc_method_handler(
+                stream_unary, handler.request_deserializer, handler.response_serializer
+            )
+        return handler
+
+
+@dataclass
+class RunningServer:
+    server: grpc.aio.Server
+    port: int
+    health: health.aio.HealthServicer
+
+    async def stop(self, grace: float | None = None) -> None:
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace)
+
+
+async def start_server(
+    name: str,
+    settings: ServiceSettings,
+    register: Register,
+    service_names: Sequence[str],
+) -> RunningServer:
+    """Start a server on settings.host:settings.port (0 = a free port) and mark it SERVING."""
+    limit = settings.max_message_bytes
+    server = grpc.aio.server(
+        interceptors=[_Interceptor(name)],
+        options=[
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    register(server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        [*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
+    )
+    port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+    if port == 0:
+        raise OSError(f"engram-{name}: cannot bind {settings.host}:{settings.port}")
+    await server.start()
+    for svc in ("", *service_names):
+        await health_servicer.set(svc, health_pb2.HealthCheckResponse.SERVING)
+    log.info("engram-%s serving on %s:%d", name, settings.host, port)
+    return RunningServer(server=server, port=port, health=health_servicer)
+
+
+async def serve(
+    name: str,
+    settings: ServiceSettings,
+    register: Register,
+    service_names: Sequence[str],
+    on_stop: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Run until SIGINT/SIGTERM, then drain in-flight RPCs and call on_stop."""
+    running = await start_server(name, settings, register, service_names)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("engram-%s stopping", name)
+    await running.stop(settings.grace_s)
+    if on_stop is not None:
+        await on_stop()

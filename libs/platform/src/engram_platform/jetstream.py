@@ -1,0 +1,124 @@
+"""The log: stream and subject names, connection, durable publish, the applied watermark."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+
+import nats
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.api import RetentionPolicy, StorageType, StreamConfig
+from nats.js.errors import NotFoundError
+
+from engram_core.errors import Unavailable
+from engram_platform.settings import NatsSettings
+
+log = logging.getLogger(__name__)
+
+STREAM_MEMORY = "ENGRAM_MEMORY"
+STREAM_ACCESS = "ENGRAM_ACCESS"
+STREAM_DEADLETTER = "ENGRAM_DEADLETTER"
+
+MEMORY_STORED = "memory_stored"
+MEMORY_UPDATED = "memory_updated"
+MEMORY_DELETED = "memory_deleted"
+RELATION_ADDED = "relation_added"
+MEMORY_ACCESSED = "memory_accessed"
+DEAD_LETTER = "dead_letter"
+
+MEMORY_EVENTS = (MEMORY_STORED, MEMORY_UPDATED, MEMORY_DELETED, RELATION_ADDED)
+DURABLE_INGEST = "ingest-apply"
+DURABLE_ACCESS = "consolidate-access"
+
+EVENT_HEADER = "Engram-Event"
+TENANT_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def subject(tenant: str, event: str) -> str:
+    """engram.<tenant>.<event>.v1 — tenants are single subject tokens (see TENANT_RE)."""
+    return f"engram.{tenant}.{event}.v1"
+
+
+def event_of(subject_name: str) -> str:
+    parts = subject_name.split(".")
+    return parts[2] if len(parts) == 4 else ""
+
+
+async def connect(settings: NatsSettings, name: str) -> tuple[Client, JetStreamContext]:
+    try:
+        nc = await nats.connect(
+            servers=[s.strip() for s in settings.url.split(",")],
+            name=f"engram-{name}",
+            connect_timeout=settings.connect_timeout_s,
+            max_reconnect_attempts=-1,
+            allow_reconnect=True,
+        )
+    except Exception as exc:
+        raise Unavailable(f"cannot connect to NATS at {settings.url}: {exc}") from exc
+    return nc, nc.jetstream()
+
+
+async def ensure_streams(js: JetStreamContext, settings: NatsSettings) -> None:
+    """Create or update the streams (idempotent; safe from every replica)."""
+    streams = {
+        STREAM_MEMORY: [subject("*", e) for e in MEMORY_EVENTS],
+        STREAM_ACCESS: [subject("*", MEMORY_ACCESSED)],
+        STREAM_DEADLETTER: [subject("*", DEAD_LETTER)],
+    }
+    for name, subjects in streams.items():
+        config = StreamConfig(
+            name=name,
+            subjects=subjects,
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            num_replicas=settings.stream_replicas,
+            duplicate_window=settings.duplicate_window_s,
+        )
+        try:
+            await js.stream_info(name)
+            await js.update_stream(config)
+        except NotFoundError:
+            await js.add_stream(config)
+
+
+async def publish(
+    js: JetStreamContext,
+    subject_name: str,
+    payload: bytes,
+    msg_id: str,
+    headers: Mapping[str, str] | None = None,
+    timeout_s: float = 5.0,
+) -> tuple[int, bool]:
+    """Publish and wait for the server's ack (on disk). Returns (sequence, duplicate)."""
+    all_headers = {"Nats-Msg-Id": msg_id, **(headers or {})}
+    try:
+        ack = await js.publish(subject_name, payload, timeout=timeout_s, headers=all_headers)
+    except Exception as exc:
+        raise Unavailable(f"log publish to {subject_name} failed: {exc}") from exc
+    return int(ack.seq), bool(ack.duplicate)
+
+
+async def watermark(js: JetStreamContext) -> int:
+    """Highest sequence at and below which every memory event is applied in all stores.
+
+    The ingest consumer acks an event only after all three stores have it, so the
+    consumer's ack floor is exactly that watermark — kept by the server, correct
+    however many ingest replicas finish out of order.
+    """
+    try:
+        info = await js.consumer_info(STREAM_MEMORY, DURABLE_INGEST)
+    except NotFoundError:
+        return 0
+    except Exception as exc:
+        raise Unavailable(f"cannot read the watermark: {exc}") from exc
+    return int(info.ack_floor.stream_seq or 0) if info.ack_floor else 0
+
+
+async def last_sequence(js: JetStreamContext) -> int:
+    try:
+        info = await js.stream_info(STREAM_MEMORY)
+    except Exception as exc:
+        raise Unavailable(f"cannot read the log: {exc}") from exc
+    return int(info.state.last_seq)

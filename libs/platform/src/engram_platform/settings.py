@@ -1,0 +1,50 @@
+"""Settings shared by every service; each service subclasses with its own env prefix."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def engram_home() -> Path:
+    """Where local state lives: $ENGRAM_HOME, else ./.engram."""
+    return Path(os.environ.get("ENGRAM_HOME", ".engram")).resolve()
+
+
+def default_data_dir() -> Path:
+    return engram_home() / "data"
+
+
+class ServiceSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore")
+
+    host: str = Field("127.0.0.1", description="Interface the gRPC server binds to.")
+    port: int = Field(0, ge=0, le=65535, description="gRPC port; 0 picks a free one.")
+    data_dir: Path = Field(
+        default_factory=default_data_dir, description="Where embedded backends keep their files."
+    )
+    log_level: str = Field("INFO", description="Python logging level.")
+    max_message_bytes: int = Field(
+        8 * 1024 * 1024, gt=0, description="Largest gRPC message accepted or sent."
+    )
+    tracing: Literal["none", "console"] = Field(
+        "none", description="Where spans go: nowhere or the console (OTLP comes with deployment)."
+    )
+    grace_s: float = Field(5.0, ge=0, description="Seconds in-flight RPCs get on shutdown.")
+
+
+class NatsSettings(BaseSettings):
+    """Where the log is; embedded by services and workers that publish or consume."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+
+    url: str = Field("nats://127.0.0.1:4222", description="NATS server URL(s), comma-separated.")
+    connect_timeout_s: float = Field(5.0, gt=0, description="Timeout for the first connect.")
+    stream_replicas: int = Field(1, ge=1, le=5, description="JetStream replicas per stream.")
+    duplicate_window_s: float = Field(
+        600.0, gt=0, description="Window in which a repeated Nats-Msg-Id is dropped."
+    )

@@ -1,0 +1,92 @@
+"""The server interceptor maps catalog errors to status codes; the client maps them back."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from engram.scoring.v1 import scoring_pb2, scoring_pb2_grpc
+from engram_core.errors import InvalidArgument, NotFound
+from engram_platform.grpc_client import open_channel, translate_errors
+from engram_platform.grpc_server import RunningServer, start_server
+from engram_platform.settings import ServiceSettings
+
+
+class _Servicer(scoring_pb2_grpc.ScoringServiceServicer):
+    async def Rank(  # noqa: N802 - generated name
+        self, request: scoring_pb2.RankRequest, context: object
+    ) -> scoring_pb2.RankResponse:
+        if request.query == "bad":
+            raise InvalidArgument("limit", "must be in 1..1000")
+        if request.query == "missing":
+            raise NotFound("memory 42 not found")
+        if request.query == "boom":
+            raise RuntimeError("secret stack detail")
+        return scoring_pb2.RankResponse()
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[RunningServer]:
+    running = await start_server(
+        "scoring",
+        ServiceSettings(port=0),
+        lambda s: scoring_pb2_grpc.add_ScoringServiceServicer_to_server(_Servicer(), s),
+        [scoring_pb2.DESCRIPTOR.services_by_name["ScoringService"].full_name],
+    )
+    yield running
+    await running.stop(0)
+
+
+async def test_invalid_argument_names_the_field(server: RunningServer) -> None:
+    async with open_channel(f"127.0.0.1:{server.port}") as channel:
+        stub = scoring_pb2_grpc.ScoringServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as raw:
+            await stub.Rank(scoring_pb2.RankRequest(query="bad"))
+        assert raw.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "limit" in (raw.value.details() or "")
+        with pytest.raises(InvalidArgument) as caught:
+            async with translate_errors("scoring"):
+                await stub.Rank(scoring_pb2.RankRequest(query="bad"))
+        assert caught.value.field == "limit"
+        assert caught.value.reason == "must be in 1..1000"
+
+
+async def test_not_found_and_internal_hide_details(server: RunningServer) -> None:
+    async with open_channel(f"127.0.0.1:{server.port}") as channel:
+        stub = scoring_pb2_grpc.ScoringServiceStub(channel)
+        with pytest.raises(NotFound):
+            async with translate_errors("scoring"):
+                await stub.Rank(scoring_pb2.RankRequest(query="missing"))
+        with pytest.raises(grpc.aio.AioRpcError) as raw:
+            await stub.Rank(scoring_pb2.RankRequest(query="boom"))
+        assert raw.value.code() == grpc.StatusCode.INTERNAL
+        assert "secret" not in (raw.value.details() or "")
+        assert "ref" in (raw.value.details() or "")
+
+
+async def test_health_reports_serving(server: RunningServer) -> None:
+    async with open_channel(f"127.0.0.1:{server.port}") as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        for name in ("", "engram.scoring.v1.ScoringService"):
+            reply = await health.Check(health_pb2.HealthCheckRequest(service=name))
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_oversized_message_is_refused() -> None:
+    running = await start_server(
+        "scoring",
+        ServiceSettings(port=0, max_message_bytes=1024),
+        lambda s: scoring_pb2_grpc.add_ScoringServiceServicer_to_server(_Servicer(), s),
+        ["engram.scoring.v1.ScoringService"],
+    )
+    try:
+        async with open_channel(f"127.0.0.1:{running.port}") as channel:
+            stub = scoring_pb2_grpc.ScoringServiceStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as raw:
+                await stub.Rank(scoring_pb2.RankRequest(query="x" * 4096))
+            assert raw.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    finally:
+        await running.stop(0)
