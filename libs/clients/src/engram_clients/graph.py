@@ -1,0 +1,138 @@
+"""Client of engram.graph.v1.GraphService."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import grpc
+
+from engram.graph.v1 import graph_pb2, graph_pb2_grpc
+from engram_core.model import (
+    AccessUpdate,
+    Entity,
+    Filter,
+    Hit,
+    Memory,
+    RelatedHit,
+    Relation,
+    UpsertResult,
+)
+from engram_platform.convert import (
+    access_update_to_proto,
+    entity_to_proto,
+    filter_to_proto,
+    hit_from_proto,
+    memory_to_proto,
+    relation_from_proto,
+    relation_to_proto,
+)
+from engram_platform.grpc_client import translate_errors
+
+NAME = "graph"
+
+
+class GraphClient:
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self._stub = graph_pb2_grpc.GraphServiceStub(channel)
+
+    async def upsert(
+        self,
+        tenant: str,
+        items: Sequence[tuple[Memory, Sequence[Entity]]],
+        timeout: float | None = None,
+    ) -> UpsertResult:
+        request = graph_pb2.UpsertRequest(
+            tenant=tenant,
+            memories=[
+                graph_pb2.GraphMemory(
+                    memory=memory_to_proto(m), entities=[entity_to_proto(e) for e in ents]
+                )
+                for m, ents in items
+            ],
+        )
+        async with translate_errors(NAME):
+            reply = await self._stub.Upsert(request, timeout=timeout)
+        return UpsertResult(applied=reply.applied, skipped=reply.skipped)
+
+    async def delete(
+        self, tenant: str, ids: Sequence[str], version: int, timeout: float | None = None
+    ) -> int:
+        request = graph_pb2.DeleteRequest(tenant=tenant, ids=list(ids), version=version)
+        async with translate_errors(NAME):
+            reply = await self._stub.Delete(request, timeout=timeout)
+        return int(reply.deleted)
+
+    async def add_relations(
+        self,
+        tenant: str,
+        relations: Sequence[Relation],
+        version: int,
+        timeout: float | None = None,
+    ) -> int:
+        request = graph_pb2.AddRelationsRequest(
+            tenant=tenant, relations=[relation_to_proto(r) for r in relations], version=version
+        )
+        async with translate_errors(NAME):
+            reply = await self._stub.AddRelations(request, timeout=timeout)
+        return int(reply.applied)
+
+    async def related(
+        self,
+        tenant: str,
+        id: str,
+        depth: int,
+        types: Sequence[str],
+        limit: int,
+        timeout: float | None = None,
+    ) -> list[RelatedHit]:
+        request = graph_pb2.RelatedRequest(
+            tenant=tenant, id=id, depth=depth, types=list(types), limit=limit
+        )
+        async with translate_errors(NAME):
+            reply = await self._stub.Related(request, timeout=timeout)
+        return [
+            RelatedHit(id=h.id, type=h.type, strength=h.strength, depth=h.depth) for h in reply.hits
+        ]
+
+    async def search(
+        self,
+        tenant: str,
+        entity_keys: Sequence[str],
+        keywords: Sequence[str],
+        flt: Filter,
+        limit: int,
+        timeout: float | None = None,
+    ) -> list[Hit]:
+        request = graph_pb2.SearchRequest(
+            tenant=tenant,
+            entity_keys=list(entity_keys),
+            keywords=list(keywords),
+            filter=filter_to_proto(flt),
+            limit=limit,
+        )
+        async with translate_errors(NAME):
+            reply = await self._stub.Search(request, timeout=timeout)
+        return [hit_from_proto(h) for h in reply.hits]
+
+    async def relations(
+        self, tenant: str, ids: Sequence[str], timeout: float | None = None
+    ) -> list[Relation]:
+        request = graph_pb2.RelationsRequest(tenant=tenant, ids=list(ids))
+        async with translate_errors(NAME):
+            reply = await self._stub.Relations(request, timeout=timeout)
+        return [relation_from_proto(r) for r in reply.relations]
+
+    async def update_access(
+        self, tenant: str, updates: Sequence[AccessUpdate], timeout: float | None = None
+    ) -> int:
+        request = graph_pb2.UpdateAccessRequest(
+            tenant=tenant, updates=[access_update_to_proto(u) for u in updates]
+        )
+        async with translate_errors(NAME):
+            reply = await self._stub.UpdateAccess(request, timeout=timeout)
+        return int(reply.updated)
+
+    async def count(self, tenant: str, timeout: float | None = None) -> int:
+        async with translate_errors(NAME):
+            reply = await self._stub.Count(graph_pb2.CountRequest(tenant=tenant), timeout=timeout)
+        return int(reply.count)
