@@ -1,0 +1,217 @@
+"""`make run`: nats-server and the seven services as local processes on embedded backends.
+
+Also used by the end-to-end tests, which start the same stack on free ports in a
+temporary ENGRAM_HOME. State stays under $ENGRAM_HOME between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from engram_platform.nats_server import NatsServer, free_port, start_nats
+from engram_platform.settings import engram_home
+
+GRPC_SERVICES = ("vector", "lexical", "graph", "scoring", "gateway")
+WORKERS = ("ingest", "consolidate")
+DEV_TOKEN = "dev-token"
+READY_MARK = "ready"
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+    port: int = 0
+
+
+@dataclass
+class DevStack:
+    home: Path
+    nats: NatsServer
+    ports: dict[str, int]
+    env: dict[str, str]
+    processes: dict[str, Process] = field(default_factory=dict)
+
+    @property
+    def gateway_address(self) -> str:
+        return f"127.0.0.1:{self.ports['gateway']}"
+
+    def start_service(self, name: str, timeout_s: float = 60.0) -> None:
+        log_dir = self.home / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = log_dir / f"{name}.log"
+        with log_path.open("ab") as log:
+            popen = subprocess.Popen(
+                [sys.executable, "-m", f"engram_{name}"],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        proc = Process(name=name, popen=popen, log_path=log_path, port=self.ports.get(name, 0))
+        self.processes[name] = proc
+        if name in GRPC_SERVICES:
+            _wait_serving(proc, timeout_s)
+        else:
+            _wait_log_mark(proc, timeout_s)
+
+    def stop_service(self, name: str, timeout_s: float = 15.0) -> None:
+        proc = self.processes.pop(name, None)
+        if proc is None or proc.popen.poll() is not None:
+            return
+        proc.popen.send_signal(signal.SIGTERM)
+        try:
+            proc.popen.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.popen.kill()
+            proc.popen.wait()
+
+    def stop(self) -> None:
+        for name in reversed(list(self.processes)):
+            self.stop_service(name)
+        self.nats.stop()
+
+
+def _fail(proc: Process, why: str) -> RuntimeError:
+    tail = proc.log_path.read_text(errors="replace").splitlines()[-25:]
+    return RuntimeError(f"engram-{proc.name} {why}; log {proc.log_path}:\n" + "\n".join(tail))
+
+
+def _wait_serving(proc: Process, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    with grpc.insecure_channel(f"127.0.0.1:{proc.port}") as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            if proc.popen.poll() is not None:
+                raise _fail(proc, f"exited with code {proc.popen.returncode}")
+            try:
+                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            time.sleep(0.1)
+    raise _fail(proc, f"not SERVING within {timeout_s:.0f}s")
+
+
+def _wait_log_mark(proc: Process, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.popen.poll() is not None:
+            raise _fail(proc, f"exited with code {proc.popen.returncode}")
+        if any(
+            line.rstrip().endswith(READY_MARK)
+            for line in proc.log_path.read_text(errors="replace").splitlines()
+        ):
+            return
+        time.sleep(0.1)
+    raise _fail(proc, f"did not report '{READY_MARK}' within {timeout_s:.0f}s")
+
+
+def stack_env(
+    home: Path, nats_url: str, ports: Mapping[str, int], token: str, extra: Mapping[str, str]
+) -> dict[str, str]:
+    addr = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
+    env = dict(os.environ)
+    env["ENGRAM_HOME"] = str(home)
+    env["PYTHONUNBUFFERED"] = "1"
+    for name in GRPC_SERVICES:
+        env[f"ENGRAM_{name.upper()}_PORT"] = str(ports[name])
+    for consumer in ("GATEWAY", "INGEST", "CONSOLIDATE"):
+        env[f"ENGRAM_{consumer}_NATS__URL"] = nats_url
+        for store in ("vector", "lexical", "graph"):
+            env[f"ENGRAM_{consumer}_{store.upper()}_ADDR"] = addr[store]
+    env["ENGRAM_GATEWAY_SCORING_ADDR"] = addr["scoring"]
+    env.setdefault("ENGRAM_GATEWAY_TOKENS", f"{token}=default:read+write+admin")
+    env.update(extra)
+    return env
+
+
+def start_stack(
+    home: Path | None = None,
+    gateway_port: int = 50051,
+    nats_port: int = 0,
+    extra_env: Mapping[str, str] | None = None,
+) -> DevStack:
+    """Start nats-server, then the services in dependency order; raise naming what failed."""
+    home = home or engram_home()
+    nats = start_nats(home / "data" / "nats", port=nats_port)
+    ports = {name: free_port() for name in GRPC_SERVICES}
+    ports["gateway"] = gateway_port or free_port()
+    env = stack_env(home, nats.url, ports, DEV_TOKEN, extra_env or {})
+    stack = DevStack(home=home, nats=nats, ports=ports, env=env)
+    try:
+        for name in ("vector", "lexical", "graph", "scoring", "ingest", "consolidate", "gateway"):
+            stack.start_service(name)
+    except BaseException:
+        stack.stop()
+        raise
+    return stack
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Run Engram locally on embedded backends.")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("ENGRAM_PORT", "50051")))
+    args = parser.parse_args()
+    home = engram_home()
+    print(f"engram: starting nats-server and 7 services (state in {home}) ...", flush=True)
+    started = time.monotonic()
+    stack = start_stack(home, gateway_port=args.port)
+    took = time.monotonic() - started
+    addr = stack.gateway_address
+    print(
+        f"""
+engram is up in {took:.1f}s.
+  gateway   {addr}   (engram.gateway.v1.MemoryService, reflection on)
+  token     {DEV_TOKEN}   (tenant "default", scopes read+write+admin)
+  logs      {home / "logs"}
+  nats      {stack.nats.url}
+
+Try it:
+  grpcurl -plaintext -H 'authorization: Bearer {DEV_TOKEN}' \\
+    -d '{{"memory": {{"content": "Sarah prefers Postgres", "tags": ["project:atlas"]}}}}' \\
+    {addr} engram.gateway.v1.MemoryService/Store
+  grpcurl -plaintext -H 'authorization: Bearer {DEV_TOKEN}' \\
+    -d '{{"query": "which database does Sarah like?", "limit": 3}}' \\
+    {addr} engram.gateway.v1.MemoryService/Recall
+  or, without grpcurl:  uv run engram --help
+
+Ctrl-C stops everything.""",
+        flush=True,
+    )
+    stop = False
+
+    def _stop(*_: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        while not stop:
+            for proc in stack.processes.values():
+                if proc.popen.poll() is not None:
+                    print(
+                        f"engram-{proc.name} exited ({proc.popen.returncode}); see {proc.log_path}"
+                    )
+                    stop = True
+            time.sleep(0.5)
+    finally:
+        print("engram: stopping ...", flush=True)
+        stack.stop()
+        print("engram: stopped.", flush=True)
+
+
+if __name__ == "__main__":
+    main()
