@@ -1,0 +1,382 @@
+"""Scoring math. Every expected number below is worked out by hand from the formula in
+the module docstring / services/scoring/README.md, never taken from a run of the code."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from engram_core.errors import InvalidArgument
+from engram_core.model import Memory
+from engram_core.scoring import (
+    COMPONENTS,
+    Candidate,
+    Fusion,
+    Params,
+    Query,
+    RecencyMode,
+    ScoredCandidate,
+    StreamScore,
+    Weights,
+    rank,
+)
+from engram_core.tags import tag_prefixes
+
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+EXACT = 1e-12
+
+
+def mem(
+    id: str,
+    content: str = "unrelated text",
+    *,
+    age_days: float = 0.0,
+    tags: tuple[str, ...] = (),
+    importance: float = 0.5,
+    confidence: float = 0.9,
+    relevance: float = 0.0,
+    metadata: Mapping[str, Any] | None = None,
+) -> Memory:
+    return Memory(
+        id=id,
+        tenant="t",
+        content=content,
+        tags=tags,
+        tag_prefixes=tag_prefixes(tags),
+        importance=importance,
+        confidence=confidence,
+        relevance_score=relevance,
+        metadata=dict(metadata or {}),
+        timestamp=NOW - timedelta(days=age_days),
+    )
+
+
+def cand(m: Memory, relation: float = 0.0, **streams: tuple[float, int]) -> Candidate:
+    return Candidate(m, {k: StreamScore(s, r) for k, (s, r) in streams.items()}, relation)
+
+
+def only(**weights: float) -> Weights:
+    """Weights with every component weight 0 except those given."""
+    zero = {n: 0.0 for n in Weights.names() if not n.startswith("rrf_")}
+    return Weights().with_overrides({**zero, **weights})
+
+
+def run(
+    candidates: list[Candidate],
+    text: str = "",
+    tags: tuple[str, ...] = (),
+    **params: Any,
+) -> list[ScoredCandidate]:
+    return rank(candidates, Query(now=NOW, text=text, tags=tags), Params(**params))
+
+
+def ids(results: list[ScoredCandidate]) -> list[str]:
+    return [r.memory.id for r in results]
+
+
+def expect(results: list[ScoredCandidate], expected: list[tuple[str, float]]) -> None:
+    """Ids in this order, with these scores (to float rounding)."""
+    assert ids(results) == [i for i, _ in expected]
+    assert [r.score for r in results] == pytest.approx([s for _, s in expected], abs=EXACT)
+
+
+# --- weights ---------------------------------------------------------------------------
+
+
+def test_default_weights_are_the_documented_vector() -> None:
+    w = Weights()
+    assert {n: w.get(n) for n in Weights.names()} == {
+        "vector": 0.35,
+        "keyword": 0.35,
+        "metadata": 0.35,
+        "relation": 0.25,
+        "tag": 0.20,
+        "exact": 0.20,
+        "recency": 0.10,
+        "importance": 0.10,
+        "confidence": 0.05,
+        "relevance": 0.0,
+        "graph": 0.25,
+        "rrf_vector": 1.0,
+        "rrf_keyword": 1.0,
+        "rrf_graph": 1.0,
+    }
+
+
+def test_every_component_has_a_weight_of_the_same_name() -> None:
+    assert set(COMPONENTS) == {n for n in Weights.names() if not n.startswith("rrf_")}
+
+
+def test_override_replaces_only_the_named_weight() -> None:
+    w = Weights().with_overrides({"tag": 0.9, "rrf_graph": 2.0})
+    assert (w.tag, w.rrf_graph, w.vector, w.keyword) == (0.9, 2.0, 0.35, 0.35)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{"bogus": 1.0}, {"vector": -0.1}, {"keyword": float("nan")}, {"tag": float("inf")}],
+)
+def test_bad_override_is_invalid_argument_on_weights(overrides: dict[str, float]) -> None:
+    with pytest.raises(InvalidArgument) as err:
+        Weights().with_overrides(overrides)
+    assert err.value.field == "weights"
+    assert next(iter(overrides)) in err.value.reason
+
+
+def test_limit_below_one_is_refused() -> None:
+    with pytest.raises(InvalidArgument) as err:
+        Params(limit=0)
+    assert err.value.field == "limit"
+
+
+# --- weighted fusion: one full hand-computed case ------------------------------------
+
+
+def test_weighted_score_of_every_component_by_hand() -> None:
+    a = mem(
+        "a",
+        "We deploy pipeline changes on Fridays",
+        age_days=45,
+        tags=("project:engram:ci", "lang:python"),
+        importance=0.8,
+        confidence=0.6,
+        relevance=0.5,
+        metadata={"source": "slack", "topic": "Pipeline"},
+    )
+    b = mem("b", "release notes", age_days=0, importance=0.5, confidence=0.9)
+    results = run(
+        [cand(b, keyword=(8.0, 1)), cand(a, 0.4, vector=(0.7, 1), keyword=(6.0, 2))],
+        text="deploy pipeline",
+        tags=("project:engram",),
+    )
+    assert ids(results) == ["a", "b"]
+    ra, rb = results
+    assert ra.components == pytest.approx(
+        {
+            "vector": 0.7,
+            "keyword": 0.75,  # 6 / 8, the best keyword score in the set
+            "graph": 0.0,  # the graph stream did not return it
+            "metadata": 0.5,  # {deploy, pipeline} ∩ {slack, pipeline} = 1 of 2
+            "tag": 1.0,  # project:engram is a prefix of project:engram:ci
+            "exact": 1.0,
+            "recency": 0.75,  # 1 - 45/180
+            "importance": 0.8,
+            "confidence": 0.6,
+            "relevance": 0.5,
+            "relation": 0.4,
+        },
+        abs=EXACT,
+    )
+    # .35*.7 + .35*.75 + .35*.5 + .2*1 + .2*1 + .1*.75 + .1*.8 + .05*.6 + 0*.5 + .25*.4
+    assert ra.score == pytest.approx(1.3675, abs=EXACT)
+    # .35*1 (keyword 8/8) + .1*1 (recency) + .1*.5 + .05*.9
+    assert rb.score == pytest.approx(0.545, abs=EXACT)
+    assert rb.components["vector"] == 0.0
+    assert rb.streams == {"keyword": StreamScore(8.0, 1)}
+
+
+def test_graph_stream_is_normalised_by_its_best_score() -> None:
+    results = run(
+        [cand(mem("x"), graph=(3.0, 1)), cand(mem("y"), graph=(1.5, 2))],
+        weights=only(graph=1.0),
+    )
+    assert [(r.memory.id, r.components["graph"], r.score) for r in results] == [
+        ("x", 1.0, 1.0),
+        ("y", 0.5, 0.5),
+    ]
+
+
+def test_vector_cosine_is_clamped_to_unit_interval() -> None:
+    results = run(
+        [cand(mem("neg"), vector=(-0.4, 3)), cand(mem("big"), vector=(1.2, 1))],
+        weights=only(vector=1.0),
+    )
+    assert {r.memory.id: r.components["vector"] for r in results} == {"neg": 0.0, "big": 1.0}
+
+
+def test_relation_is_capped_at_one() -> None:
+    (r,) = run([cand(mem("r"), 2.5)], weights=only(relation=0.25))
+    assert r.components["relation"] == 1.0
+    assert r.score == pytest.approx(0.25, abs=EXACT)
+
+
+def test_query_independent_components_are_clamped() -> None:
+    (r,) = run([cand(mem("c", importance=1.5, confidence=-0.2, relevance=0.3))])
+    assert (r.components["importance"], r.components["confidence"]) == (1.0, 0.0)
+    assert r.components["relevance"] == pytest.approx(0.3)
+
+
+# --- individual components ---------------------------------------------------------
+
+
+def test_metadata_counts_distinct_query_tokens_found_in_string_values() -> None:
+    m = mem(
+        "m",
+        metadata={
+            "participants": ["Sarah", "Tom"],
+            "title": "Budget review",
+            "meeting": "no",  # keys never count, only values
+            "count": 3,
+            "nested": {"where": "Berlin office"},
+        },
+    )
+    # tokens >= 3 chars: sarah, meeting, about, budget, berlin ("s", "q3" too short)
+    # found in values: sarah, budget, berlin -> 3 of 5
+    (r,) = run([cand(m)], text="Sarah's meeting about Q3 budget Berlin budget")
+    assert r.components["metadata"] == pytest.approx(3 / 5, abs=EXACT)
+
+
+def test_metadata_matches_whole_tokens_not_substrings() -> None:
+    (r,) = run([cand(mem("m", metadata={"role": "author"}))], text="auth")
+    assert r.components["metadata"] == 0.0
+
+
+def test_tag_fraction_with_exact_and_prefix_matches() -> None:
+    both = mem("both", tags=("project:engram:ci", "lang:rust"))
+    half = mem("half", tags=("project:engram", "lang:python"))
+    shorter = mem("shorter", tags=("project",))  # a query tag longer than the memory's: no
+    results = run(
+        [cand(both), cand(half), cand(shorter)],
+        tags=("Project/Engram", "lang:rust", "lang:rust"),
+        weights=only(tag=1.0),
+    )
+    assert [(r.memory.id, r.components["tag"]) for r in results] == [
+        ("both", 1.0),
+        ("half", 0.5),
+        ("shorter", 0.0),
+    ]
+
+
+def test_no_query_tags_gives_zero_tag_component() -> None:
+    (r,) = run([cand(mem("t", tags=("a",)))])
+    assert r.components["tag"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("query", "content", "expected"),
+    [
+        ("  Deploy   PIPELINE ", "We DEPLOY \n  pipeline changes", 1.0),
+        ("abc", "xxabcxx", 1.0),
+        ("ab", "ab ab ab", 0.0),  # shorter than 3 characters never counts
+        ("pipeline deploy", "we deploy pipeline changes", 0.0),  # word order matters
+    ],
+)
+def test_exact_match(query: str, content: str, expected: float) -> None:
+    (r,) = run([cand(mem("e", content))], text=query)
+    assert r.components["exact"] == expected
+
+
+@pytest.mark.parametrize(
+    ("age_days", "expected"),
+    [(0, 1.0), (45, 0.75), (90, 0.5), (180, 0.0), (400, 0.0), (-3, 1.0)],
+)
+def test_recency_linear_over_window(age_days: float, expected: float) -> None:
+    (r,) = run([cand(mem("r", age_days=age_days))])
+    assert r.components["recency"] == pytest.approx(expected, abs=EXACT)
+
+
+def test_recency_window_is_a_setting() -> None:
+    (r,) = run([cand(mem("r", age_days=15))], recency_window_days=60)
+    assert r.components["recency"] == pytest.approx(0.75, abs=EXACT)
+
+
+@pytest.mark.parametrize(("age_days", "expected"), [(0, 1.0), (30, 0.5), (60, 0.25), (90, 0.125)])
+def test_recency_half_life(age_days: float, expected: float) -> None:
+    (r,) = run(
+        [cand(mem("r", age_days=age_days))],
+        recency_mode=RecencyMode.HALF_LIFE,
+        recency_half_life_days=30,
+    )
+    assert r.components["recency"] == pytest.approx(expected, abs=EXACT)
+
+
+# --- missing streams -------------------------------------------------------------
+
+
+def test_missing_stream_counts_zero_and_does_not_break_normalisation() -> None:
+    # Lexical did not answer at all: no candidate carries "keyword".
+    results = run(
+        [cand(mem("v1"), vector=(0.8, 1)), cand(mem("v2"), vector=(0.6, 2))],
+        weights=only(vector=1.0, keyword=1.0, graph=1.0),
+    )
+    assert [(r.memory.id, r.score) for r in results] == [("v1", 0.8), ("v2", 0.6)]
+    assert all(r.components["keyword"] == 0.0 and r.components["graph"] == 0.0 for r in results)
+
+
+def test_candidate_missing_from_one_stream_scores_only_the_others() -> None:
+    results = run(
+        [
+            cand(mem("both"), vector=(0.5, 2), keyword=(2.0, 2)),
+            cand(mem("kw"), keyword=(4.0, 1)),
+            cand(mem("vec"), vector=(0.9, 1)),
+        ],
+        weights=only(vector=1.0, keyword=1.0),
+    )
+    # both: .5 + 2/4 = 1.0 ; kw: 0 + 1 = 1.0 ; vec: .9 + 0 = .9
+    expect(results, [("both", 1.0), ("kw", 1.0), ("vec", 0.9)])
+
+
+def test_no_candidates_gives_no_results() -> None:
+    assert run([]) == []
+
+
+# --- rrf vs weighted -------------------------------------------------------------
+
+
+def _three() -> list[Candidate]:
+    return [
+        cand(mem("x"), vector=(0.9, 1), keyword=(2.0, 3)),
+        cand(mem("y"), keyword=(10.0, 1)),
+        cand(mem("z"), vector=(0.5, 2), keyword=(4.0, 2), metadata=(9.0, 1)),
+    ]
+
+
+def test_weighted_and_rrf_order_the_same_candidates_differently() -> None:
+    weighted = run(_three(), weights=only(vector=0.35, keyword=0.35))
+    # x: .35*.9 + .35*.2 = .385 ; y: .35*1 = .35 ; z: .35*.5 + .35*.4 = .315
+    expect(weighted, [("x", 0.385), ("y", 0.35), ("z", 0.315)])
+    rrf = run(_three(), fusion=Fusion.RRF)
+    # x: 1/61 + 1/63 ; z: 1/62 + 1/62 (the unknown "metadata" stream adds nothing) ; y: 1/61
+    expect(rrf, [("x", 1 / 61 + 1 / 63), ("z", 2 / 62), ("y", 1 / 61)])
+    # RRF still reports the components, computed the same way.
+    assert rrf[0].components["keyword"] == pytest.approx(0.2, abs=EXACT)
+
+
+def test_rrf_per_stream_weights_and_k() -> None:
+    no_keyword = run(_three(), fusion=Fusion.RRF, weights=Weights(rrf_keyword=0.0))
+    expect(no_keyword, [("x", 1 / 61), ("z", 1 / 62), ("y", 0.0)])
+    k_zero = run(_three(), fusion=Fusion.RRF, rrf_k=0.0, weights=Weights(rrf_vector=2.0))
+    # x: 2/1 + 1/3 ; z: 2/2 + 1/2 ; y: 1/1
+    expect(k_zero, [("x", 7 / 3), ("z", 1.5), ("y", 1.0)])
+
+
+def test_rrf_ignores_component_weights() -> None:
+    a = run(_three(), fusion=Fusion.RRF)
+    b = run(_three(), fusion=Fusion.RRF, weights=only(importance=5.0, recency=3.0))
+    assert [(r.memory.id, r.score) for r in a] == [(r.memory.id, r.score) for r in b]
+
+
+# --- ordering ----------------------------------------------------------------------
+
+
+def test_ties_break_by_newer_timestamp_then_id() -> None:
+    cands = [
+        cand(mem("b", age_days=1), keyword=(1.0, 1)),
+        cand(mem("a", age_days=1), keyword=(1.0, 1)),
+        cand(mem("c", age_days=2), keyword=(1.0, 1)),
+        cand(mem("d", age_days=0), keyword=(1.0, 1)),
+    ]
+    # Recency weight 0 makes the scores exactly equal; only the tie-breaks decide.
+    w = Weights(recency=0.0)
+    forward = run(cands, weights=w)
+    backward = run(list(reversed(cands)), weights=w)
+    assert len({r.score for r in forward}) == 1
+    assert ids(forward) == ids(backward) == ["d", "a", "b", "c"]
+
+
+def test_limit_keeps_the_best() -> None:
+    cands = [cand(mem(f"m{i}"), vector=(i / 10, 10 - i)) for i in range(10)]
+    assert ids(run(cands, limit=3, weights=only(vector=1.0))) == ["m9", "m8", "m7"]

@@ -1,0 +1,25 @@
+"""Where the local model lives. Read when called, never at import time."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+MODEL_FILE = "model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+MANIFEST_FILE = "manifest.json"
+
+
+def engram_home() -> Path:
+    """$ENGRAM_HOME, else ./.engram (the same rule as engram_platform.settings)."""
+    return Path(os.environ.get("ENGRAM_HOME", ".engram")).resolve()
+
+
+def default_model_dir() -> Path:
+    return engram_home() / "models" / MODEL_NAME
+
+
+def default_cache_dir() -> Path:
+    # Outside models/ so a rebuild can wipe the output without fetching the wheel again.
+    return engram_home() / "cache" / "embed"

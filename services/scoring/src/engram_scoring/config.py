@@ -1,0 +1,82 @@
+"""Settings of the scoring service (env prefix ENGRAM_SCORING_, nested with ``__``).
+
+Weights: ``ENGRAM_SCORING_WEIGHTS__VECTOR=0.5`` and so on. Their defaults come from
+``engram_core.scoring.Weights`` so the math and the settings cannot disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import SettingsConfigDict
+
+from engram_core import scoring
+from engram_platform.settings import ServiceSettings
+
+_W = scoring.Weights()
+
+
+class WeightSettings(BaseModel):
+    """Default weight of each component (weighted fusion) and each stream (RRF)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    vector: float = Field(
+        _W.vector, ge=0, description="Vector similarity (cosine clamped to [0,1])."
+    )
+    keyword: float = Field(_W.keyword, ge=0, description="BM25 score / best BM25 in the set.")
+    metadata: float = Field(
+        _W.metadata, ge=0, description="Share of query words found in metadata string values."
+    )
+    relation: float = Field(
+        _W.relation, ge=0, description="Summed relation strength to other candidates, capped at 1."
+    )
+    tag: float = Field(_W.tag, ge=0, description="Share of the query tags the memory carries.")
+    exact: float = Field(_W.exact, ge=0, description="1 when the whole query is in the content.")
+    recency: float = Field(_W.recency, ge=0, description="Recency of the memory's timestamp.")
+    importance: float = Field(_W.importance, ge=0, description="The memory's importance.")
+    confidence: float = Field(_W.confidence, ge=0, description="The memory's confidence.")
+    relevance: float = Field(
+        _W.relevance, ge=0, description="relevance_score written by consolidation (off until #5)."
+    )
+    graph: float = Field(_W.graph, ge=0, description="Graph stream score / best in the set.")
+    rrf_vector: float = Field(_W.rrf_vector, ge=0, description="RRF weight of the vector stream.")
+    rrf_keyword: float = Field(
+        _W.rrf_keyword, ge=0, description="RRF weight of the keyword stream."
+    )
+    rrf_graph: float = Field(_W.rrf_graph, ge=0, description="RRF weight of the graph stream.")
+
+    def to_core(self) -> scoring.Weights:
+        return scoring.Weights(**self.model_dump())
+
+
+class Settings(ServiceSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="ENGRAM_SCORING_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    weights: WeightSettings = Field(
+        default_factory=WeightSettings, description="Default weights; a request may override any."
+    )
+    recency_mode: Literal["linear", "half_life"] = Field(
+        "linear", description="Recency as a linear fall over a window, or an exponential half-life."
+    )
+    recency_window_days: float = Field(
+        scoring.DEFAULT_RECENCY_WINDOW_DAYS,
+        gt=0,
+        description="Linear mode: age in days at which recency reaches 0.",
+    )
+    recency_half_life_days: float = Field(
+        scoring.DEFAULT_RECENCY_HALF_LIFE_DAYS,
+        gt=0,
+        description="Half-life mode: age in days at which recency is 0.5.",
+    )
+    rrf_k: float = Field(
+        scoring.DEFAULT_RRF_K, ge=0, description="RRF constant k in w / (k + rank)."
+    )
+    default_limit: int = Field(10, ge=1, le=1000, description="Results returned when limit is 0.")
+    max_limit: int = Field(1000, ge=1, description="Largest limit a request may ask for.")
+    max_candidates: int = Field(
+        5000, ge=1, description="Most candidates one Rank request may carry."
+    )

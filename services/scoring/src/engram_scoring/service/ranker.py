@@ -1,0 +1,59 @@
+"""The service object: configured defaults plus per-request overrides, then core ``rank``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from engram_core.errors import InvalidArgument
+from engram_core.model import utcnow
+from engram_core.scoring import Candidate, Fusion, Params, Query, ScoredCandidate, rank
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    default_limit: int = 10
+    max_limit: int = 1000
+    max_candidates: int = 5000
+
+
+class Ranker:
+    def __init__(
+        self,
+        defaults: Params,
+        limits: Limits,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.defaults = defaults
+        self.limits = limits
+        self._clock = clock
+
+    def params(self, fusion: Fusion | None, limit: int, weights: Mapping[str, float]) -> Params:
+        """The defaults with the request's knobs applied; limit 0 means the default."""
+        if limit < 0 or limit > self.limits.max_limit:
+            raise InvalidArgument("limit", f"must be in 1..{self.limits.max_limit} (0 = default)")
+        return replace(
+            self.defaults,
+            fusion=fusion or self.defaults.fusion,
+            limit=limit or self.limits.default_limit,
+            weights=self.defaults.weights.with_overrides(weights),
+        )
+
+    def check_count(self, n: int) -> None:
+        if n > self.limits.max_candidates:
+            raise InvalidArgument(
+                "candidates", f"{n} candidates; at most {self.limits.max_candidates}"
+            )
+
+    def rank(
+        self,
+        candidates: Sequence[Candidate],
+        params: Params,
+        text: str = "",
+        tags: Sequence[str] = (),
+        now: datetime | None = None,
+    ) -> list[ScoredCandidate]:
+        self.check_count(len(candidates))
+        query = Query(now=now or self._clock(), text=text, tags=tuple(tags))
+        return rank(candidates, query, params)

@@ -1,0 +1,141 @@
+"""The Rank RPC in-process on port 0, through the platform server (interceptors included)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from engram.common.v1 import common_pb2
+from engram.scoring.v1 import scoring_pb2, scoring_pb2_grpc
+from engram_core.model import Memory
+from engram_core.scoring import Candidate, StreamScore
+from engram_platform.convert import memory_to_proto
+from engram_platform.errors import FIELD_KEY
+from engram_platform.grpc_client import open_channel
+from engram_platform.timeutil import to_epoch_ms
+from engram_scoring import server
+from engram_scoring.bootstrap import build_ranker
+from engram_scoring.config import Settings
+from engram_scoring.mapping import candidate_from_proto, candidate_to_proto
+
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def memory(id: str, content: str, age_days: float, **kw: Any) -> Memory:
+    ts = NOW - timedelta(days=age_days)
+    return Memory(id=id, tenant="t", content=content, timestamp=ts, updated_at=ts, **kw)
+
+
+def candidate(m: Memory, **streams: tuple[float, int]) -> scoring_pb2.Candidate:
+    return candidate_to_proto(Candidate(m, {k: StreamScore(*v) for k, v in streams.items()}))
+
+
+def three() -> list[scoring_pb2.Candidate]:
+    return [
+        candidate(memory("b", "lunch preferences", 90), vector=(0.2, 2)),
+        candidate(
+            memory("a", "The deploy pipeline runs on Fridays", 0, tags=("project:engram",)),
+            vector=(0.8, 1),
+            keyword=(5.0, 1),
+        ),
+        candidate(
+            memory("c", "deploy notes", 0, metadata={"ticket": "OPS-12", "n": 3}),
+            keyword=(2.5, 2),
+        ),
+    ]
+
+
+def request(**kw: Any) -> scoring_pb2.RankRequest:
+    base: dict[str, Any] = {
+        "query": "deploy pipeline",
+        "candidates": three(),
+        "query_tags": ["project"],
+        "now_unix_ms": to_epoch_ms(NOW),
+    }
+    return scoring_pb2.RankRequest(**{**base, **kw})
+
+
+@pytest.fixture
+async def stub(tmp_path: Path) -> AsyncIterator[scoring_pb2_grpc.ScoringServiceAsyncStub]:
+    settings = Settings(port=0, data_dir=tmp_path, max_candidates=3)
+    running = await server.start(settings, build_ranker(settings))
+    channel = open_channel(f"127.0.0.1:{running.port}")
+    try:
+        yield scoring_pb2_grpc.ScoringServiceStub(channel)
+    finally:
+        await channel.close()
+        await running.stop(0)
+
+
+async def test_weighted_rank_over_grpc(stub: scoring_pb2_grpc.ScoringServiceAsyncStub) -> None:
+    reply = await stub.Rank(request(limit=2))
+    # a: .35*.8 + .35*1 + .2 (tag prefix) + .2 (exact) + .1 + .1*.5 + .05*.9 = 1.225
+    # c: .35*(2.5/5) + .1 + .05 + .045 = .37 ; b (.215) is cut by limit 2
+    assert [(r.memory.id, round(r.score, 12)) for r in reply.results] == [
+        ("a", 1.225),
+        ("c", 0.37),
+    ]
+    a = reply.results[0]
+    picked = {k: a.components[k] for k in ("tag", "exact", "keyword", "graph", "recency")}
+    assert picked == {"tag": 1.0, "exact": 1.0, "keyword": 1.0, "graph": 0.0, "recency": 1.0}
+    assert len(a.components) == 11
+    assert {k: (v.score, v.rank) for k, v in a.streams.items()} == {
+        "vector": (0.8, 1),
+        "keyword": (5.0, 1),
+    }
+    sent = {c.memory.id: c.memory for c in three()}
+    assert [r.memory for r in reply.results] == [sent["a"], sent["c"]]
+
+
+async def test_rrf_and_default_limit(stub: scoring_pb2_grpc.ScoringServiceAsyncStub) -> None:
+    reply = await stub.Rank(request(fusion=scoring_pb2.FUSION_RRF))
+    # a: 2/61 ; b and c: 1/62 each, c is newer so it goes first
+    assert [r.memory.id for r in reply.results] == ["a", "c", "b"]
+    assert reply.results[0].score == pytest.approx(2 / 61, abs=1e-12)
+
+
+async def test_weight_override_changes_the_order(
+    stub: scoring_pb2_grpc.ScoringServiceAsyncStub,
+) -> None:
+    zero = {n: 0.0 for n in ("vector", "keyword", "tag", "exact", "recency")}
+    reply = await stub.Rank(request(weights={**zero, "importance": 0.0, "confidence": 0.0}))
+    # every weight that differs between them is 0: all score 0, newest first, then id
+    assert [(r.memory.id, r.score) for r in reply.results] == [("a", 0.0), ("c", 0.0), ("b", 0.0)]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"fusion": 9}, "fusion"),
+        ({"weights": {"nope": 1.0}}, "weights"),
+        ({"weights": {"vector": -1.0}}, "weights"),
+        ({"limit": 1001}, "limit"),
+        ({"limit": -3}, "limit"),
+        ({"candidates": [*three(), candidate(memory("d", "x", 0))]}, "candidates"),
+        ({"candidates": [candidate(memory("d", "x", 0), vector=(0.5, 0))]}, None),
+        ({"candidates": [candidate(memory("", "x", 0))]}, "candidates[0].memory.id"),
+        ({"now_unix_ms": -1}, "now_unix_ms"),
+    ],
+)
+async def test_invalid_argument_names_the_field(
+    stub: scoring_pb2_grpc.ScoringServiceAsyncStub, overrides: dict[str, Any], field: str | None
+) -> None:
+    field = field or "candidates[0].streams[vector].rank"
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await stub.Rank(request(**overrides))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (FIELD_KEY, field) in tuple(err.value.trailing_metadata() or ())
+
+
+def test_candidate_mapping_round_trip() -> None:
+    m = memory("x", "c", 3, tags=("a:b",), metadata={"k": "v"}, importance=0.7)
+    c = Candidate(m, {"graph": StreamScore(1.5, 4)}, 0.25)
+    back = candidate_from_proto(candidate_to_proto(c))
+    assert back == c
+    assert candidate_to_proto(c).memory == memory_to_proto(m)
+    assert common_pb2.StreamScore(score=1.5, rank=4) == candidate_to_proto(c).streams["graph"]
