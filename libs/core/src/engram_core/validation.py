@@ -1,0 +1,391 @@
+"""Validation of what clients send (issue 2 §9). Pure: no I/O, no clock, no randomness.
+
+Every check raises ``InvalidArgument(field, reason)`` naming the offending field by its
+proto path, e.g. ``memory.importance`` or ``memories[3].tags[2]``; callers pass the path
+prefix. Inputs are plain values (the gateway maps protos into them), so the rules live in
+one place whatever the transport.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from datetime import UTC, datetime, time, timedelta
+from typing import Any
+
+from engram_core.errors import InvalidArgument
+from engram_core.ids import normalise_id
+from engram_core.model import DEFAULT_CONFIDENCE, DEFAULT_IMPORTANCE, DEFAULT_TYPE, Memory
+from engram_core.relations import DEFAULT_STRENGTH, USER_TYPES, RelationType, parse_relation_type
+from engram_core.tags import MAX_TAG_LENGTH, MAX_TAGS, normalise_tag, tag_prefixes, tag_problem
+
+TYPE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+# google.protobuf.Timestamp's valid range: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59Z.
+MIN_TIMESTAMP_SECONDS = -62_135_596_800
+MAX_TIMESTAMP_SECONDS = 253_402_300_799
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Sizes and ranges a request must respect; the gateway fills them from settings."""
+
+    max_content_bytes: int = 16 * 1024
+    max_metadata_bytes: int = 16 * 1024
+    max_tags: int = MAX_TAGS
+    max_tag_length: int = MAX_TAG_LENGTH
+    max_type_length: int = 64
+    max_batch: int = 1000
+    max_query_bytes: int = 16 * 1024
+    max_idempotency_key_length: int = 256
+    default_limit: int = 10
+    max_limit: int = 100
+    default_related_limit: int = 20
+    max_depth: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class RawTimestamp:
+    """A timestamp as sent (seconds, nanos since the epoch), checked before conversion."""
+
+    seconds: int
+    nanos: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryInput:
+    """What a client sends to create or change a memory. None / empty means "not given"."""
+
+    id: str = ""
+    content: str = ""
+    type: str = ""
+    tags: tuple[str, ...] = ()
+    importance: float | None = None
+    confidence: float | None = None
+    metadata: Mapping[str, Any] | None = None
+    timestamp: RawTimestamp | None = None
+    t_valid: RawTimestamp | None = None
+    t_invalid: RawTimestamp | None = None
+
+
+INPUT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(MemoryInput))
+# Fields an update may set; the id names the memory and cannot change.
+UPDATABLE_FIELDS: tuple[str, ...] = tuple(f for f in INPUT_FIELDS if f != "id")
+
+
+def _at(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def present_fields(inp: MemoryInput) -> tuple[str, ...]:
+    """The fields the client set: non-empty strings and lists, non-None values."""
+    out = []
+    for name in INPUT_FIELDS:
+        value = getattr(inp, name)
+        if value is not None and value != "" and value != ():
+            out.append(name)
+    return tuple(out)
+
+
+# --- single fields -------------------------------------------------------------------
+
+
+def check_id(value: str, field_path: str) -> str:
+    """A required UUID, returned in canonical form."""
+    if not value.strip():
+        raise InvalidArgument(field_path, "must not be empty")
+    canonical = normalise_id(value.strip())
+    if canonical is None:
+        raise InvalidArgument(field_path, f"not a UUID: {value[:64]!r}")
+    return canonical
+
+
+def check_optional_id(value: str, field_path: str) -> str:
+    """A UUID or "" (meaning: the server assigns one)."""
+    return check_id(value, field_path) if value else ""
+
+
+def check_content(value: str, field_path: str, limits: Limits) -> str:
+    if not value.strip():
+        raise InvalidArgument(field_path, "must not be empty")
+    size = len(value.encode("utf-8"))
+    if size > limits.max_content_bytes:
+        raise InvalidArgument(
+            field_path, f"{size} bytes (UTF-8) exceeds the limit of {limits.max_content_bytes}"
+        )
+    return value
+
+
+def check_type(value: str, field_path: str, limits: Limits) -> str:
+    """Types are open-ended (DESIGN §2 "…"): any identifier; "" takes the default."""
+    if not value:
+        return DEFAULT_TYPE
+    if len(value) > limits.max_type_length:
+        raise InvalidArgument(field_path, f"longer than {limits.max_type_length} characters")
+    if not TYPE_RE.match(value):
+        raise InvalidArgument(
+            field_path, "must start with a letter and hold only letters, digits and '_'"
+        )
+    return value
+
+
+def check_unit(value: float | None, field_path: str, default: float) -> float:
+    """A number in [0, 1]; None takes the default. NaN is refused."""
+    if value is None:
+        return default
+    if not (0.0 <= value <= 1.0):
+        raise InvalidArgument(field_path, f"must be within [0, 1], got {value!r}")
+    return float(value)
+
+
+def check_tag(value: str, field_path: str, limits: Limits) -> str:
+    """One tag, normalised (lower-case, ``/`` → ``:``)."""
+    problem = tag_problem(value)
+    if problem is None and len(value) > limits.max_tag_length:
+        problem = f"longer than {limits.max_tag_length} characters"
+    if problem is not None:
+        raise InvalidArgument(field_path, problem)
+    tag = normalise_tag(value)
+    if any(not part for part in tag.split(":")):
+        raise InvalidArgument(field_path, "empty segment between separators ('/' or ':')")
+    return tag
+
+
+def check_tags(values: Sequence[str], field_path: str, limits: Limits) -> tuple[str, ...]:
+    """Normalised tags, duplicates dropped, order kept."""
+    if len(values) > limits.max_tags:
+        raise InvalidArgument(field_path, f"{len(values)} tags; at most {limits.max_tags}")
+    tags = (check_tag(t, f"{field_path}[{i}]", limits) for i, t in enumerate(values))
+    return tuple(dict.fromkeys(tags))
+
+
+def check_types(values: Sequence[str], field_path: str, limits: Limits) -> tuple[str, ...]:
+    """A list of memory types to filter on (each a non-empty identifier)."""
+    out = []
+    for i, value in enumerate(values):
+        item = f"{field_path}[{i}]"
+        if not value:
+            raise InvalidArgument(item, "must not be empty")
+        out.append(check_type(value, item, limits))
+    return tuple(dict.fromkeys(out))
+
+
+def check_metadata(
+    value: Mapping[str, Any] | None, field_path: str, limits: Limits
+) -> dict[str, Any]:
+    """A JSON object no larger than the limit once serialised."""
+    if value is None:
+        return {}
+    try:
+        encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument(field_path, f"not representable as JSON: {exc}") from exc
+    size = len(encoded.encode("utf-8"))
+    if size > limits.max_metadata_bytes:
+        raise InvalidArgument(
+            field_path, f"{size} bytes serialised exceeds the limit of {limits.max_metadata_bytes}"
+        )
+    return dict(value)
+
+
+def check_timestamp(value: RawTimestamp, field_path: str) -> datetime:
+    if not MIN_TIMESTAMP_SECONDS <= value.seconds <= MAX_TIMESTAMP_SECONDS:
+        raise InvalidArgument(field_path, f"seconds {value.seconds} outside 0001-01-01..9999-12-31")
+    if not 0 <= value.nanos <= 999_999_999:
+        raise InvalidArgument(field_path, f"nanos {value.nanos} outside 0..999999999")
+    return _EPOCH + timedelta(seconds=value.seconds, microseconds=value.nanos // 1000)
+
+
+def _opt_timestamp(value: RawTimestamp | None, field_path: str) -> datetime | None:
+    return None if value is None else check_timestamp(value, field_path)
+
+
+def check_validity(t_valid: datetime | None, t_invalid: datetime | None, prefix: str) -> None:
+    if t_valid is not None and t_invalid is not None and t_valid > t_invalid:
+        raise InvalidArgument(_at(prefix, "t_valid"), "must not be after t_invalid")
+
+
+# --- memories -----------------------------------------------------------------------
+
+
+def new_memory(
+    inp: MemoryInput, *, tenant: str, prefix: str, now: datetime, limits: Limits
+) -> Memory:
+    """A validated Memory with defaults. ``id`` is the client's (canonical) or "" to assign."""
+    t_valid = _opt_timestamp(inp.t_valid, _at(prefix, "t_valid"))
+    t_invalid = _opt_timestamp(inp.t_invalid, _at(prefix, "t_invalid"))
+    tags = check_tags(inp.tags, _at(prefix, "tags"), limits)
+    memory = Memory(
+        id=check_optional_id(inp.id, _at(prefix, "id")),
+        tenant=tenant,
+        content=check_content(inp.content, _at(prefix, "content"), limits),
+        type=check_type(inp.type, _at(prefix, "type"), limits),
+        tags=tags,
+        tag_prefixes=tag_prefixes(tags),
+        importance=check_unit(inp.importance, _at(prefix, "importance"), DEFAULT_IMPORTANCE),
+        confidence=check_unit(inp.confidence, _at(prefix, "confidence"), DEFAULT_CONFIDENCE),
+        metadata=check_metadata(inp.metadata, _at(prefix, "metadata"), limits),
+        timestamp=_opt_timestamp(inp.timestamp, _at(prefix, "timestamp")) or now,
+        updated_at=now,
+        t_valid=t_valid,
+        t_invalid=t_invalid,
+    )
+    check_validity(t_valid, t_invalid, prefix)
+    return memory
+
+
+def check_update_mask(paths: Sequence[str], inp: MemoryInput) -> tuple[str, ...]:
+    """The fields an update takes: the mask, or when it is empty every field set in the input."""
+    if not paths:
+        chosen = tuple(f for f in present_fields(inp) if f != "id")
+        if not chosen:
+            raise InvalidArgument("update_mask", "nothing to update: no field set and no mask")
+        return chosen
+    for i, path in enumerate(paths):
+        if path == "id":
+            raise InvalidArgument(f"update_mask.paths[{i}]", "the id cannot be changed")
+        if path not in UPDATABLE_FIELDS:
+            raise InvalidArgument(
+                f"update_mask.paths[{i}]",
+                f"unknown field {path[:64]!r}; known: {', '.join(UPDATABLE_FIELDS)}",
+            )
+    return tuple(dict.fromkeys(paths))
+
+
+def merge_update(
+    current: Memory,
+    inp: MemoryInput,
+    mask: Sequence[str],
+    *,
+    prefix: str,
+    now: datetime,
+    limits: Limits,
+) -> Memory:
+    """``current`` with the masked fields taken from ``inp`` (validated), ``updated_at = now``.
+
+    A masked field the input leaves unset takes the default it would get on Store
+    (type "Memory", no tags, importance 0.5, confidence 0.9, empty metadata,
+    timestamp now, no validity bounds); content cannot be cleared.
+    """
+    if inp.id and check_id(inp.id, _at(prefix, "id")) != current.id:
+        raise InvalidArgument(_at(prefix, "id"), "must be empty or the id being updated")
+    changes: dict[str, Any] = {"updated_at": now}
+    for name in mask:
+        path = _at(prefix, name)
+        if name == "content":
+            changes["content"] = check_content(inp.content, path, limits)
+        elif name == "type":
+            changes["type"] = check_type(inp.type, path, limits)
+        elif name == "tags":
+            changes["tags"] = check_tags(inp.tags, path, limits)
+            changes["tag_prefixes"] = tag_prefixes(changes["tags"])
+        elif name == "importance":
+            changes["importance"] = check_unit(inp.importance, path, DEFAULT_IMPORTANCE)
+        elif name == "confidence":
+            changes["confidence"] = check_unit(inp.confidence, path, DEFAULT_CONFIDENCE)
+        elif name == "metadata":
+            changes["metadata"] = check_metadata(inp.metadata, path, limits)
+        elif name == "timestamp":
+            changes["timestamp"] = _opt_timestamp(inp.timestamp, path) or now
+        elif name in ("t_valid", "t_invalid"):
+            changes[name] = _opt_timestamp(getattr(inp, name), path)
+    merged = replace(current, **changes)
+    check_validity(merged.t_valid, merged.t_invalid, prefix)
+    return merged
+
+
+def check_batch_size(count: int, field_path: str, limits: Limits) -> None:
+    if count == 0:
+        raise InvalidArgument(field_path, "must not be empty")
+    if count > limits.max_batch:
+        raise InvalidArgument(field_path, f"{count} memories; at most {limits.max_batch}")
+
+
+def check_idempotency_key(value: str, field_path: str, limits: Limits) -> str:
+    if len(value) > limits.max_idempotency_key_length:
+        raise InvalidArgument(
+            field_path, f"longer than {limits.max_idempotency_key_length} characters"
+        )
+    return value
+
+
+# --- queries ------------------------------------------------------------------------
+
+
+def check_query(value: str, field_path: str, limits: Limits) -> str:
+    if not value.strip():
+        raise InvalidArgument(field_path, "must not be empty")
+    size = len(value.encode("utf-8"))
+    if size > limits.max_query_bytes:
+        raise InvalidArgument(
+            field_path, f"{size} bytes (UTF-8) exceeds the limit of {limits.max_query_bytes}"
+        )
+    return value
+
+
+def check_limit(value: int, field_path: str, default: int, maximum: int) -> int:
+    """0 takes the default; otherwise 1..maximum."""
+    if value == 0:
+        return default
+    if not 1 <= value <= maximum:
+        raise InvalidArgument(field_path, f"must be within 1..{maximum}, got {value}")
+    return value
+
+
+def _parse_iso(value: str, field_path: str, end_of_day: bool) -> datetime:
+    text = value.strip()
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise InvalidArgument(field_path, f"not an ISO-8601 date or time: {value[:64]!r}") from exc
+    # A bare date as an inclusive end means the whole of that day.
+    if end_of_day and len(text) <= len("YYYY-MM-DD"):
+        parsed = datetime.combine(parsed.date(), time.max)
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def check_time_range(
+    start: str, end: str, start_field: str = "start", end_field: str = "end"
+) -> tuple[datetime | None, datetime | None]:
+    """Inclusive ISO-8601 bounds ("" = open); naive values are UTC."""
+    lo = _parse_iso(start, start_field, end_of_day=False) if start.strip() else None
+    hi = _parse_iso(end, end_field, end_of_day=True) if end.strip() else None
+    if lo is not None and hi is not None and lo > hi:
+        raise InvalidArgument(start_field, "must not be after end")
+    return lo, hi
+
+
+def check_user_relation_type(value: str, field_path: str) -> RelationType:
+    """A relation type clients may create (system edges are the workers')."""
+    parsed = parse_relation_type(value)
+    if parsed is None or parsed not in USER_TYPES:
+        known = ", ".join(sorted(USER_TYPES))
+        raise InvalidArgument(field_path, f"unknown relation type {value[:64]!r}; one of {known}")
+    return parsed
+
+
+def check_relation_types(values: Sequence[str], field_path: str) -> tuple[str, ...]:
+    """Relation types to follow when reading: any type of the registry."""
+    out = []
+    for i, value in enumerate(values):
+        parsed = parse_relation_type(value)
+        if parsed is None:
+            raise InvalidArgument(f"{field_path}[{i}]", f"unknown relation type {value[:64]!r}")
+        out.append(parsed.value)
+    return tuple(dict.fromkeys(out))
+
+
+def check_strength(value: float, field_path: str) -> float:
+    """[0, 1]; exactly 0 means "not given" (proto3 default) and takes DEFAULT_STRENGTH."""
+    if value == 0.0:
+        return DEFAULT_STRENGTH
+    if math.isnan(value) or not 0.0 < value <= 1.0:
+        raise InvalidArgument(field_path, f"must be within [0, 1], got {value!r}")
+    return float(value)
+
+
+def check_depth(value: int, field_path: str, limits: Limits) -> int:
+    return check_limit(value, field_path, 1, limits.max_depth)

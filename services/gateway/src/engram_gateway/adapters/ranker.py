@@ -1,0 +1,33 @@
+"""RankerPort over the scoring service's client (which takes Candidate protos)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engram_clients.scoring import ScoringClient
+from engram_core.scoring import Candidate, Fusion, ScoredCandidate
+from engram_gateway.mapping import candidate_to_proto, fusion_to_scoring, scored_from_proto
+
+
+class ScoringRanker:
+    def __init__(self, client: ScoringClient) -> None:
+        self._client = client
+
+    async def rank(
+        self,
+        query: str,
+        candidates: Sequence[Candidate],
+        fusion: Fusion | None,
+        limit: int,
+        query_tags: Sequence[str],
+        timeout: float | None = None,
+    ) -> list[ScoredCandidate]:
+        results = await self._client.rank(
+            query,
+            [candidate_to_proto(c) for c in candidates],
+            fusion_to_scoring(fusion),
+            limit,
+            query_tags=query_tags,
+            timeout=timeout,
+        )
+        return [scored_from_proto(r) for r in results]

@@ -1,0 +1,170 @@
+"""Builds the gateway from settings: the only module that knows adapters and config.
+
+``build_gateway`` wires ports into the service (unit tests hand it fakes);
+``open_gateway`` opens the real channels, the log and the cache around it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from engram_clients.graph import GraphClient
+from engram_clients.lexical import LexicalClient
+from engram_clients.scoring import ScoringClient
+from engram_clients.vector import VectorClient
+from engram_core.ids import new_id
+from engram_core.model import utcnow
+from engram_core.ports import Cache
+from engram_gateway.adapters.log import JetStreamLog
+from engram_gateway.adapters.ranker import ScoringRanker
+from engram_gateway.adapters.recall_codec import ProtoRecallCodec
+from engram_gateway.auth import Authenticator
+from engram_gateway.config import Budget as BudgetSettings
+from engram_gateway.config import Settings
+from engram_gateway.service import (
+    Budget,
+    Gateway,
+    ReadConfig,
+    Reader,
+    WriteConfig,
+    Writer,
+)
+from engram_gateway.service.access import AccessRecorder
+from engram_gateway.service.lookup import Lookup
+from engram_gateway.service.ports import (
+    EventLog,
+    GraphPort,
+    LexicalPort,
+    RankerPort,
+    RecallCodec,
+    VectorPort,
+)
+from engram_gateway.service.recall_cache import RecallCache
+from engram_gateway.service.watermark import WatermarkCache
+from engram_platform import jetstream
+from engram_platform.cache import MemoryCache
+from engram_platform.grpc_client import open_channel
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Backends:
+    vector: VectorPort
+    lexical: LexicalPort
+    graph: GraphPort
+    ranker: RankerPort
+
+
+def _budget(b: BudgetSettings) -> Budget:
+    return Budget(fraction=b.fraction, cap_s=b.cap_s)
+
+
+def build_authenticator(settings: Settings) -> Authenticator:
+    auth = Authenticator.from_sources(settings.tokens.get_secret_value(), settings.tokens_file)
+    if not auth.configured:
+        log.warning("no tokens configured: every call will be refused as UNAUTHENTICATED")
+    return auth
+
+
+def build_gateway(
+    settings: Settings,
+    backends: Backends,
+    event_log: EventLog,
+    cache: Cache,
+    codec: RecallCodec | None = None,
+    clock: Callable[[], datetime] = utcnow,
+    ids: Callable[[], str] = new_id,
+) -> Gateway:
+    limits = settings.limits()
+    lookup = Lookup(backends.vector, backends.lexical)
+    recall_cache = RecallCache(cache, codec or ProtoRecallCodec(), settings.recall_cache_ttl_s)
+    access = AccessRecorder(event_log, clock, ids)
+    writer = Writer(
+        event_log,
+        cache,
+        lookup,
+        recall_cache,
+        WriteConfig(
+            limits=limits,
+            idempotency_ttl_s=settings.idempotency_ttl_s,
+            publish_concurrency=settings.publish_concurrency,
+            backend_timeout_s=settings.backend_timeout_s,
+        ),
+        clock,
+        ids,
+    )
+    reader = Reader(
+        backends.vector,
+        backends.lexical,
+        backends.graph,
+        backends.ranker,
+        event_log,
+        lookup,
+        recall_cache,
+        WatermarkCache(event_log.watermark, settings.watermark_cache_ms / 1000.0),
+        access,
+        ReadConfig(
+            limits=limits,
+            max_pool=settings.max_pool,
+            relation_pool=settings.relation_pool,
+            vector_budget=_budget(settings.vector_budget),
+            lexical_budget=_budget(settings.lexical_budget),
+            graph_budget=_budget(settings.graph_budget),
+            relations_budget=_budget(settings.relations_budget),
+            scoring_budget=_budget(settings.scoring_budget),
+            backend_timeout_s=settings.backend_timeout_s,
+            min_sequence_poll_s=settings.min_sequence_poll_ms / 1000.0,
+        ),
+        clock,
+    )
+    return Gateway(writer=writer, reader=reader, access=access)
+
+
+async def open_gateway(settings: Settings) -> tuple[Gateway, Callable[[], Awaitable[None]]]:
+    """The gateway on real clients, JetStream (streams ensured) and the in-process cache.
+
+    Returns it with the function that closes everything it opened.
+    """
+    limit = settings.max_message_bytes
+    channels = {
+        name: open_channel(addr, max_message_bytes=limit)
+        for name, addr in (
+            ("vector", settings.vector_addr),
+            ("lexical", settings.lexical_addr),
+            ("graph", settings.graph_addr),
+            ("scoring", settings.scoring_addr),
+        )
+    }
+    nc, js = await jetstream.connect(settings.nats, "gateway")
+    try:
+        await jetstream.ensure_streams(js, settings.nats)
+    except Exception:
+        await nc.close()
+        raise
+    cache = MemoryCache(settings.cache_max_entries)
+    backends = Backends(
+        vector=VectorClient(channels["vector"]),
+        lexical=LexicalClient(channels["lexical"]),
+        graph=GraphClient(channels["graph"]),
+        ranker=ScoringRanker(ScoringClient(channels["scoring"])),
+    )
+    gateway = build_gateway(settings, backends, JetStreamLog(js, settings.publish_timeout_s), cache)
+
+    closed = False
+
+    async def close() -> None:
+        nonlocal closed
+        if closed:
+            return
+        closed = True
+        await gateway.access.drain()
+        await nc.drain()
+        for channel in channels.values():
+            await channel.close()
+        await cache.close()
+
+    return gateway, close

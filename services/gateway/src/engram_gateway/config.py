@@ -1,0 +1,129 @@
+"""Settings of the gateway (env prefix ENGRAM_GATEWAY_, nested with ``__``).
+
+e.g. ``ENGRAM_GATEWAY_NATS__URL=nats://127.0.0.1:4222``,
+``ENGRAM_GATEWAY_TOKENS=dev-token=default:read+write+admin``,
+``ENGRAM_GATEWAY_VECTOR_BUDGET__CAP_S=1.5``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic_settings import SettingsConfigDict
+
+from engram_core.validation import Limits
+from engram_platform.settings import NatsSettings, ServiceSettings
+
+
+class Budget(BaseModel):
+    """A backend call's share of the caller's remaining time: min(cap_s, fraction × remaining)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    fraction: float = Field(0.5, gt=0, le=1, description="Share of the remaining deadline.")
+    cap_s: float = Field(2.0, gt=0, description="Upper bound in seconds, whatever the deadline.")
+
+
+class Settings(ServiceSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="ENGRAM_GATEWAY_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    port: int = Field(50051, ge=0, le=65535, description="gRPC port; 0 picks a free one.")
+    nats: NatsSettings = Field(
+        default_factory=NatsSettings, description="The log (JetStream) the gateway publishes to."
+    )
+    vector_addr: str = Field("127.0.0.1:50061", description="host:port of the vector service.")
+    lexical_addr: str = Field("127.0.0.1:50062", description="host:port of the lexical service.")
+    graph_addr: str = Field("127.0.0.1:50063", description="host:port of the graph service.")
+    scoring_addr: str = Field("127.0.0.1:50064", description="host:port of the scoring service.")
+
+    # Auth
+    tokens: SecretStr = Field(
+        SecretStr(""),
+        description='Dev tokens "<token>=<tenant>:<scope>+<scope>;..." (prefer tokens_file).',
+    )
+    tokens_file: Path | None = Field(
+        None, description="JSON list of {sha256, tenant, scopes}: tokens hashed at rest."
+    )
+
+    # Limits (issue 2 §9)
+    max_content_bytes: int = Field(16 * 1024, gt=0, description="Largest content (UTF-8 bytes).")
+    max_metadata_bytes: int = Field(
+        16 * 1024, gt=0, description="Largest metadata, serialised as JSON (bytes)."
+    )
+    max_batch: int = Field(1000, ge=1, description="Most memories in one StoreBatch.")
+    max_stream: int = Field(
+        10_000, ge=1, description="Most memories in one StoreStream (buffered, all or nothing)."
+    )
+    max_query_bytes: int = Field(4096, gt=0, description="Longest recall query (UTF-8 bytes).")
+    default_limit: int = Field(10, ge=1, le=100, description="Recall results when limit is 0.")
+    max_pool: int = Field(200, ge=1, description="Most candidates fetched per stream.")
+    relation_pool: int = Field(
+        50, ge=0, description="Top candidates whose relations feed the relation component."
+    )
+
+    # Deadlines
+    default_deadline_s: float = Field(
+        10.0, gt=0, description="Budget of a call that carries no deadline."
+    )
+    vector_budget: Budget = Field(
+        default_factory=Budget, description="Vector search share of the deadline."
+    )
+    lexical_budget: Budget = Field(
+        default_factory=Budget, description="Lexical search share of the deadline."
+    )
+    graph_budget: Budget = Field(
+        default_factory=Budget, description="Graph search share of the deadline."
+    )
+    relations_budget: Budget = Field(
+        default_factory=lambda: Budget(fraction=0.3, cap_s=0.5),
+        description="Relations among the top candidates.",
+    )
+    scoring_budget: Budget = Field(
+        default_factory=lambda: Budget(fraction=0.5, cap_s=1.0),
+        description="Scoring's share of what is left after retrieval.",
+    )
+    backend_timeout_s: float = Field(
+        2.0, gt=0, description="Cap of other backend calls (get, related, count)."
+    )
+    publish_timeout_s: float = Field(5.0, gt=0, description="Wait for the log's publish ack.")
+    publish_concurrency: int = Field(
+        256, ge=1, description="Publishes in flight for one batch (pipelined)."
+    )
+
+    # Read-your-writes and caches
+    watermark_cache_ms: float = Field(
+        20.0, ge=0, description="How long one watermark read serves concurrent requests."
+    )
+    min_sequence_poll_ms: float = Field(
+        20.0, gt=0, description="Interval between watermark reads while waiting."
+    )
+    recall_cache_ttl_s: float = Field(
+        10.0, ge=0, description="Recall cache lifetime; 0 turns the cache off."
+    )
+    idempotency_ttl_s: float = Field(
+        86_400.0, gt=0, description="How long an idempotency key maps to its id (>= dup window)."
+    )
+    cache_max_entries: int = Field(
+        100_000, ge=1, description="Entries of the in-process cache (recall + idempotency)."
+    )
+
+    @model_validator(mode="after")
+    def _idempotency_outlives_the_duplicate_window(self) -> Settings:
+        if self.idempotency_ttl_s < self.nats.duplicate_window_s:
+            raise ValueError(
+                f"idempotency_ttl_s ({self.idempotency_ttl_s}) must be >= the log's "
+                f"duplicate window ({self.nats.duplicate_window_s})"
+            )
+        return self
+
+    def limits(self) -> Limits:
+        return Limits(
+            max_content_bytes=self.max_content_bytes,
+            max_metadata_bytes=self.max_metadata_bytes,
+            max_batch=self.max_batch,
+            max_query_bytes=self.max_query_bytes,
+            default_limit=self.default_limit,
+        )

@@ -1,0 +1,170 @@
+"""gRPC servicer for engram.gateway.v1.MemoryService: authorize, map, call the service, map back.
+
+Catalog errors raised here or below become status codes in the platform interceptor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from engram_core import validation as v
+from engram_core.errors import InvalidArgument
+from engram_gateway.auth import Authenticator, Principal, Scope
+from engram_gateway.mapping import (
+    memory_input_from_proto,
+    recall_request_from_proto,
+    recall_result_to_proto,
+    related_to_proto,
+    stats_to_proto,
+)
+from engram_gateway.service import Deadline, Gateway, StoreItem
+from engram_platform.convert import memory_to_proto, struct_to_dict
+
+if TYPE_CHECKING:
+    import grpc
+
+    Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
+
+SERVICE_NAME: str = gateway_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
+# The server gives up this much before the caller does, so its own answer (e.g. naming
+# the min_sequence that was not reached) arrives instead of the client's bare timeout.
+_MARGIN_S = 0.05
+
+
+class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
+    def __init__(
+        self, gateway: Gateway, auth: Authenticator, default_deadline_s: float, max_stream: int
+    ) -> None:
+        self._writer = gateway.writer
+        self._reader = gateway.reader
+        self._auth = auth
+        self._default_deadline = default_deadline_s
+        self._max_stream = max_stream
+
+    def _principal(self, context: Context, scope: Scope) -> Principal:
+        return self._auth.authorize(context.invocation_metadata() or (), scope)
+
+    def _deadline(self, context: Context) -> Deadline:
+        remaining = context.time_remaining()  # None: the caller set no deadline
+        if remaining is None:
+            return Deadline.within(self._default_deadline)
+        return Deadline.within(remaining - min(_MARGIN_S, 0.1 * remaining))
+
+    # --- writes -------------------------------------------------------------------------
+
+    async def Store(  # noqa: N802 (generated servicer names)
+        self, request: gateway_pb2.StoreRequest, context: Context
+    ) -> gateway_pb2.StoreResponse:
+        tenant = self._principal(context, Scope.WRITE).tenant
+        item = StoreItem(memory_input_from_proto(request.memory), request.idempotency_key)
+        out = await self._writer.store(tenant, [item])
+        return gateway_pb2.StoreResponse(id=out.ids[0], sequence=out.sequence)
+
+    async def StoreBatch(  # noqa: N802
+        self, request: gateway_pb2.StoreBatchRequest, context: Context
+    ) -> gateway_pb2.StoreBatchResponse:
+        tenant = self._principal(context, Scope.WRITE).tenant
+        v.check_batch_size(len(request.memories), "memories", self._writer.limits)
+        items = [
+            StoreItem(memory_input_from_proto(m), path=f"memories[{i}]")
+            for i, m in enumerate(request.memories)
+        ]
+        out = await self._writer.store(tenant, items)
+        return gateway_pb2.StoreBatchResponse(ids=list(out.ids), sequence=out.sequence)
+
+    async def StoreStream(  # noqa: N802
+        self, request_iterator: AsyncIterator[gateway_pb2.StoreRequest], context: Context
+    ) -> gateway_pb2.StoreBatchResponse:
+        tenant = self._principal(context, Scope.WRITE).tenant
+        items: list[StoreItem] = []
+        async for request in request_iterator:
+            if len(items) >= self._max_stream:
+                raise InvalidArgument("requests", f"more than {self._max_stream} messages")
+            i = len(items)
+            items.append(
+                StoreItem(
+                    memory_input_from_proto(request.memory),
+                    request.idempotency_key,
+                    path=f"requests[{i}].memory",
+                    key_path=f"requests[{i}].idempotency_key",
+                )
+            )
+        if not items:
+            raise InvalidArgument("requests", "must not be empty")
+        out = await self._writer.store(tenant, items)
+        return gateway_pb2.StoreBatchResponse(ids=list(out.ids), sequence=out.sequence)
+
+    async def Update(  # noqa: N802
+        self, request: gateway_pb2.UpdateRequest, context: Context
+    ) -> gateway_pb2.UpdateResponse:
+        tenant = self._principal(context, Scope.WRITE).tenant
+        mid, seq = await self._writer.update(
+            tenant,
+            request.id,
+            memory_input_from_proto(request.memory),
+            list(request.update_mask.paths),
+            self._deadline(context),
+        )
+        return gateway_pb2.UpdateResponse(id=mid, sequence=seq)
+
+    async def Delete(  # noqa: N802
+        self, request: gateway_pb2.DeleteRequest, context: Context
+    ) -> gateway_pb2.DeleteResponse:
+        tenant = self._principal(context, Scope.WRITE).tenant
+        mid, seq = await self._writer.delete(tenant, request.id, self._deadline(context))
+        return gateway_pb2.DeleteResponse(id=mid, sequence=seq)
+
+    async def Associate(  # noqa: N802
+        self, request: gateway_pb2.AssociateRequest, context: Context
+    ) -> gateway_pb2.AssociateResponse:
+        tenant = self._principal(context, Scope.WRITE).tenant
+        seq = await self._writer.associate(
+            tenant,
+            request.source_id,
+            request.target_id,
+            request.type,
+            request.strength,
+            struct_to_dict(request.properties) if request.HasField("properties") else None,
+            self._deadline(context),
+        )
+        return gateway_pb2.AssociateResponse(sequence=seq)
+
+    # --- reads --------------------------------------------------------------------------
+
+    async def Recall(  # noqa: N802
+        self, request: gateway_pb2.RecallRequest, context: Context
+    ) -> gateway_pb2.RecallResponse:
+        tenant = self._principal(context, Scope.READ).tenant
+        result = await self._reader.recall(
+            tenant, recall_request_from_proto(request), self._deadline(context)
+        )
+        return recall_result_to_proto(result)
+
+    async def Get(  # noqa: N802
+        self, request: gateway_pb2.GetRequest, context: Context
+    ) -> gateway_pb2.GetResponse:
+        tenant = self._principal(context, Scope.READ).tenant
+        memory = await self._reader.get(tenant, request.id, self._deadline(context))
+        return gateway_pb2.GetResponse(memory=memory_to_proto(memory))
+
+    async def Related(  # noqa: N802
+        self, request: gateway_pb2.RelatedRequest, context: Context
+    ) -> gateway_pb2.RelatedResponse:
+        tenant = self._principal(context, Scope.READ).tenant
+        items = await self._reader.related(
+            tenant,
+            request.id,
+            request.depth,
+            list(request.types),
+            request.limit,
+            self._deadline(context),
+        )
+        return related_to_proto(items)
+
+    async def Stats(  # noqa: N802
+        self, request: gateway_pb2.StatsRequest, context: Context
+    ) -> gateway_pb2.StatsResponse:
+        tenant = self._principal(context, Scope.READ).tenant
+        return stats_to_proto(await self._reader.stats(tenant, self._deadline(context)))

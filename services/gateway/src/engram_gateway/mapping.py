@@ -1,0 +1,157 @@
+"""Proto <-> domain for the gateway's own types (Memory itself: engram_platform.convert)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from google.protobuf import timestamp_pb2
+
+from engram.common.v1 import common_pb2
+from engram.gateway.v1 import gateway_pb2
+from engram.scoring.v1 import scoring_pb2
+from engram_core.errors import InvalidArgument
+from engram_core.scoring import Candidate, Fusion, ScoredCandidate, StreamScore
+from engram_core.validation import MemoryInput, RawTimestamp
+from engram_gateway.service import RecallRequest, RelatedItem, Stats
+from engram_gateway.service.ports import RecallResult
+from engram_platform.convert import (
+    memory_from_proto,
+    memory_to_proto,
+    struct_to_dict,
+    tag_match_from_proto,
+    tag_mode_from_proto,
+)
+
+_FUSION: Mapping[int, Fusion | None] = {
+    gateway_pb2.FUSION_UNSPECIFIED: None,
+    gateway_pb2.FUSION_WEIGHTED: Fusion.WEIGHTED,
+    gateway_pb2.FUSION_RRF: Fusion.RRF,
+}
+_SCORING_FUSION: Mapping[Fusion | None, scoring_pb2.Fusion.ValueType] = {
+    None: scoring_pb2.FUSION_UNSPECIFIED,
+    Fusion.WEIGHTED: scoring_pb2.FUSION_WEIGHTED,
+    Fusion.RRF: scoring_pb2.FUSION_RRF,
+}
+_TAG_MODES = (common_pb2.TAG_MODE_UNSPECIFIED, common_pb2.TAG_MODE_ANY, common_pb2.TAG_MODE_ALL)
+_TAG_MATCHES = (
+    common_pb2.TAG_MATCH_UNSPECIFIED,
+    common_pb2.TAG_MATCH_EXACT,
+    common_pb2.TAG_MATCH_PREFIX,
+)
+
+
+def _raw_ts(ts: timestamp_pb2.Timestamp) -> RawTimestamp:
+    # Kept raw: converting first would fail on out-of-range values without naming the field.
+    return RawTimestamp(ts.seconds, ts.nanos)
+
+
+def memory_input_from_proto(p: common_pb2.MemoryInput) -> MemoryInput:
+    return MemoryInput(
+        id=p.id,
+        content=p.content,
+        type=p.type,
+        tags=tuple(p.tags),
+        importance=p.importance if p.HasField("importance") else None,
+        confidence=p.confidence if p.HasField("confidence") else None,
+        metadata=struct_to_dict(p.metadata) if p.HasField("metadata") else None,
+        timestamp=_raw_ts(p.timestamp) if p.HasField("timestamp") else None,
+        t_valid=_raw_ts(p.t_valid) if p.HasField("t_valid") else None,
+        t_invalid=_raw_ts(p.t_invalid) if p.HasField("t_invalid") else None,
+    )
+
+
+def fusion_from_proto(value: int) -> Fusion | None:
+    # proto3 enums are open: an unknown number arrives as is.
+    if value not in _FUSION:
+        raise InvalidArgument("fusion", f"unknown fusion {value}")
+    return _FUSION[value]
+
+
+def fusion_to_scoring(value: Fusion | None) -> scoring_pb2.Fusion.ValueType:
+    return _SCORING_FUSION[value]
+
+
+def recall_request_from_proto(p: gateway_pb2.RecallRequest) -> RecallRequest:
+    if p.tag_mode not in _TAG_MODES:
+        raise InvalidArgument("tag_mode", f"unknown tag mode {p.tag_mode}")
+    if p.tag_match not in _TAG_MATCHES:
+        raise InvalidArgument("tag_match", f"unknown tag match {p.tag_match}")
+    return RecallRequest(
+        query=p.query,
+        limit=p.limit,
+        tags=tuple(p.tags),
+        tag_mode=tag_mode_from_proto(p.tag_mode),
+        tag_match=tag_match_from_proto(p.tag_match),
+        exclude_tags=tuple(p.exclude_tags),
+        types=tuple(p.types),
+        start=p.start,
+        end=p.end,
+        min_sequence=p.min_sequence,
+        fusion=fusion_from_proto(p.fusion),
+        include_archived=p.include_archived,
+    )
+
+
+def _streams_to_proto(streams: Mapping[str, StreamScore]) -> dict[str, common_pb2.StreamScore]:
+    return {n: common_pb2.StreamScore(score=s.score, rank=s.rank) for n, s in streams.items()}
+
+
+def scored_to_proto(s: ScoredCandidate) -> common_pb2.ScoredMemory:
+    return common_pb2.ScoredMemory(
+        memory=memory_to_proto(s.memory),
+        score=s.score,
+        components=dict(s.components),
+        streams=_streams_to_proto(s.streams),
+    )
+
+
+def scored_from_proto(p: common_pb2.ScoredMemory) -> ScoredCandidate:
+    return ScoredCandidate(
+        memory=memory_from_proto(p.memory),
+        score=p.score,
+        components=dict(p.components),
+        streams={n: StreamScore(s.score, s.rank) for n, s in p.streams.items()},
+    )
+
+
+def candidate_to_proto(c: Candidate) -> scoring_pb2.Candidate:
+    return scoring_pb2.Candidate(
+        memory=memory_to_proto(c.memory),
+        relation=c.relation,
+        streams=_streams_to_proto(c.streams),
+    )
+
+
+def recall_result_to_proto(r: RecallResult) -> gateway_pb2.RecallResponse:
+    return gateway_pb2.RecallResponse(
+        results=[scored_to_proto(s) for s in r.results],
+        degraded=list(r.degraded),
+        streams=list(r.streams),
+        query_ms=r.query_ms,
+    )
+
+
+def recall_result_from_proto(p: gateway_pb2.RecallResponse) -> RecallResult:
+    return RecallResult(
+        results=tuple(scored_from_proto(s) for s in p.results),
+        streams=tuple(p.streams),
+        degraded=tuple(p.degraded),
+        query_ms=p.query_ms,
+    )
+
+
+def related_to_proto(items: list[RelatedItem]) -> gateway_pb2.RelatedResponse:
+    return gateway_pb2.RelatedResponse(
+        related=[
+            gateway_pb2.RelatedMemory(
+                memory=memory_to_proto(i.memory), type=i.type, strength=i.strength, depth=i.depth
+            )
+            for i in items
+        ]
+    )
+
+
+def stats_to_proto(s: Stats) -> gateway_pb2.StatsResponse:
+    return gateway_pb2.StatsResponse(
+        tenant=s.tenant, counts=s.counts, watermark=s.watermark, last_sequence=s.last_sequence
+    )

@@ -1,0 +1,38 @@
+"""The caller's deadline, and the share of it each backend call may spend."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engram_core.errors import DeadlineExceeded
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    fraction: float  # of the time remaining when the call starts
+    cap_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Deadline:
+    at: float  # on `clock`
+    clock: Callable[[], float] = time.monotonic
+
+    @classmethod
+    def within(cls, seconds: float, clock: Callable[[], float] = time.monotonic) -> Deadline:
+        return cls(clock() + seconds, clock)
+
+    def remaining(self) -> float:
+        return self.at - self.clock()
+
+    def budget(self, share: Budget) -> float:
+        """min(cap, fraction × remaining); DeadlineExceeded when nothing is left."""
+        left = self.remaining()
+        if left <= 0:
+            raise DeadlineExceeded("the call's deadline has passed")
+        return min(share.cap_s, share.fraction * left)
+
+    def cap(self, seconds: float) -> float:
+        return self.budget(Budget(1.0, seconds))

@@ -1,0 +1,138 @@
+"""What the gateway needs from the internal services and from the log.
+
+The engram_clients classes satisfy the three index ports as they are; scoring and the
+log get thin adapters (they speak protos). Unit tests put fakes behind these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation
+from engram_core.scoring import Candidate, Fusion, ScoredCandidate
+
+
+class VectorPort(Protocol):
+    async def search(
+        self,
+        tenant: str,
+        flt: Filter,
+        limit: int,
+        query: str = "",
+        vector: Sequence[float] = (),
+        timeout: float | None = None,
+    ) -> list[Hit]: ...
+
+    async def get(
+        self, tenant: str, ids: Sequence[str], timeout: float | None = None
+    ) -> list[Memory]: ...
+
+    async def count(self, tenant: str, timeout: float | None = None) -> int: ...
+
+
+class LexicalPort(Protocol):
+    async def search(
+        self, tenant: str, query: str, flt: Filter, limit: int, timeout: float | None = None
+    ) -> list[Hit]: ...
+
+    async def get(
+        self, tenant: str, ids: Sequence[str], timeout: float | None = None
+    ) -> list[Memory]: ...
+
+    async def count(self, tenant: str, timeout: float | None = None) -> int: ...
+
+
+class GraphPort(Protocol):
+    async def search(
+        self,
+        tenant: str,
+        entity_keys: Sequence[str],
+        keywords: Sequence[str],
+        flt: Filter,
+        limit: int,
+        timeout: float | None = None,
+    ) -> list[Hit]: ...
+
+    async def relations(
+        self, tenant: str, ids: Sequence[str], timeout: float | None = None
+    ) -> list[Relation]: ...
+
+    async def related(
+        self,
+        tenant: str,
+        id: str,
+        depth: int,
+        types: Sequence[str],
+        limit: int,
+        timeout: float | None = None,
+    ) -> list[RelatedHit]: ...
+
+    async def count(self, tenant: str, timeout: float | None = None) -> int: ...
+
+
+class RankerPort(Protocol):
+    async def rank(
+        self,
+        query: str,
+        candidates: Sequence[Candidate],
+        fusion: Fusion | None,
+        limit: int,
+        query_tags: Sequence[str],
+        timeout: float | None = None,
+    ) -> list[ScoredCandidate]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """Carried by every event; the log adapter adds the trace context."""
+
+    event_id: str
+    tenant: str
+    occurred_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    sequence: int
+    duplicate: bool = False  # the log already held this event id (a retry)
+
+
+class EventLog(Protocol):
+    """Durable publish (returns only after the log's ack) and the applied watermark."""
+
+    async def stored(self, env: Envelope, memory: Memory) -> Ack: ...
+
+    async def updated(self, env: Envelope, memory: Memory, mask: Sequence[str]) -> Ack: ...
+
+    async def deleted(self, env: Envelope, id: str) -> Ack: ...
+
+    async def relation_added(self, env: Envelope, relation: Relation) -> Ack: ...
+
+    async def accessed(self, env: Envelope, ids: Sequence[str], at: datetime) -> Ack: ...
+
+    async def stored_memory_id(self, sequence: int) -> str | None:
+        """The memory id of the MemoryStored event at ``sequence`` (to answer a retry)."""
+        ...
+
+    async def watermark(self) -> int: ...
+
+    async def last_sequence(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RecallResult:
+    results: tuple[ScoredCandidate, ...]
+    streams: tuple[str, ...]  # retrieval streams that answered
+    degraded: tuple[str, ...]  # streams or steps that failed or timed out
+    query_ms: float = 0.0
+
+
+class RecallCodec(Protocol):
+    """Bytes for the recall cache (the cache is shared, so no pickle)."""
+
+    def encode(self, result: RecallResult) -> bytes: ...
+
+    def decode(self, data: bytes) -> RecallResult: ...

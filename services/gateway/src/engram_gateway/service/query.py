@@ -1,0 +1,36 @@
+"""Graph seeds from the query text: entity keys and keywords."""
+
+from __future__ import annotations
+
+import re
+
+from engram_core.entities import extract_entities
+
+MAX_KEYWORDS = 16
+MIN_KEYWORD_LENGTH = 3
+_WORD = re.compile(r"\w+")
+STOPWORDS = frozenset(
+    {
+        "the", "and", "for", "are", "but", "not", "you", "all", "any", "can", "had", "her", "was",
+        "one", "our", "out", "has", "him", "his", "how", "its", "may", "new", "now", "old", "see",
+        "two", "who", "did", "get", "let", "put", "say", "she", "too", "use", "that", "with",
+        "have", "this", "will", "your", "from", "they", "know", "want", "been", "good", "much",
+        "some", "time", "very", "when", "come", "here", "just", "like", "long", "make", "many",
+        "more", "most", "over", "such", "take", "than", "them", "then", "well", "were", "what",
+        "where", "which", "while", "would", "about", "after", "again", "also", "into", "only",
+        "other", "their", "there", "these", "those", "through", "under", "until", "upon", "does",
+        "doing", "done", "should", "could", "being", "because", "before", "between", "both",
+        "each", "few", "same", "own", "why", "whom",
+    }
+)  # fmt: skip
+
+
+def entity_keys(text: str) -> tuple[str, ...]:
+    return tuple(e.key for e in extract_entities(text))
+
+
+def keywords(text: str) -> tuple[str, ...]:
+    """Distinct lower-cased words of >= 3 characters that are not stopwords, in text order."""
+    words = (w for w in _WORD.findall(text.lower()) if len(w) >= MIN_KEYWORD_LENGTH)
+    kept = dict.fromkeys(w for w in words if w not in STOPWORDS)
+    return tuple(kept)[:MAX_KEYWORDS]

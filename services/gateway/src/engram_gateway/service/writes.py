@@ -1,0 +1,242 @@
+"""The write path (DESIGN §3): validate everything, then publish events; reply after the ack."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from engram_core import validation as v
+from engram_core.errors import InvalidArgument, NotFound
+from engram_core.model import Memory, Relation
+from engram_core.ports import Cache
+from engram_gateway.service.deadline import Deadline
+from engram_gateway.service.lookup import Lookup
+from engram_gateway.service.ports import Envelope, EventLog
+from engram_gateway.service.recall_cache import RecallCache
+from engram_platform.telemetry import tracer
+
+log = logging.getLogger(__name__)
+_tracer = tracer(__name__)
+# Namespace of event ids derived from idempotency keys (uuid5): fixed forever.
+IDEMPOTENCY_NAMESPACE = uuid.UUID("7f3c2a9e-5d1b-4e8a-9c6f-2b0d4e1a8c37")
+IDEMPOTENCY_PREFIX = "idem:"
+
+
+@dataclass(frozen=True, slots=True)
+class StoreItem:
+    input: v.MemoryInput
+    idempotency_key: str = ""
+    path: str = "memory"  # proto path of the input, for error fields
+    key_path: str = "idempotency_key"
+
+
+@dataclass(frozen=True, slots=True)
+class StoreOutcome:
+    ids: tuple[str, ...]
+    sequence: int  # the highest sequence of the write
+
+
+@dataclass(frozen=True, slots=True)
+class WriteConfig:
+    limits: v.Limits
+    idempotency_ttl_s: float
+    publish_concurrency: int
+    backend_timeout_s: float
+
+
+@dataclass(slots=True)
+class _Planned:
+    memory: Memory
+    event_id: str
+    key: str  # idempotency key; "" when none
+    cache_key: str
+    sequence: int = 0  # known already when a retry is answered from the cache
+
+
+def event_id_for(tenant: str, key: str) -> str:
+    return str(uuid.uuid5(IDEMPOTENCY_NAMESPACE, f"{tenant}\n{key}"))
+
+
+def _idempotency_cache_key(tenant: str, key: str) -> str:
+    return f"{IDEMPOTENCY_PREFIX}{tenant}:{hashlib.sha256(key.encode('utf-8')).hexdigest()}"
+
+
+def _decode(value: bytes) -> tuple[str, int]:
+    """Cache value "<id>" (publish pending) or "<id> <sequence>" (published)."""
+    text = value.decode("ascii", "replace")
+    mid, _, seq = text.partition(" ")
+    return mid, int(seq) if seq.isdigit() else 0
+
+
+class Writer:
+    def __init__(
+        self,
+        log_: EventLog,
+        cache: Cache,
+        lookup: Lookup,
+        recall_cache: RecallCache,
+        config: WriteConfig,
+        clock: Callable[[], datetime],
+        new_id: Callable[[], str],
+    ) -> None:
+        self._log = log_
+        self._cache = cache
+        self._lookup = lookup
+        self._recall_cache = recall_cache
+        self._config = config
+        self._clock = clock
+        self._new_id = new_id
+
+    @property
+    def limits(self) -> v.Limits:
+        return self._config.limits
+
+    # --- store --------------------------------------------------------------------
+
+    async def store(self, tenant: str, items: Sequence[StoreItem]) -> StoreOutcome:
+        """Validate all items (nothing is published if one is bad), then publish them."""
+        now = self._clock()
+        limits = self._config.limits
+        memories = []
+        for item in items:
+            v.check_idempotency_key(item.idempotency_key, item.key_path, limits)
+            memories.append(
+                v.new_memory(item.input, tenant=tenant, prefix=item.path, now=now, limits=limits)
+            )
+        planned = await asyncio.gather(
+            *(
+                self._plan(tenant, m, item.idempotency_key)
+                for m, item in zip(memories, items, strict=True)
+            )
+        )
+        sem = asyncio.Semaphore(self._config.publish_concurrency)
+
+        async def publish(p: _Planned) -> None:
+            async with sem:
+                ack = await self._log.stored(Envelope(p.event_id, tenant, now), p.memory)
+            p.sequence = ack.sequence
+            if ack.duplicate and p.key:
+                # A retry the log already holds: its first publish may carry another id
+                # when the key→id entry was lost, and the first publish is what counts.
+                first = await self._log.stored_memory_id(ack.sequence)
+                if first:
+                    p.memory = replace(p.memory, id=first)
+
+        # Pipelined: every publish is in flight at once (bounded), acks come back together.
+        pending = [p for p in planned if not p.sequence]
+        with _tracer.start_as_current_span("engram.gateway/log.publish") as span:
+            span.set_attribute("engram.events", len(pending))
+            outcomes = await asyncio.gather(*(publish(p) for p in pending), return_exceptions=True)
+        if pending and any(p.sequence for p in pending):
+            await self._recall_cache.invalidate(tenant)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        for p in pending:
+            if p.key:
+                value = f"{p.memory.id} {p.sequence}".encode("ascii")
+                await self._cache.set(p.cache_key, value, self._config.idempotency_ttl_s)
+        return StoreOutcome(
+            ids=tuple(p.memory.id for p in planned),
+            sequence=max(p.sequence for p in planned),
+        )
+
+    async def _plan(self, tenant: str, memory: Memory, key: str) -> _Planned:
+        assigned = memory.id or self._new_id()
+        if not key:
+            return _Planned(replace(memory, id=assigned), self._new_id(), "", "")
+        cache_key = _idempotency_cache_key(tenant, key)
+        event_id = event_id_for(tenant, key)
+        held = await self._cache.get(cache_key)
+        if held is not None:
+            mid, seq = _decode(held)
+            if seq:  # published before: answer as then, publish nothing
+                return _Planned(replace(memory, id=mid), event_id, key, cache_key, seq)
+        else:
+            held = await self._cache.set_if_absent(
+                cache_key, assigned.encode("ascii"), self._config.idempotency_ttl_s
+            )
+        mid = _decode(held)[0] if held is not None else assigned
+        # A client-given id wins over a remembered one: the request names it.
+        return _Planned(replace(memory, id=memory.id or mid), event_id, key, cache_key)
+
+    # --- update, delete, associate --------------------------------------------------
+
+    async def update(
+        self,
+        tenant: str,
+        id: str,
+        inp: v.MemoryInput,
+        mask: Sequence[str],
+        deadline: Deadline,
+    ) -> tuple[str, int]:
+        limits = self._config.limits
+        mid = v.check_id(id, "id")
+        paths = v.check_update_mask(mask, inp)
+        now = self._clock()
+        # Check the new values before reading anything: bad input is refused as such
+        # even for an id that does not exist.
+        v.merge_update(
+            Memory(id=mid, tenant=tenant, content="-"),
+            inp,
+            paths,
+            prefix="memory",
+            now=now,
+            limits=limits,
+        )
+        current = await self._lookup.one(tenant, mid, deadline.cap(self._config.backend_timeout_s))
+        merged = v.merge_update(current, inp, paths, prefix="memory", now=now, limits=limits)
+        ack = await self._log.updated(Envelope(self._new_id(), tenant, now), merged, paths)
+        await self._recall_cache.invalidate(tenant)
+        return mid, ack.sequence
+
+    async def delete(self, tenant: str, id: str, deadline: Deadline) -> tuple[str, int]:
+        mid = v.check_id(id, "id")
+        await self._lookup.one(tenant, mid, deadline.cap(self._config.backend_timeout_s))
+        ack = await self._log.deleted(Envelope(self._new_id(), tenant, self._clock()), mid)
+        await self._recall_cache.invalidate(tenant)
+        return mid, ack.sequence
+
+    async def associate(
+        self,
+        tenant: str,
+        source_id: str,
+        target_id: str,
+        type: str,
+        strength: float,
+        properties: Mapping[str, Any] | None,
+        deadline: Deadline,
+    ) -> int:
+        limits = self._config.limits
+        src = v.check_id(source_id, "source_id")
+        dst = v.check_id(target_id, "target_id")
+        if src == dst:
+            raise InvalidArgument("target_id", "must differ from source_id")
+        rel_type = v.check_user_relation_type(type, "type")
+        weight = v.check_strength(strength, "strength")
+        props = v.check_metadata(properties, "properties", limits)
+        found = await self._lookup.many(
+            tenant, [src, dst], deadline.cap(self._config.backend_timeout_s)
+        )
+        for name, mid in (("source_id", src), ("target_id", dst)):
+            if mid not in found:
+                raise NotFound(f"{name} {mid} not found")
+        now = self._clock()
+        relation = Relation(
+            source_id=src,
+            target_id=dst,
+            type=rel_type.value,
+            strength=weight,
+            properties=props,
+            origin="user",
+            created_at=now,
+        )
+        ack = await self._log.relation_added(Envelope(self._new_id(), tenant, now), relation)
+        await self._recall_cache.invalidate(tenant)
+        return ack.sequence

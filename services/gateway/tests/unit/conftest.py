@@ -1,0 +1,367 @@
+"""Fakes behind the gateway's ports, and an in-process gateway on port 0 wired with them."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import grpc
+import pytest
+
+from engram.gateway.v1 import gateway_pb2_grpc
+from engram_core import scoring
+from engram_core.errors import Unavailable
+from engram_core.filters import matches
+from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation
+from engram_core.tags import tag_prefixes
+from engram_gateway import server
+from engram_gateway.auth import Authenticator
+from engram_gateway.bootstrap import Backends, build_gateway
+from engram_gateway.config import Settings
+from engram_gateway.service import Gateway
+from engram_gateway.service.ports import Ack, Envelope
+from engram_platform.cache import MemoryCache
+from engram_platform.errors import FIELD_KEY
+
+TENANT = "acme"
+TOKENS = "w-token=acme:write;r-token=acme:read;rw-token=acme:read+write;other=globex:read+write"
+_WORD = re.compile(r"\w+")
+
+
+def words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if len(w) >= 3}
+
+
+def memory(id: str, content: str, tenant: str = TENANT, **kw: Any) -> Memory:
+    tags = tuple(kw.pop("tags", ()))
+    return Memory(
+        id=id,
+        tenant=tenant,
+        content=content,
+        tags=tags,
+        tag_prefixes=tag_prefixes(tags),
+        timestamp=kw.pop("timestamp", datetime(2025, 5, 1, tzinfo=UTC)),
+        **kw,
+    )
+
+
+@dataclass
+class World:
+    """What the three stores hold (as if ingest had applied every event)."""
+
+    memories: dict[tuple[str, str], Memory] = field(default_factory=dict)
+    relations: list[tuple[str, Relation]] = field(default_factory=list)
+
+    def put(self, *ms: Memory) -> None:
+        for m in ms:
+            self.memories[(m.tenant, m.id)] = m
+
+    def of(self, tenant: str) -> list[Memory]:
+        return [m for (t, _), m in sorted(self.memories.items()) if t == tenant]
+
+
+class FakeBackend:
+    """Shared behaviour: injectable failure and delay, a call log."""
+
+    def __init__(self, world: World, name: str) -> None:
+        self.world = world
+        self.name = name
+        self.fail: Exception | None = None
+        self.delay = 0.0
+        self.calls: list[tuple[str, Any]] = []
+
+    async def _enter(self, op: str, arg: Any = None) -> None:
+        self.calls.append((op, arg))
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.fail is not None:
+            raise self.fail
+
+    def _search(self, tenant: str, query_words: set[str], flt: Filter, limit: int) -> list[Hit]:
+        hits = []
+        for m in self.world.of(tenant):
+            overlap = len(query_words & words(m.content))
+            if overlap and matches(m, flt):
+                hits.append(Hit(m.id, overlap / max(1, len(query_words)), m))
+        hits.sort(key=lambda h: (-h.score, h.id))
+        return hits[:limit]
+
+    async def get(
+        self, tenant: str, ids: Sequence[str], timeout: float | None = None
+    ) -> list[Memory]:
+        await self._enter("get", list(ids))
+        return [self.world.memories[(tenant, i)] for i in ids if (tenant, i) in self.world.memories]
+
+    async def count(self, tenant: str, timeout: float | None = None) -> int:
+        await self._enter("count")
+        return len(self.world.of(tenant))
+
+
+class FakeVector(FakeBackend):
+    async def search(
+        self,
+        tenant: str,
+        flt: Filter,
+        limit: int,
+        query: str = "",
+        vector: Sequence[float] = (),
+        timeout: float | None = None,
+    ) -> list[Hit]:
+        await self._enter("search", (query, flt, limit, timeout))
+        return self._search(tenant, words(query), flt, limit)
+
+
+class FakeLexical(FakeBackend):
+    async def search(
+        self, tenant: str, query: str, flt: Filter, limit: int, timeout: float | None = None
+    ) -> list[Hit]:
+        await self._enter("search", (query, flt, limit, timeout))
+        # BM25-like: unbounded scores, unlike the vector stream's cosine.
+        hits = self._search(tenant, words(query), flt, limit)
+        return [replace(h, score=h.score * 7.5) for h in hits]
+
+
+class FakeGraph(FakeBackend):
+    async def search(
+        self,
+        tenant: str,
+        entity_keys: Sequence[str],
+        keywords: Sequence[str],
+        flt: Filter,
+        limit: int,
+        timeout: float | None = None,
+    ) -> list[Hit]:
+        await self._enter("search", (tuple(entity_keys), tuple(keywords), flt, limit))
+        # Graph hits carry no memory here, so the gateway has to fetch it.
+        return [Hit(h.id, h.score) for h in self._search(tenant, set(keywords), flt, limit)]
+
+    async def relations(
+        self, tenant: str, ids: Sequence[str], timeout: float | None = None
+    ) -> list[Relation]:
+        await self._enter("relations", list(ids))
+        wanted = set(ids)
+        return [
+            r
+            for t, r in self.world.relations
+            if t == tenant and (r.source_id in wanted or r.target_id in wanted)
+        ]
+
+    async def related(
+        self,
+        tenant: str,
+        id: str,
+        depth: int,
+        types: Sequence[str],
+        limit: int,
+        timeout: float | None = None,
+    ) -> list[RelatedHit]:
+        await self._enter("related", (id, depth, tuple(types), limit))
+        out = [
+            RelatedHit(r.target_id, r.type, r.strength, 1)
+            for t, r in self.world.relations
+            if t == tenant and r.source_id == id and (not types or r.type in types)
+        ]
+        return out[:limit]
+
+
+class FakeRanker:
+    def __init__(self) -> None:
+        self.fail: Exception | None = None
+        self.calls: list[dict[str, Any]] = []
+
+    async def rank(
+        self,
+        query: str,
+        candidates: Sequence[scoring.Candidate],
+        fusion: scoring.Fusion | None,
+        limit: int,
+        query_tags: Sequence[str],
+        timeout: float | None = None,
+    ) -> list[scoring.ScoredCandidate]:
+        self.calls.append(
+            {"query": query, "candidates": list(candidates), "fusion": fusion, "limit": limit}
+        )
+        if self.fail is not None:
+            raise self.fail
+        return scoring.rank(
+            candidates,
+            scoring.Query(now=datetime(2025, 6, 1, tzinfo=UTC), text=query, tags=tuple(query_tags)),
+            scoring.Params(fusion=fusion or scoring.Fusion.WEIGHTED, limit=limit),
+        )
+
+
+@dataclass
+class Published:
+    event: str
+    env: Envelope
+    sequence: int
+    payload: Any
+
+
+class FakeLog:
+    """A log with JetStream's duplicate detection; optionally applies events to the world."""
+
+    def __init__(self, world: World, apply: bool = True) -> None:
+        self.world = world
+        self.apply = apply
+        self.events: list[Published] = []
+        self.by_event_id: dict[str, int] = {}
+        self.applied = 0  # the watermark
+        self.auto_watermark = True
+        self.fail: Exception | None = None
+        self.publish_delay = 0.0
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    @property
+    def last(self) -> int:
+        return len(self.events)
+
+    def of(self, event: str) -> list[Published]:
+        return [p for p in self.events if p.event == event]
+
+    async def _publish(self, event: str, env: Envelope, payload: Any) -> Ack:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.publish_delay:
+                await asyncio.sleep(self.publish_delay)
+            if self.fail is not None:
+                raise self.fail
+        finally:
+            self.in_flight -= 1
+        if env.event_id in self.by_event_id:
+            return Ack(self.by_event_id[env.event_id], duplicate=True)
+        seq = len(self.events) + 1
+        self.events.append(Published(event, env, seq, payload))
+        self.by_event_id[env.event_id] = seq
+        if self.apply:
+            self._apply(event, env, seq, payload)
+        if self.auto_watermark:
+            self.applied = seq
+        return Ack(seq)
+
+    def _apply(self, event: str, env: Envelope, seq: int, payload: Any) -> None:
+        if event in ("stored", "updated"):
+            self.world.put(replace(payload[0], version=seq))
+        elif event == "deleted":
+            self.world.memories.pop((env.tenant, payload), None)
+        elif event == "relation":
+            self.world.relations.append((env.tenant, payload))
+
+    async def stored(self, env: Envelope, memory: Memory) -> Ack:
+        return await self._publish("stored", env, (memory,))
+
+    async def updated(self, env: Envelope, memory: Memory, mask: Sequence[str]) -> Ack:
+        return await self._publish("updated", env, (memory, tuple(mask)))
+
+    async def deleted(self, env: Envelope, id: str) -> Ack:
+        return await self._publish("deleted", env, id)
+
+    async def relation_added(self, env: Envelope, relation: Relation) -> Ack:
+        return await self._publish("relation", env, relation)
+
+    async def accessed(self, env: Envelope, ids: Sequence[str], at: datetime) -> Ack:
+        return await self._publish("accessed", env, tuple(ids))
+
+    async def stored_memory_id(self, sequence: int) -> str | None:
+        p = self.events[sequence - 1]
+        return str(p.payload[0].id) if p.event == "stored" else None
+
+    async def watermark(self) -> int:
+        if self.fail is not None:
+            raise Unavailable("log down")
+        return self.applied
+
+    async def last_sequence(self) -> int:
+        return self.last
+
+
+@dataclass
+class Harness:
+    """Everything behind one gateway; tests reach helpers through it (importlib mode
+    lets a test module import nothing from this conftest)."""
+
+    world: World
+    vector: FakeVector
+    lexical: FakeLexical
+    graph: FakeGraph
+    ranker: FakeRanker
+    log: FakeLog
+    cache: MemoryCache
+    settings: Settings
+    gateway: Gateway
+    tenant: str = TENANT
+    memory = staticmethod(memory)
+    settings_with = staticmethod(lambda **kw: make_settings(**kw))
+
+
+def make_settings(**kw: Any) -> Settings:
+    base: dict[str, Any] = {"port": 0, "tokens": TOKENS, "watermark_cache_ms": 0.0}
+    base.update(kw)
+    return Settings(**base)
+
+
+def make_harness(settings: Settings | None = None, ids: Callable[[], str] | None = None) -> Harness:
+    world = World()
+    settings = settings or make_settings()
+    vector = FakeVector(world, "vector")
+    lexical = FakeLexical(world, "lexical")
+    graph = FakeGraph(world, "graph")
+    ranker = FakeRanker()
+    log = FakeLog(world)
+    cache = MemoryCache()
+    extra: dict[str, Any] = {"ids": ids} if ids else {}
+    gateway = build_gateway(settings, Backends(vector, lexical, graph, ranker), log, cache, **extra)
+    return Harness(world, vector, lexical, graph, ranker, log, cache, settings, gateway)
+
+
+@pytest.fixture
+def harness() -> Harness:
+    return make_harness()
+
+
+@pytest.fixture
+def new_harness() -> Callable[..., Harness]:
+    """A harness with other settings: ``new_harness(recall_cache_ttl_s=0)``."""
+    return lambda **kw: make_harness(make_settings(**kw))
+
+
+@dataclass
+class Client:
+    stub: gateway_pb2_grpc.MemoryServiceStub
+    harness: Harness
+
+    @staticmethod
+    def auth(token: str = "rw-token") -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {token}"),)
+
+    @staticmethod
+    def field_of(err: grpc.aio.AioRpcError) -> str:
+        """The field an INVALID_ARGUMENT names (trailing metadata set by the platform)."""
+        for key, value in err.trailing_metadata() or ():
+            if key == FIELD_KEY:
+                return str(value)
+        return ""
+
+
+async def _serve(harness: Harness) -> AsyncIterator[Client]:
+    auth = Authenticator.from_sources(harness.settings.tokens.get_secret_value())
+    running = await server.start(harness.settings, harness.gateway, auth)
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
+    try:
+        yield Client(gateway_pb2_grpc.MemoryServiceStub(channel), harness)
+    finally:
+        await channel.close()
+        await harness.gateway.access.drain()
+        await running.stop(None)
+
+
+@pytest.fixture
+async def client(harness: Harness) -> AsyncIterator[Client]:
+    async for c in _serve(harness):
+        yield c
