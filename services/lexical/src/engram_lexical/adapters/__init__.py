@@ -1,0 +1,1 @@
+"""Implementations of engram_core.ports.TextIndex."""

@@ -1,0 +1,319 @@
+"""`TextIndex` on tantivy, in-process and persisted (DESIGN §6, the embedded text backend).
+
+Writes go through one drain task, the index's only writer. It takes every write queued since
+its last commit, plans each in turn against the committed index plus the uncommitted writes
+planned before it (so the version guard sees them), and commits once. A commit with its fsyncs
+costs 40-130 ms on this machine's disk, so concurrent callers share one instead of queueing for
+one each. Reads use the last committed snapshot. Blocking calls run in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import tantivy
+
+from engram_core.errors import Internal, Unavailable
+from engram_core.model import AccessUpdate, Filter, Hit, Memory, UpsertResult
+from engram_lexical.adapters import codec
+from engram_lexical.adapters.tantivy_schema import (
+    MAX_QUERY_TERMS,
+    QUERY_STOPWORDS,
+    Queries,
+    build_schema,
+    doc_key,
+    memory_document,
+    query_analyzer,
+    tombstone_document,
+)
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """What the index holds for one id: a live memory (raw JSON) or a tombstone."""
+
+    version: int
+    deleted: bool
+    raw: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Write:
+    key: str
+    stored: _Stored
+    doc: tantivy.Document
+
+
+_Reader = Callable[[str, Sequence[str]], dict[str, _Stored]]
+_Plan = Callable[[_Reader], tuple[Any, list[_Write]]]
+_Outcome = tuple[Any, BaseException | None]
+
+
+def keep_access(new: Memory, old: Memory) -> Memory:
+    """``new`` with the access statistics of ``old`` when those are more recent: an upsert
+    carries content, and access statistics only move forward (UpdateAccess writes them)."""
+    if old.last_accessed is None:
+        return new
+    if new.last_accessed is not None and new.last_accessed >= old.last_accessed:
+        return new
+    return replace(new, last_accessed=old.last_accessed, access_count=old.access_count)
+
+
+async def _in_thread(fn: Callable[..., R], *args: Any) -> R:
+    try:
+        return await asyncio.to_thread(fn, *args)
+    except (Exception, asyncio.CancelledError):
+        raise
+    except BaseException as exc:  # a Rust panic arrives as a BaseException; report, don't crash
+        raise Internal(f"text index failure: {exc}") from exc
+
+
+class TantivyTextIndex:
+    """A tantivy index in ``path`` (in memory when None); one instance per directory."""
+
+    def __init__(
+        self,
+        path: Path | None = None,
+        *,
+        writer_heap_bytes: int = 64_000_000,
+        writer_threads: int = 0,
+    ) -> None:
+        self._schema = build_schema()
+        try:
+            if path is None:
+                self._index = tantivy.Index(self._schema)
+            else:
+                path.mkdir(parents=True, exist_ok=True)
+                self._index = tantivy.Index(self._schema, path=str(path), reuse=True)
+            # Only this object writes, and it reloads after each of its commits.
+            self._index.config_reader("manual")
+            self._writer: tantivy.IndexWriter | None = self._index.writer(
+                writer_heap_bytes, writer_threads
+            )
+        except ValueError as exc:
+            raise Unavailable(f"cannot open the text index at {path}: {exc}") from exc
+        self._queries = Queries(self._schema)
+        self._analyzer = query_analyzer()
+        self._keywords = query_analyzer(QUERY_STOPWORDS)
+        self._pending: list[tuple[_Plan, asyncio.Future[Any]]] = []
+        self._drainer: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- port ---------------------------------------------------------------------------------
+
+    async def upsert(self, tenant: str, memories: Sequence[Memory]) -> UpsertResult:
+        batch = list(memories)
+        if not batch:
+            return UpsertResult(applied=0, skipped=0)
+        return await self._write(lambda read: self._plan_upsert(read, tenant, batch))
+
+    async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int:
+        unique = list(dict.fromkeys(ids))
+        if not unique:
+            return 0
+        return await self._write(lambda read: self._plan_delete(read, tenant, unique, version))
+
+    async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int:
+        batch = list(updates)
+        if not batch:
+            return 0
+        return await self._write(lambda read: self._plan_access(read, tenant, batch))
+
+    async def search(self, tenant: str, query: str, flt: Filter, limit: int) -> list[Hit]:
+        terms = self.terms(query)
+        if limit <= 0 or not terms:
+            return []
+        return await _in_thread(self._search, tenant, terms, flt, limit)
+
+    async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]:
+        unique = list(dict.fromkeys(ids))
+        if not unique:
+            return []
+        return await _in_thread(self._get, tenant, unique)
+
+    async def count(self, tenant: str) -> int:
+        return await _in_thread(self._count, tenant)
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._drainer is not None:
+            await self._drainer
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            # Finishes background merges and releases the directory lock.
+            await _in_thread(writer.wait_merging_threads)
+
+    def terms(self, query: str) -> list[str]:
+        """The distinct index terms of a query, without stopwords unless it has nothing else.
+        User syntax is never parsed, so nothing raises."""
+        terms = self._keywords.analyze(query) or self._analyzer.analyze(query)
+        return list(dict.fromkeys(terms))[:MAX_QUERY_TERMS]
+
+    # -- the single writer ----------------------------------------------------------------------
+
+    async def _write(self, plan: Callable[[_Reader], tuple[R, list[_Write]]]) -> R:
+        if self._closed:
+            raise Unavailable("the text index is closed")
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending.append((plan, done))
+        if self._drainer is None or self._drainer.done():
+            # A task of its own: a caller that is cancelled must not strand the others' writes.
+            self._drainer = asyncio.create_task(self._drain())
+        return cast(R, await done)
+
+    async def _drain(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                outcomes = await _in_thread(self._apply, [plan for plan, _ in batch])
+            except Exception as exc:
+                outcomes = [(None, exc)] * len(batch)
+            for (_, done), (value, error) in zip(batch, outcomes, strict=True):
+                if done.done():  # the caller gave up waiting
+                    continue
+                if error is None:
+                    done.set_result(value)
+                else:
+                    done.set_exception(error)
+
+    def _apply(self, plans: list[_Plan]) -> list[_Outcome]:
+        """Plan every write in order, then apply them all in one commit."""
+        writer = self._writer
+        if writer is None:
+            return [(None, Unavailable("the text index is closed"))] * len(plans)
+        searcher = self._index.searcher()
+        planned: dict[str, _Stored] = {}
+
+        def read(tenant: str, ids: Sequence[str]) -> dict[str, _Stored]:
+            out = {i: s for i in ids if (s := planned.get(doc_key(tenant, i))) is not None}
+            missing = [i for i in ids if i not in out]
+            if missing:
+                out.update(self._read(searcher, tenant, missing))
+            return out
+
+        outcomes: list[_Outcome] = []
+        writes: list[_Write] = []
+        for plan in plans:
+            try:
+                value, mine = plan(read)
+            except Exception as exc:  # fails this caller alone; nothing of it was written
+                outcomes.append((None, exc))
+                continue
+            planned.update((w.key, w.stored) for w in mine)
+            writes.extend(mine)
+            outcomes.append((value, None))
+        if writes:
+            try:
+                for w in writes:
+                    writer.delete_documents_by_term("key", w.key)
+                    writer.add_document(w.doc)
+                writer.commit()
+            except Exception as exc:
+                writer.rollback()
+                return [(None, error or exc) for _, error in outcomes]
+            self._index.reload()
+        return outcomes
+
+    def _read(
+        self, searcher: tantivy.Searcher, tenant: str, ids: Sequence[str]
+    ) -> dict[str, _Stored]:
+        out: dict[str, _Stored] = {}
+        # One document per key: a replacement deletes and adds in the same commit.
+        for _, address in searcher.search(self._queries.keys(tenant, ids), len(ids)).hits:
+            doc = searcher.doc(address)
+            out[str(doc.get_first("id"))] = _Stored(
+                version=int(doc.get_first("version") or 0),
+                deleted=bool(doc.get_first("deleted")),
+                raw=doc.get_first("memory"),
+            )
+        return out
+
+    @staticmethod
+    def _live_write(tenant: str, m: Memory) -> _Write:
+        raw = codec.encode(m)
+        stored = _Stored(version=m.version, deleted=False, raw=raw)
+        return _Write(doc_key(tenant, m.id), stored, memory_document(tenant, m, raw))
+
+    # -- plans (worker thread, inside the drain) ------------------------------------------------
+
+    def _plan_upsert(
+        self, read: _Reader, tenant: str, memories: list[Memory]
+    ) -> tuple[UpsertResult, list[_Write]]:
+        newest: dict[str, Memory] = {}
+        for m in memories:
+            if m.id not in newest or m.version > newest[m.id].version:
+                newest[m.id] = m
+        stored = read(tenant, list(newest))
+        writes: list[_Write] = []
+        for id_, m in newest.items():
+            prior = stored.get(id_)
+            if prior is not None and m.version <= prior.version:
+                continue
+            fresh = m if m.tenant == tenant else replace(m, tenant=tenant)
+            if prior is not None and prior.raw is not None:
+                fresh = keep_access(fresh, codec.decode(prior.raw))
+            writes.append(self._live_write(tenant, fresh))
+        return UpsertResult(applied=len(writes), skipped=len(memories) - len(writes)), writes
+
+    def _plan_delete(
+        self, read: _Reader, tenant: str, ids: list[str], version: int
+    ) -> tuple[int, list[_Write]]:
+        stored = read(tenant, ids)
+        deleted = 0
+        writes: list[_Write] = []
+        for id_ in ids:
+            prior = stored.get(id_)
+            if prior is not None and version <= prior.version:
+                continue
+            if prior is not None and not prior.deleted:
+                deleted += 1
+            tomb = _Stored(version=version, deleted=True, raw=None)
+            writes.append(
+                _Write(doc_key(tenant, id_), tomb, tombstone_document(tenant, id_, version))
+            )
+        return deleted, writes
+
+    def _plan_access(
+        self, read: _Reader, tenant: str, updates: list[AccessUpdate]
+    ) -> tuple[int, list[_Write]]:
+        latest: dict[str, AccessUpdate] = {}
+        for u in updates:
+            if u.id not in latest or u.last_accessed >= latest[u.id].last_accessed:
+                latest[u.id] = u
+        stored = read(tenant, list(latest))
+        writes: list[_Write] = []
+        for id_, u in latest.items():
+            prior = stored.get(id_)
+            if prior is None or prior.raw is None:
+                continue
+            m = codec.decode(prior.raw)
+            # Out-of-order delivery must not move access statistics backwards.
+            if m.last_accessed is not None and u.last_accessed < m.last_accessed:
+                continue
+            seen = replace(m, last_accessed=u.last_accessed, access_count=u.access_count)
+            writes.append(self._live_write(tenant, seen))
+        return len(writes), writes
+
+    # -- reads (worker thread) -------------------------------------------------------------------
+
+    def _search(self, tenant: str, terms: list[str], flt: Filter, limit: int) -> list[Hit]:
+        searcher = self._index.searcher()
+        hits: list[Hit] = []
+        for score, address in searcher.search(self._queries.search(tenant, terms, flt), limit).hits:
+            m = codec.decode(bytes(searcher.doc(address).get_first("memory") or b""))
+            hits.append(Hit(id=m.id, score=float(score), memory=m))
+        return hits
+
+    def _get(self, tenant: str, ids: list[str]) -> list[Memory]:
+        stored = self._read(self._index.searcher(), tenant, ids)
+        return [codec.decode(s.raw) for i in ids if (s := stored.get(i)) is not None and s.raw]
+
+    def _count(self, tenant: str) -> int:
+        result = self._index.searcher().search(self._queries.live(tenant), 1, count=True)
+        return int(cast(Any, result).count)  # present at run time, missing from the stub

@@ -1,0 +1,43 @@
+"""Proto <-> domain for the lexical RPCs; Memory, Filter, Hit and AccessUpdate conversions
+are the shared ones in engram_platform.convert."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from engram.common.v1 import common_pb2
+from engram.lexical.v1 import lexical_pb2
+from engram_core.model import AccessUpdate, Filter, Hit, Memory, UpsertResult
+from engram_platform.convert import (
+    access_update_from_proto,
+    filter_from_proto,
+    hit_to_proto,
+    memory_from_proto,
+    memory_to_proto,
+)
+
+
+def memories_from_proto(memories: Iterable[common_pb2.Memory]) -> list[Memory]:
+    return [memory_from_proto(m) for m in memories]
+
+
+def search_args(request: lexical_pb2.SearchRequest) -> tuple[str, str, Filter, int]:
+    return request.tenant, request.query, filter_from_proto(request.filter), request.limit
+
+
+def access_updates_from_proto(
+    updates: Iterable[common_pb2.AccessUpdate],
+) -> list[AccessUpdate]:
+    return [access_update_from_proto(u) for u in updates]
+
+
+def upsert_response(result: UpsertResult) -> lexical_pb2.UpsertResponse:
+    return lexical_pb2.UpsertResponse(applied=result.applied, skipped=result.skipped)
+
+
+def search_response(hits: Iterable[Hit]) -> lexical_pb2.SearchResponse:
+    return lexical_pb2.SearchResponse(hits=[hit_to_proto(h) for h in hits])
+
+
+def get_response(memories: Iterable[Memory]) -> lexical_pb2.GetResponse:
+    return lexical_pb2.GetResponse(memories=[memory_to_proto(m) for m in memories])

@@ -1,0 +1,56 @@
+"""LexicalService over the fake index, wired through bootstrap, and the settings."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from engram_core.model import Filter
+from engram_lexical.adapters.tantivy_index import TantivyTextIndex
+from engram_lexical.bootstrap import build_index, build_service
+from engram_lexical.config import Settings
+from engram_lexical.service import Limits
+from engram_testing.contracts.lexical import mem
+from engram_testing.fakes.lexical import FakeTextIndex
+
+
+async def test_upsert_stamps_the_tenant_and_derives_tag_prefixes(tmp_path: Path) -> None:
+    fake = FakeTextIndex()
+    service = build_service(Settings(data_dir=tmp_path), index=fake)
+    m = replace(mem("a", "hello", tags=("entity:people:sarah",)), tag_prefixes=(), tenant="")
+    assert (await service.upsert("t1", [m])).applied == 1
+    [got] = await service.get("t1", ["a"])
+    assert got.tenant == "t1"
+    assert got.tag_prefixes == ("entity", "entity:people", "entity:people:sarah")
+    assert await fake.count("t1") == 1
+
+
+async def test_search_limit_zero_uses_the_default(tmp_path: Path) -> None:
+    service = build_service(Settings(data_dir=tmp_path, default_limit=2), index=FakeTextIndex())
+    await service.upsert("t", [mem(f"m{i}", "same words", tenant="t") for i in range(5)])
+    assert len(await service.search("t", "words", Filter(), 0)) == 2
+    assert len(await service.search("t", "words", Filter(), 4)) == 4
+    assert service.limits == Limits(max_batch=1000, default_limit=2, max_limit=1000)
+
+
+def test_settings_read_the_lexical_env_prefix(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("ENGRAM_LEXICAL_MAX_LIMIT", "77")
+    monkeypatch.setenv("ENGRAM_LEXICAL_DATA_DIR", str(tmp_path))
+    settings = Settings()
+    assert settings.max_limit == 77
+    assert settings.backend == "tantivy"
+    assert settings.resolved_index_dir() == tmp_path / "lexical"
+    monkeypatch.setenv("ENGRAM_LEXICAL_BACKEND", "elasticsearch")
+    with pytest.raises(ValueError, match="backend"):
+        Settings()
+
+
+async def test_bootstrap_builds_tantivy_under_the_data_dir(tmp_path: Path) -> None:
+    index = build_index(Settings(data_dir=tmp_path, writer_heap_mb=20))
+    assert isinstance(index, TantivyTextIndex)
+    assert (tmp_path / "lexical" / "meta.json").exists()
+    await index.close()

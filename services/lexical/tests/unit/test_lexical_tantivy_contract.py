@@ -1,0 +1,110 @@
+"""The tantivy adapter passes the TextIndex contract, on disk, and survives a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from engram_core.errors import Unavailable
+from engram_core.model import AccessUpdate, Filter, UpsertResult
+from engram_lexical.adapters.tantivy_index import TantivyTextIndex
+from engram_testing.contracts.lexical import T, TextIndexContract, full_memory, mem
+
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+class TestTantivyTextIndex(TextIndexContract):
+    @pytest.fixture
+    async def index(self, tmp_path: Path) -> AsyncIterator[TantivyTextIndex]:
+        index = TantivyTextIndex(tmp_path / "lexical", writer_heap_bytes=20_000_000)
+        yield index
+        await index.close()
+
+
+async def test_in_memory_index_works(tmp_path: Path) -> None:
+    index = TantivyTextIndex(None, writer_heap_bytes=20_000_000)
+    await index.upsert(T, [mem("a", "in memory")])
+    assert [h.id for h in await index.search(T, "memory", Filter(), 5)] == ["a"]
+    await index.close()
+
+
+async def test_index_persists_across_restart(tmp_path: Path) -> None:
+    path = tmp_path / "lexical"
+    first = TantivyTextIndex(path, writer_heap_bytes=20_000_000)
+    m = full_memory()
+    await first.upsert(T, [m, mem("gone", "deleted before the restart")])
+    await first.delete(T, ["gone"], version=5)
+    await first.close()
+
+    second = TantivyTextIndex(path, writer_heap_bytes=20_000_000)
+    assert await second.get(T, [m.id, "gone"]) == [m]
+    assert await second.count(T) == 1
+    # The tombstone survived too.
+    assert (await second.upsert(T, [mem("gone", "again", version=4)])).skipped == 1
+    assert [h.id for h in await second.search(T, "friday", Filter(include_archived=True), 5)] == [
+        m.id
+    ]
+    await second.close()
+
+
+async def test_a_second_writer_on_the_same_directory_is_refused(tmp_path: Path) -> None:
+    first = TantivyTextIndex(tmp_path / "lexical", writer_heap_bytes=20_000_000)
+    with pytest.raises(Unavailable):
+        TantivyTextIndex(tmp_path / "lexical", writer_heap_bytes=20_000_000)
+    await first.close()
+
+
+async def test_writes_after_close_are_unavailable(tmp_path: Path) -> None:
+    index = TantivyTextIndex(tmp_path / "lexical", writer_heap_bytes=20_000_000)
+    await index.close()
+    with pytest.raises(Unavailable):
+        await index.upsert(T, [mem("a", "late")])
+
+
+async def test_concurrent_writes_share_a_commit_and_see_each_other(tmp_path: Path) -> None:
+    index = TantivyTextIndex(tmp_path / "lexical", writer_heap_bytes=20_000_000)
+    # Queued together, these land in one commit; each is planned after the ones before it.
+    results = await asyncio.gather(
+        index.upsert(T, [mem("a", "first", version=1)]),
+        index.delete(T, ["a"], version=2),
+        index.upsert(T, [mem("a", "stale", version=1)]),
+        index.upsert(T, [mem("b", "bee", version=1)]),
+        index.update_access(T, [AccessUpdate(id="b", last_accessed=NOW, access_count=2)]),
+    )
+    assert results == [UpsertResult(1, 0), 1, UpsertResult(0, 1), UpsertResult(1, 0), 1]
+    assert await index.get(T, ["a"]) == []
+    assert [(m.content, m.access_count) for m in await index.get(T, ["b"])] == [("bee", 2)]
+    await index.close()
+
+
+async def test_many_concurrent_versions_keep_the_newest(tmp_path: Path) -> None:
+    index = TantivyTextIndex(tmp_path / "lexical", writer_heap_bytes=20_000_000)
+    versions = list(range(1, 31))
+    random.Random(7).shuffle(versions)
+    results = await asyncio.gather(
+        *(index.upsert(T, [mem("a", f"version {v}", version=v)]) for v in versions)
+    )
+    assert sum(r.applied for r in results) + sum(r.skipped for r in results) == 30
+    assert [m.version for m in await index.get(T, ["a"])] == [30]
+    assert await index.count(T) == 1
+    await index.close()
+
+
+async def test_a_failing_write_fails_only_its_caller(tmp_path: Path) -> None:
+    index = TantivyTextIndex(tmp_path / "lexical", writer_heap_bytes=20_000_000)
+    unencodable = replace(mem("bad", "x"), metadata={"when": NOW})  # not JSON
+    good, bad = await asyncio.gather(
+        index.upsert(T, [mem("good", "fine")]),
+        index.upsert(T, [unencodable]),
+        return_exceptions=True,
+    )
+    assert good == UpsertResult(1, 0)
+    assert isinstance(bad, TypeError)
+    assert [m.id for m in await index.get(T, ["good", "bad"])] == ["good"]
+    await index.close()
