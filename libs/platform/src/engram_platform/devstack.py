@@ -25,7 +25,7 @@ from engram_platform.settings import engram_home
 GRPC_SERVICES = ("vector", "lexical", "graph", "scoring", "gateway")
 WORKERS = ("ingest", "consolidate")
 DEV_TOKEN = "dev-token"
-READY_MARK = "ready"
+READY_MARK = "ready"  # workers log "engram-<name> ready" once consuming
 
 
 @dataclass
@@ -110,13 +110,11 @@ def _wait_log_mark(proc: Process, timeout_s: float) -> None:
     while time.monotonic() < deadline:
         if proc.popen.poll() is not None:
             raise _fail(proc, f"exited with code {proc.popen.returncode}")
-        if any(
-            line.rstrip().endswith(READY_MARK)
-            for line in proc.log_path.read_text(errors="replace").splitlines()
-        ):
+        mark = f"engram-{proc.name} {READY_MARK}"
+        if mark in proc.log_path.read_text(errors="replace"):
             return
         time.sleep(0.1)
-    raise _fail(proc, f"did not report '{READY_MARK}' within {timeout_s:.0f}s")
+    raise _fail(proc, f"did not log 'engram-{proc.name} {READY_MARK}' in {timeout_s:.0f}s")
 
 
 def stack_env(
