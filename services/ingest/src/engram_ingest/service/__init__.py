@@ -1,0 +1,29 @@
+"""Ingest logic over ports: decoded events in, per-event outcomes out. No NATS, no gRPC."""
+
+from engram_ingest.service.applier import Applier, Timeouts, invalid
+from engram_ingest.service.enrich import enrich
+from engram_ingest.service.events import (
+    Event,
+    MemoryRemoved,
+    MemoryWritten,
+    Outcome,
+    RelationLinked,
+    Result,
+)
+from engram_ingest.service.ports import GraphWriter, TextWriter, VectorWriter
+
+__all__ = [
+    "Applier",
+    "Event",
+    "GraphWriter",
+    "MemoryRemoved",
+    "MemoryWritten",
+    "Outcome",
+    "RelationLinked",
+    "Result",
+    "TextWriter",
+    "Timeouts",
+    "VectorWriter",
+    "enrich",
+    "invalid",
+]

@@ -1,0 +1,239 @@
+"""Applies a batch of log events to the vector, lexical and graph stores.
+
+Every write carries the event's log sequence as its version, so the stores keep the
+newest state whatever the delivery order, and a redelivered event changes nothing.
+
+Within a batch, events are applied in sequence order, in segments of one kind
+(upserts, deletes, relations): a run of upserts goes out as one write per tenant and
+store, the three stores at once, after ONE embedder call for the whole batch. When a
+segment fails, it and every later segment are left for a retry, so this worker never
+applies a relation before the memories it links or a delete out of turn.
+
+Poison is decided from the event alone (:func:`invalid`). A store that refuses a
+valid event — even with INVALID_ARGUMENT — points at configuration (say, a vector
+dimension mismatch) or a bug, not at the event; dead-lettering then would quietly
+drop the whole stream, so such failures are retried with backoff and logged instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from itertools import groupby
+from typing import Any, TypeVar
+
+from engram_core.errors import DeadlineExceeded, EngramError, Internal
+from engram_core.model import Entity, Memory
+from engram_core.ports import Embedder
+from engram_core.relations import parse_relation_type
+from engram_ingest.service.enrich import enrich
+from engram_ingest.service.events import (
+    APPLIED,
+    Event,
+    MemoryRemoved,
+    MemoryWritten,
+    Outcome,
+    RelationLinked,
+    Result,
+)
+from engram_ingest.service.ports import GraphWriter, TextWriter, VectorWriter
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+E = TypeVar("E", MemoryRemoved, RelationLinked)
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    embed_s: float = 30.0
+    write_s: float = 10.0
+
+
+class Applier:
+    def __init__(
+        self,
+        embedder: Embedder,
+        vector: VectorWriter,
+        lexical: TextWriter,
+        graph: GraphWriter,
+        timeouts: Timeouts | None = None,
+    ) -> None:
+        self._embedder = embedder
+        self._vector = vector
+        self._lexical = lexical
+        self._graph = graph
+        self._timeouts = timeouts or Timeouts()
+
+    @property
+    def embedding_model(self) -> str:
+        return self._embedder.model_name
+
+    async def apply(self, events: Sequence[Event]) -> list[Result]:
+        """One result per event, in the order given."""
+        results: dict[int, Result] = {}
+        valid: list[int] = []
+        for i, event in enumerate(events):
+            problem = invalid(event)
+            if problem:
+                results[i] = Result(Outcome.POISON, problem)
+            else:
+                valid.append(i)
+        valid.sort(key=lambda i: events[i].sequence)
+
+        written = {i: e for i in valid if isinstance(e := events[i], MemoryWritten)}
+        try:
+            vectors = await self._embed(written)
+        except Exception as exc:
+            failure = retry(exc, "embedding")
+            return [results.get(i, failure) for i in range(len(events))]
+
+        failed: Result | None = None
+        for kind, group in groupby(valid, key=lambda i: type(events[i])):
+            indices = list(group)
+            if failed is not None:
+                results.update(dict.fromkeys(indices, failed))
+                continue
+            if kind is MemoryWritten:
+                outcome = await self._upserts({i: written[i] for i in indices}, vectors)
+            elif kind is MemoryRemoved:
+                outcome = await self._each(events, indices, MemoryRemoved, self._delete)
+            else:
+                outcome = await self._each(events, indices, RelationLinked, self._relate)
+            results.update(outcome)
+            first_failure = next((r for r in outcome.values() if r.outcome is Outcome.RETRY), None)
+            if first_failure is not None:
+                failed = Result(Outcome.RETRY, f"after an earlier failure: {first_failure.reason}")
+        return [results.get(i, APPLIED) for i in range(len(events))]
+
+    async def _embed(self, written: dict[int, MemoryWritten]) -> dict[int, list[float]]:
+        """One embedder call for every memory of the batch, keyed by event index."""
+        if not written:
+            return {}
+        texts = [e.memory.content for e in written.values()]
+        vectors = await bounded(self._embedder.embed(texts), self._timeouts.embed_s, "embedding")
+        if len(vectors) != len(texts):
+            raise Internal(f"embedder returned {len(vectors)} vectors for {len(texts)} texts")
+        return dict(zip(written, vectors, strict=True))
+
+    async def _upserts(
+        self, written: dict[int, MemoryWritten], vectors: dict[int, list[float]]
+    ) -> dict[int, Result]:
+        # One write per tenant and store; within it the newest event of each id wins
+        # (an older one would be skipped by the version guard anyway).
+        newest: dict[str, dict[str, int]] = {}
+        for i, event in written.items():
+            newest.setdefault(event.tenant, {})[event.memory.id] = i
+        tenants = list(newest)
+        writes = [
+            self._write_memories(t, [(written[i], vectors[i]) for i in newest[t].values()])
+            for t in tenants
+        ]
+        outcomes = await asyncio.gather(*writes, return_exceptions=True)
+        by_tenant = {
+            t: APPLIED if o is None else retry(o, "upsert")
+            for t, o in zip(tenants, outcomes, strict=True)
+        }
+        return {i: by_tenant[event.tenant] for i, event in written.items()}
+
+    async def _write_memories(
+        self, tenant: str, items: list[tuple[MemoryWritten, list[float]]]
+    ) -> None:
+        model = self._embedder.model_name
+        ready: list[tuple[Memory, list[Entity], list[float]]] = []
+        for event, vector in items:
+            enriched, entities = enrich(event.memory, event.sequence, model)
+            ready.append((enriched, entities, vector))
+        await self._all(
+            "upsert",
+            self._vector.upsert(tenant, [(m, v) for m, _, v in ready]),
+            self._lexical.upsert(tenant, [m for m, _, _ in ready]),
+            self._graph.upsert(tenant, [(m, ents) for m, ents, _ in ready]),
+        )
+
+    async def _each(
+        self,
+        events: Sequence[Event],
+        indices: list[int],
+        kind: type[E],
+        write: Callable[[E], Awaitable[None]],
+    ) -> dict[int, Result]:
+        typed = [e for i in indices if isinstance(e := events[i], kind)]
+        outcomes = await asyncio.gather(*(write(e) for e in typed), return_exceptions=True)
+        return {
+            i: APPLIED if o is None else retry(o, kind.__name__)
+            for i, o in zip(indices, outcomes, strict=True)
+        }
+
+    async def _delete(self, event: MemoryRemoved) -> None:
+        ids, version = [event.id], event.sequence
+        await self._all(
+            "delete",
+            self._vector.delete(event.tenant, ids, version),
+            self._lexical.delete(event.tenant, ids, version),
+            self._graph.delete(event.tenant, ids, version),
+        )
+
+    async def _relate(self, event: RelationLinked) -> None:
+        # The registry's spelling ("relates_to" → RELATES_TO); invalid() let no unknown through.
+        rel_type = parse_relation_type(event.relation.type)
+        relation = replace(event.relation, type=rel_type.value if rel_type else "")
+        await bounded(
+            self._graph.add_relations(event.tenant, [relation], event.sequence),
+            self._timeouts.write_s,
+            "graph add_relations",
+        )
+
+    async def _all(self, what: str, *writes: Awaitable[Any]) -> None:
+        """Run the stores' writes at once; raise the first failure after all have ended."""
+        names = ("vector", "lexical", "graph")
+        outcomes = await asyncio.gather(
+            *(
+                bounded(w, self._timeouts.write_s, f"{name} {what}")
+                for name, w in zip(names, writes, strict=True)
+            ),
+            return_exceptions=True,
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+
+
+def invalid(event: Event) -> str:
+    """Why an event can never be applied, or "" when it can."""
+    if not event.tenant:
+        return "missing tenant"
+    if event.sequence <= 0:
+        return "missing log sequence"
+    if isinstance(event, MemoryWritten):
+        if not event.memory.id:
+            return "missing memory id"
+        if not event.memory.content.strip():
+            return "empty content"
+    elif isinstance(event, MemoryRemoved):
+        if not event.id:
+            return "missing memory id"
+    else:
+        relation = event.relation
+        if not relation.source_id or not relation.target_id:
+            return "relation without source or target"
+        if parse_relation_type(relation.type) is None:
+            return f"unknown relation type {relation.type!r}"
+    return ""
+
+
+def retry(exc: BaseException, what: str) -> Result:
+    if isinstance(exc, EngramError):
+        reason = f"{what}: {exc.code}: {exc.message}"
+    else:
+        reason = f"{what}: {type(exc).__name__}: {exc}"
+    return Result(Outcome.RETRY, reason)
+
+
+async def bounded(awaitable: Awaitable[T], timeout_s: float, what: str) -> T:
+    """Await with a deadline; running out is DeadlineExceeded (retriable), like a slow RPC."""
+    try:
+        return await asyncio.wait_for(awaitable, timeout_s)
+    except TimeoutError as exc:
+        raise DeadlineExceeded(f"{what} took longer than {timeout_s}s") from exc

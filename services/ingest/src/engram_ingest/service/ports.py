@@ -1,0 +1,38 @@
+"""The narrow slices of the store ports ingest writes through.
+
+engram_clients' VectorClient/LexicalClient/GraphClient satisfy them, and so does any
+full engram_core.ports adapter or engram_testing fake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from engram_core.model import Entity, Memory, Relation, UpsertResult
+
+
+class VectorWriter(Protocol):
+    async def upsert(
+        self, tenant: str, items: Sequence[tuple[Memory, Sequence[float]]]
+    ) -> UpsertResult: ...
+
+    async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int: ...
+
+
+class TextWriter(Protocol):
+    async def upsert(self, tenant: str, memories: Sequence[Memory]) -> UpsertResult: ...
+
+    async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int: ...
+
+
+class GraphWriter(Protocol):
+    async def upsert(
+        self, tenant: str, items: Sequence[tuple[Memory, Sequence[Entity]]]
+    ) -> UpsertResult: ...
+
+    async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int: ...
+
+    async def add_relations(
+        self, tenant: str, relations: Sequence[Relation], version: int
+    ) -> int: ...

@@ -1,0 +1,164 @@
+"""Fakes of the three store writers and a counting embedder, shared by the ingest tests.
+
+The stores keep the version guard and tombstones of the real ones (a write not newer
+than what is held, or than a delete, changes nothing), log every call, and raise
+queued failures on demand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from engram_core.model import Entity, Memory, Relation, UpsertResult
+from engram_embed.hashing import HashingEmbedder
+from engram_platform.nats_server import NatsServer, start_nats
+
+
+@dataclass
+class Call:
+    method: str
+    tenant: str
+    ids: tuple[str, ...]
+    version: int = 0
+
+
+class FakeStore:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.rows: dict[tuple[str, str], tuple[int, Memory | None]] = {}
+        self.calls: list[Call] = []
+        self.fail_next: list[BaseException] = []
+        self.delay_s = 0.0
+        self.barrier: asyncio.Barrier | None = None  # every store must enter before any leaves
+
+    async def _enter(self, method: str, tenant: str, ids: Sequence[str], version: int = 0) -> None:
+        self.calls.append(Call(method, tenant, tuple(ids), version))
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        if self.barrier is not None:
+            await self.barrier.wait()
+        if self.fail_next:
+            raise self.fail_next.pop(0)
+
+    def _put(self, tenant: str, memory: Memory) -> bool:
+        held = self.rows.get((tenant, memory.id))
+        if held is not None and memory.version <= held[0]:
+            return False
+        self.rows[(tenant, memory.id)] = (memory.version, memory)
+        return True
+
+    def memory(self, tenant: str, id_: str) -> Memory | None:
+        held = self.rows.get((tenant, id_))
+        return held[1] if held else None
+
+    def live(self, tenant: str) -> dict[str, Memory]:
+        return {i: m for (t, i), (_, m) in self.rows.items() if t == tenant and m is not None}
+
+    def writes(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method]
+
+    async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int:
+        await self._enter("delete", tenant, ids, version)
+        deleted = 0
+        for id_ in ids:
+            held = self.rows.get((tenant, id_))
+            if held is not None and version <= held[0]:
+                continue
+            deleted += held is not None and held[1] is not None
+            self.rows[(tenant, id_)] = (version, None)
+        return deleted
+
+    def _upserted(self, tenant: str, memories: Sequence[Memory]) -> UpsertResult:
+        applied = sum(self._put(tenant, m) for m in memories)
+        return UpsertResult(applied=applied, skipped=len(memories) - applied)
+
+
+class FakeVector(FakeStore):
+    def __init__(self) -> None:
+        super().__init__("vector")
+        self.vectors: dict[tuple[str, str], list[float]] = {}
+
+    async def upsert(
+        self, tenant: str, items: Sequence[tuple[Memory, Sequence[float]]]
+    ) -> UpsertResult:
+        await self._enter("upsert", tenant, [m.id for m, _ in items])
+        applied = 0
+        for m, v in items:
+            if self._put(tenant, m):
+                self.vectors[(tenant, m.id)] = list(v)
+                applied += 1
+        return UpsertResult(applied=applied, skipped=len(items) - applied)
+
+
+class FakeLexical(FakeStore):
+    def __init__(self) -> None:
+        super().__init__("lexical")
+
+    async def upsert(self, tenant: str, memories: Sequence[Memory]) -> UpsertResult:
+        await self._enter("upsert", tenant, [m.id for m in memories])
+        return self._upserted(tenant, memories)
+
+
+class FakeGraph(FakeStore):
+    def __init__(self) -> None:
+        super().__init__("graph")
+        self.mentions: dict[tuple[str, str], tuple[Entity, ...]] = {}
+        self.relations: dict[tuple[str, str, str, str], tuple[Relation, int]] = {}
+
+    async def upsert(
+        self, tenant: str, items: Sequence[tuple[Memory, Sequence[Entity]]]
+    ) -> UpsertResult:
+        await self._enter("upsert", tenant, [m.id for m, _ in items])
+        applied = 0
+        for m, entities in items:
+            if self._put(tenant, m):
+                self.mentions[(tenant, m.id)] = tuple(entities)
+                applied += 1
+        return UpsertResult(applied=applied, skipped=len(items) - applied)
+
+    async def add_relations(self, tenant: str, relations: Sequence[Relation], version: int) -> int:
+        await self._enter("add_relations", tenant, [r.source_id for r in relations], version)
+        for r in relations:
+            self.relations[(tenant, r.source_id, r.target_id, r.type)] = (r, version)
+        return len(relations)
+
+
+class CountingEmbedder(HashingEmbedder):
+    def __init__(self, dimension: int = 32) -> None:
+        super().__init__(dimension)
+        self.calls: list[list[str]] = []
+        self.fail_next: list[BaseException] = []
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(list(texts))
+        if self.fail_next:
+            raise self.fail_next.pop(0)
+        return await super().embed(texts)
+
+
+@dataclass
+class Stores:
+    vector: FakeVector = field(default_factory=FakeVector)
+    lexical: FakeLexical = field(default_factory=FakeLexical)
+    graph: FakeGraph = field(default_factory=FakeGraph)
+    embedder: CountingEmbedder = field(default_factory=CountingEmbedder)
+
+    def all(self) -> tuple[FakeStore, FakeStore, FakeStore]:
+        return (self.vector, self.lexical, self.graph)
+
+
+@pytest.fixture
+def stores() -> Stores:
+    return Stores()
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+    server = start_nats(tmp_path / "nats")
+    yield server
+    server.stop()

@@ -1,0 +1,322 @@
+"""The ingest consumer against a real nats-server, with fake stores behind it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import nats
+import pytest
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from engram.events.v1 import events_pb2
+from engram_core.errors import Unavailable
+from engram_core.model import Memory, Relation
+from engram_ingest.bootstrap import build
+from engram_ingest.config import Settings
+from engram_ingest.consumer import (
+    ORIGINAL_SEQUENCE_HEADER,
+    ORIGINAL_SUBJECT_HEADER,
+    REASON_HEADER,
+    IngestConsumer,
+    backoff_s,
+)
+from engram_ingest.service import Event, Result
+from engram_platform import jetstream as jsm
+from engram_platform.convert import memory_to_proto, relation_to_proto
+from engram_platform.nats_server import NatsServer
+from engram_platform.settings import NatsSettings
+
+if TYPE_CHECKING:
+    from conftest import Stores
+
+T0 = datetime(2025, 3, 1, tzinfo=UTC)
+
+
+def mem_id(n: int) -> str:
+    return f"0195a000-0000-7000-8000-{n:012d}"
+
+
+def stored(n: int, tenant: str = "t1", content: str | None = None) -> bytes:
+    memory = Memory(
+        id=mem_id(n), tenant=tenant, content=content or f"memory number {n}", timestamp=T0
+    )
+    return events_pb2.MemoryStored(
+        envelope=events_pb2.Envelope(event_id=f"e{n}", tenant=tenant),
+        memory=memory_to_proto(memory),
+    ).SerializeToString()
+
+
+def settings_for(server: NatsServer, **kw: object) -> Settings:
+    base: dict[str, object] = {
+        "nats": NatsSettings(url=server.url),
+        "batch_size": 16,
+        "fetch_timeout_s": 0.2,
+        "batch_wait_s": 0.01,
+        "retry_base_s": 0.05,
+        "retry_max_s": 0.2,
+        "ack_wait_s": 30.0,
+        "embed_timeout_s": 5.0,
+        "write_timeout_s": 5.0,
+        "progress_interval_s": 60.0,
+    }
+    return Settings(**(base | kw))  # type: ignore[arg-type]
+
+
+@asynccontextmanager
+async def log_connection(server: NatsServer) -> AsyncIterator[JetStreamContext]:
+    nc, js = await jsm.connect(NatsSettings(url=server.url), "test")
+    try:
+        await jsm.ensure_streams(js, NatsSettings(url=server.url))
+        yield js
+    finally:
+        await nc.drain()
+
+
+async def publish(
+    js: JetStreamContext, event: str, payload: bytes, n: int, tenant: str = "t1"
+) -> int:
+    seq, _ = await jsm.publish(js, jsm.subject(tenant, event), payload, msg_id=f"{event}-{n}")
+    return seq
+
+
+@asynccontextmanager
+async def running(settings: Settings, stores: Stores) -> AsyncIterator[IngestConsumer]:
+    applier = build(
+        settings,
+        embedder=stores.embedder,
+        vector=stores.vector,
+        lexical=stores.lexical,
+        graph=stores.graph,
+    ).applier
+    nc, js = await jsm.connect(settings.nats, "ingest-test")
+    consumer = IngestConsumer(nc, js, applier, settings)
+    await consumer.start()
+    stop = asyncio.Event()
+    task = asyncio.create_task(consumer.run(stop))
+    try:
+        yield consumer
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        await nc.drain()
+
+
+async def until(check: Callable[[], bool | Awaitable[bool]], timeout_s: float = 15.0) -> None:
+    """Poll until check() holds; fail after timeout_s."""
+    async with asyncio.timeout(timeout_s):
+        while True:
+            ok = check()
+            if ok if isinstance(ok, bool) else await ok:
+                return
+            await asyncio.sleep(0.02)
+
+
+async def until_watermark(js: JetStreamContext, sequence: int) -> None:
+    async def reached() -> bool:
+        return await jsm.watermark(js) >= sequence
+
+    await until(reached)
+
+
+async def test_applied_events_are_acked_and_the_watermark_reaches_the_end(
+    nats_server: NatsServer, stores: Stores, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="engram_ingest")
+    async with log_connection(nats_server) as js:
+        for n in range(1, 41):
+            await publish(js, jsm.MEMORY_STORED, stored(n), n)
+        rel = Relation(mem_id(1), mem_id(2), "RELATES_TO", created_at=T0)
+        payload = events_pb2.RelationAdded(relation=relation_to_proto(rel)).SerializeToString()
+        await publish(js, jsm.RELATION_ADDED, payload, 41)
+        deleted = events_pb2.MemoryDeleted(id=mem_id(3)).SerializeToString()
+        last = await publish(js, jsm.MEMORY_DELETED, deleted, 42)
+        assert last == 42
+
+        async with running(settings_for(nats_server), stores) as consumer:
+            await until_watermark(js, last)
+        assert consumer.counters.applied == 42
+        assert consumer.counters.retried == consumer.counters.poisoned == 0
+        for store in stores.all():
+            assert len(store.live("t1")) == 39
+            assert store.memory("t1", mem_id(40)) is not None
+            assert store.memory("t1", mem_id(40)).version == 40  # type: ignore[union-attr]
+        assert stores.graph.relations[("t1", mem_id(1), mem_id(2), "RELATES_TO")][1] == 41
+        # Batched: far fewer embedder calls than events.
+        assert len(stores.embedder.calls) < 40
+        assert any("ready" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_poison_event_is_dead_lettered_and_termed(
+    nats_server: NatsServer, stores: Stores
+) -> None:
+    async with log_connection(nats_server) as js:
+        dead: list[Msg] = []
+        watcher = await nats.connect(nats_server.url)
+        sub = await watcher.subscribe(jsm.subject("*", jsm.DEAD_LETTER), cb=_append_to(dead))
+        await publish(js, jsm.MEMORY_STORED, stored(1), 1)
+        await publish(js, jsm.MEMORY_STORED, b"\xff\xff\xff", 2)
+        await publish(js, jsm.MEMORY_STORED, stored(3, content="  "), 3)
+        last = await publish(js, jsm.MEMORY_STORED, stored(4), 4)
+
+        async with running(settings_for(nats_server), stores) as consumer:
+            await until_watermark(js, last)
+            await until(lambda: len(dead) >= 2)
+        await sub.unsubscribe()
+        await watcher.close()
+
+        assert consumer.counters.poisoned == 2
+        assert sorted(stores.vector.live("t1")) == [mem_id(1), mem_id(4)]
+        by_seq = {m.headers[ORIGINAL_SEQUENCE_HEADER]: m for m in dead if m.headers}
+        assert sorted(by_seq) == ["2", "3"]
+        assert by_seq["2"].subject == "engram.t1.dead_letter.v1"
+        assert by_seq["2"].data == b"\xff\xff\xff"  # the original payload, untouched
+        assert by_seq["2"].headers[ORIGINAL_SUBJECT_HEADER] == "engram.t1.memory_stored.v1"  # type: ignore[index]
+        assert "undecodable" in by_seq["2"].headers[REASON_HEADER]  # type: ignore[index]
+        assert "empty content" in by_seq["3"].headers[REASON_HEADER]  # type: ignore[index]
+        # Termed, not retried: the consumer holds nothing pending.
+        info = await js.consumer_info(jsm.STREAM_MEMORY, jsm.DURABLE_INGEST)
+        assert info.num_ack_pending == 0
+        assert info.num_redelivered == 0
+
+
+def _append_to(box: list[Msg]):  # type: ignore[no-untyped-def]
+    async def cb(msg: Msg) -> None:
+        box.append(msg)
+
+    return cb
+
+
+async def test_a_retriable_failure_is_redelivered_then_applied(
+    nats_server: NatsServer, stores: Stores
+) -> None:
+    stores.lexical.fail_next.extend([Unavailable("lexical restarting")] * 2)
+    async with log_connection(nats_server) as js:
+        for n in range(1, 6):
+            last = await publish(js, jsm.MEMORY_STORED, stored(n), n)
+        async with running(settings_for(nats_server), stores) as consumer:
+            await until_watermark(js, last)
+        assert consumer.counters.retried >= 2
+        assert consumer.counters.applied == 5
+        assert all(len(s.live("t1")) == 5 for s in stores.all())
+        info = await js.consumer_info(jsm.STREAM_MEMORY, jsm.DURABLE_INGEST)
+        assert info.num_redelivered == 0  # nothing is still waiting for another try
+        assert info.num_ack_pending == 0
+
+
+async def test_the_watermark_never_passes_an_unapplied_event(
+    nats_server: NatsServer, stores: Stores
+) -> None:
+    # The lexical store stays down for seq 1's writes: later events wait behind it.
+    stores.lexical.fail_next.extend([Unavailable("down")] * 1000)
+    async with log_connection(nats_server) as js:
+        for n in range(1, 4):
+            await publish(js, jsm.MEMORY_STORED, stored(n), n)
+        async with running(settings_for(nats_server), stores) as consumer:
+            await until(lambda: consumer.counters.retried >= 6)
+            assert await jsm.watermark(js) == 0
+            stores.lexical.fail_next.clear()
+            await until_watermark(js, 3)
+
+
+async def test_two_replicas_share_the_durable_and_split_the_work(
+    nats_server: NatsServer, stores: Stores
+) -> None:
+    for store in stores.all():
+        store.delay_s = 0.002  # give the other replica a chance to fetch
+    async with log_connection(nats_server) as js:
+        for n in range(1, 301):
+            last = await publish(js, jsm.MEMORY_STORED, stored(n), n)
+        settings = settings_for(nats_server, batch_size=8)
+        async with running(settings, stores) as one, running(settings, stores) as two:
+            await until_watermark(js, last)
+        assert one.counters.applied > 0
+        assert two.counters.applied > 0
+        assert one.counters.applied + two.counters.applied == 300
+        assert all(len(s.live("t1")) == 300 for s in stores.all())
+
+
+async def test_stop_finishes_the_batch_in_hand(nats_server: NatsServer, stores: Stores) -> None:
+    for store in stores.all():
+        store.delay_s = 0.3
+    async with log_connection(nats_server) as js:
+        for n in range(1, 6):
+            last = await publish(js, jsm.MEMORY_STORED, stored(n), n)
+        async with running(settings_for(nats_server), stores):
+            await until(lambda: bool(stores.vector.calls))  # the batch is being written
+        # Leaving the block stopped the consumer; what it held was applied and acked.
+        assert await jsm.watermark(js) == last
+        assert len(stores.vector.live("t1")) == 5
+
+
+def test_backoff_doubles_up_to_the_cap() -> None:
+    assert [backoff_s(n, 0.5, 3.0) for n in (1, 2, 3, 4, 5, 50)] == [0.5, 1.0, 2.0, 3.0, 3.0, 3.0]
+
+
+async def test_the_process_logs_ready_and_stops_on_sigterm(nats_server: NatsServer) -> None:
+    env = os.environ | {
+        "ENGRAM_INGEST_NATS__URL": nats_server.url,
+        "ENGRAM_INGEST_EMBED__PROVIDER": "hashing",
+        "ENGRAM_INGEST_FETCH_TIMEOUT_S": "0.2",
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "engram_ingest", env=env, stderr=subprocess.PIPE
+    )
+    assert proc.stderr is not None
+    try:
+        async with asyncio.timeout(30):
+            while b"ready" not in (line := await proc.stderr.readline()):
+                assert line, "exited before it was ready"
+        proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(10):
+            assert await proc.wait() == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_an_applier_crash_naks_the_batch_for_a_retry(
+    nats_server: NatsServer, stores: Stores
+) -> None:
+    settings = settings_for(nats_server)
+    real = build(
+        settings,
+        embedder=stores.embedder,
+        vector=stores.vector,
+        lexical=stores.lexical,
+        graph=stores.graph,
+    ).applier
+
+    class CrashOnce:
+        embedding_model = real.embedding_model
+        crashed = False
+
+        async def apply(self, events: Sequence[Event]) -> list[Result]:
+            if not self.crashed:
+                self.crashed = True
+                raise KeyError("a bug")
+            return await real.apply(events)
+
+    async with log_connection(nats_server) as js:
+        last = await publish(js, jsm.MEMORY_STORED, stored(1), 1)
+        nc, cjs = await jsm.connect(settings.nats, "ingest-test")
+        consumer = IngestConsumer(nc, cjs, CrashOnce(), settings)  # type: ignore[arg-type]
+        await consumer.start()
+        stop = asyncio.Event()
+        task = asyncio.create_task(consumer.run(stop))
+        await until_watermark(js, last)  # well before ack_wait_s (30 s): it was nak'd
+        stop.set()
+        await task
+        await nc.drain()
+        assert consumer.counters.retried == 1
+        assert consumer.counters.applied == 1

@@ -1,0 +1,75 @@
+"""Log message → ingest event: the subject's tenant rules, anything malformed is poison."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from engram.events.v1 import events_pb2
+from engram_core.model import Memory, Relation
+from engram_ingest.mapping import decode, tenant_of
+from engram_ingest.service import MemoryRemoved, MemoryWritten, RelationLinked
+from engram_platform.convert import memory_to_proto, relation_to_proto
+
+T0 = datetime(2025, 3, 1, tzinfo=UTC)
+ID = "0195a000-0000-7000-8000-00000000000a"
+
+
+def stored(tenant: str = "t1", memory_tenant: str = "t1") -> bytes:
+    return events_pb2.MemoryStored(
+        envelope=events_pb2.Envelope(
+            event_id="e1", tenant=tenant, trace_context={"traceparent": "00-abc-def-01"}
+        ),
+        memory=memory_to_proto(Memory(id=ID, tenant=memory_tenant, content="hi", timestamp=T0)),
+    ).SerializeToString()
+
+
+def test_memory_stored_becomes_memory_written_with_the_subject_tenant() -> None:
+    d = decode("engram.t1.memory_stored.v1", stored(memory_tenant=""), 17)
+    assert d.problem == ""
+    assert isinstance(d.event, MemoryWritten)
+    assert (d.event.memory.tenant, d.event.memory.id, d.event.sequence) == ("t1", ID, 17)
+    assert d.event.memory.timestamp == T0
+    assert d.trace_context == {"traceparent": "00-abc-def-01"}
+
+
+def test_memory_updated_deleted_and_relation_added() -> None:
+    updated = events_pb2.MemoryUpdated(
+        memory=memory_to_proto(Memory(id=ID, tenant="t1", content="new", timestamp=T0))
+    ).SerializeToString()
+    d = decode("engram.t1.memory_updated.v1", updated, 3)
+    assert isinstance(d.event, MemoryWritten)
+    assert d.event.memory.content == "new"
+
+    deleted = events_pb2.MemoryDeleted(id=ID).SerializeToString()
+    assert decode("engram.t1.memory_deleted.v1", deleted, 4).event == MemoryRemoved("t1", ID, 4)
+
+    rel = Relation(ID, "other", "RELATES_TO", strength=0.25, created_at=T0)
+    added = events_pb2.RelationAdded(relation=relation_to_proto(rel)).SerializeToString()
+    d = decode("engram.t1.relation_added.v1", added, 5)
+    assert d.event == RelationLinked("t1", rel, 5)
+
+
+@pytest.mark.parametrize(
+    ("subject", "payload", "problem"),
+    [
+        ("engram.t1.memory_stored.v1", b"\xff\xff\xff", "undecodable memory_stored"),
+        ("engram.t1.memory_stored.v1", stored(tenant="t2"), "envelope of tenant 't2'"),
+        ("engram.t1.memory_stored.v1", stored(memory_tenant="t2"), "memory of tenant 't2'"),
+        ("engram.t1.memory_stored.v1", b"", "memory_stored without a memory"),
+        ("engram.t1.relation_added.v1", b"", "relation_added without a relation"),
+        ("engram.t1.memory_accessed.v1", stored(), "not a memory event subject"),
+        ("other.t1.memory_stored.v1", stored(), "not a memory event subject"),
+    ],
+)
+def test_malformed_messages_are_poison(subject: str, payload: bytes, problem: str) -> None:
+    d = decode(subject, payload, 1)
+    assert d.event is None
+    assert problem in d.problem
+
+
+def test_tenant_of_subject() -> None:
+    assert tenant_of("engram.acme-1.memory_stored.v1") == "acme-1"
+    assert tenant_of("engram.acme.memory_stored") == ""
+    assert tenant_of("nats.acme.memory_stored.v1") == ""

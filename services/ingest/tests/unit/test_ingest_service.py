@@ -1,0 +1,219 @@
+"""The ingest service over fake stores: batching, versions, idempotency, retry, poison."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import pytest
+
+from engram_core.errors import InvalidArgument, Unavailable
+from engram_core.model import Memory, Relation
+from engram_core.tags import tag_prefixes
+from engram_ingest.bootstrap import build
+from engram_ingest.config import Settings
+from engram_ingest.service import (
+    Applier,
+    Event,
+    MemoryRemoved,
+    MemoryWritten,
+    Outcome,
+    RelationLinked,
+)
+
+if TYPE_CHECKING:
+    from conftest import Stores
+
+T0 = datetime(2025, 3, 1, tzinfo=UTC)
+ID_A = "0195a000-0000-7000-8000-00000000000a"
+ID_B = "0195a000-0000-7000-8000-00000000000b"
+
+
+def applier(stores: Stores, write_s: float = 5.0) -> Applier:
+    settings = Settings(write_timeout_s=write_s, embed_timeout_s=5.0, ack_wait_s=30.0)
+    return build(
+        settings,
+        embedder=stores.embedder,
+        vector=stores.vector,
+        lexical=stores.lexical,
+        graph=stores.graph,
+    ).applier
+
+
+def written(
+    seq: int, id_: str = ID_A, content: str = "notes", tenant: str = "t1", **kw: object
+) -> MemoryWritten:
+    memory = Memory(id=id_, tenant=tenant, content=content, timestamp=T0, **kw)  # type: ignore[arg-type]
+    return MemoryWritten(memory, seq)
+
+
+async def test_a_batch_is_embedded_in_one_call_and_written_once_per_store(stores: Stores) -> None:
+    events = [written(s, f"0195a000-0000-7000-8000-{s:012d}", f"memory {s}") for s in range(1, 11)]
+    results = await applier(stores).apply(events)
+    assert [r.outcome for r in results] == [Outcome.APPLIED] * 10
+    assert stores.embedder.calls == [[f"memory {s}" for s in range(1, 11)]]
+    for store in stores.all():
+        (call,) = store.calls
+        assert call.method == "upsert"
+        assert len(call.ids) == 10
+        assert len(store.live("t1")) == 10
+
+
+async def test_version_is_the_sequence_and_entities_become_tags(stores: Stores) -> None:
+    event = written(
+        42,
+        content="Melanie: I'm planning a trip to Paris with Docker folks",
+        tags=("Travel", "entity:people:bob"),
+        entities=("people:bob",),  # the previous extraction, no longer in the content
+    )
+    await applier(stores).apply([event])
+    m = stores.lexical.memory("t1", ID_A)
+    assert m is not None
+    assert m.version == 42
+    assert m.embedding_model == "hashing-32"
+    assert m.tags == (
+        "travel",
+        "entity:people:melanie",
+        "entity:places:paris",
+        "entity:tools:docker",
+    )
+    assert m.tag_prefixes == tag_prefixes(m.tags)
+    assert "entity:people" in m.tag_prefixes
+    assert m.entities == ("people:melanie", "places:paris", "tools:docker")
+    assert stores.vector.memory("t1", ID_A) == m
+    assert stores.vector.vectors[("t1", ID_A)] == stores.embedder.embed_one(event.memory.content)
+    assert [e.key for e in stores.graph.mentions[("t1", ID_A)]] == list(m.entities)
+
+
+async def test_a_redelivered_event_changes_nothing(stores: Stores) -> None:
+    a = applier(stores)
+    await a.apply([written(5, content="first"), written(7, content="second")])
+    before = {s.name: dict(s.rows) for s in stores.all()}
+    # The log redelivers seq 5 (its ack was lost) and seq 7: both are already applied.
+    results = await a.apply([written(5, content="first"), written(7, content="second")])
+    assert [r.outcome for r in results] == [Outcome.APPLIED, Outcome.APPLIED]
+    assert {s.name: dict(s.rows) for s in stores.all()} == before
+    m = stores.graph.memory("t1", ID_A)
+    assert m is not None
+    assert (m.content, m.version) == ("second", 7)
+
+
+async def test_deletes_carry_the_sequence_and_stop_older_upserts(stores: Stores) -> None:
+    a = applier(stores)
+    await a.apply([written(3)])
+    results = await a.apply([MemoryRemoved("t1", ID_A, 9), written(3)])  # late redelivery
+    assert [r.outcome for r in results] == [Outcome.APPLIED, Outcome.APPLIED]
+    for store in stores.all():
+        assert store.live("t1") == {}
+        assert store.writes("delete")[0].version == 9
+    await a.apply([written(12, content="back again")])  # newer than the tombstone
+    assert all(ID_A in s.live("t1") for s in stores.all())
+
+
+async def test_relations_go_to_the_graph_with_the_sequence_and_registry_type(
+    stores: Stores,
+) -> None:
+    rel = Relation(ID_A, ID_B, "leads_to", strength=0.7)
+    events: list[Event] = [written(1, ID_A), written(2, ID_B), RelationLinked("t1", rel, 3)]
+    results = await applier(stores).apply(events)
+    assert [r.outcome for r in results] == [Outcome.APPLIED] * 3
+    stored, version = stores.graph.relations[("t1", ID_A, ID_B, "LEADS_TO")]
+    assert (stored.strength, version) == (0.7, 3)
+    # Both memories went out in one upsert, before the relation that links them.
+    assert [c.method for c in stores.graph.calls] == ["upsert", "add_relations"]
+
+
+async def test_events_apply_in_sequence_order_by_kind_segments(stores: Stores) -> None:
+    # Delivered out of order; applied as upsert(1), delete(2), upsert(3).
+    events: list[Event] = [written(3, content="again"), MemoryRemoved("t1", ID_A, 2), written(1)]
+    await applier(stores).apply(events)
+    assert [c.method for c in stores.lexical.calls] == ["upsert", "delete", "upsert"]
+    m = stores.lexical.memory("t1", ID_A)
+    assert m is not None
+    assert m.content == "again"
+
+
+async def test_one_write_per_tenant_and_tenants_stay_apart(stores: Stores) -> None:
+    events = [written(1, ID_A, "of one", "t1"), written(2, ID_A, "of two", "t2")]
+    await applier(stores).apply(events)
+    assert sorted(c.tenant for c in stores.vector.calls) == ["t1", "t2"]
+    one, two = stores.vector.memory("t1", ID_A), stores.vector.memory("t2", ID_A)
+    assert one is not None
+    assert two is not None
+    assert (one.content, two.content) == ("of one", "of two")
+
+
+async def test_a_store_down_means_retry_and_the_retry_applies(stores: Stores) -> None:
+    a = applier(stores)
+    stores.lexical.fail_next.append(Unavailable("lexical down"))
+    events = [written(1), written(2, ID_B)]
+    results = await a.apply(events)
+    assert [r.outcome for r in results] == [Outcome.RETRY, Outcome.RETRY]
+    assert "UNAVAILABLE" in results[0].reason
+    results = await a.apply(events)
+    assert [r.outcome for r in results] == [Outcome.APPLIED, Outcome.APPLIED]
+    assert all(len(s.live("t1")) == 2 for s in stores.all())
+
+
+async def test_a_store_refusal_is_retried_not_dead_lettered(stores: Stores) -> None:
+    # A store refusing a valid event points at configuration, not at the event.
+    stores.vector.fail_next.append(InvalidArgument("vector", "expected 384 dimensions"))
+    (result,) = await applier(stores).apply([written(1)])
+    assert result.outcome is Outcome.RETRY
+
+
+async def test_a_failed_segment_holds_back_every_later_one(stores: Stores) -> None:
+    stores.graph.fail_next.append(Unavailable("graph down"))
+    rel = Relation(ID_A, ID_B, "RELATES_TO")
+    events: list[Event] = [written(1), RelationLinked("t1", rel, 2), MemoryRemoved("t1", ID_B, 3)]
+    results = await applier(stores).apply(events)
+    assert [r.outcome for r in results] == [Outcome.RETRY] * 3
+    assert results[1].reason.startswith("after an earlier failure")
+    assert stores.graph.relations == {}
+    assert stores.vector.writes("delete") == []
+
+
+async def test_embedder_down_retries_the_batch_without_writing(stores: Stores) -> None:
+    stores.embedder.fail_next.append(Unavailable("model not loaded"))
+    results = await applier(stores).apply([written(1), MemoryRemoved("t1", ID_B, 2)])
+    assert [r.outcome for r in results] == [Outcome.RETRY, Outcome.RETRY]
+    assert "embedding" in results[0].reason
+    assert all(s.calls == [] for s in stores.all())
+
+
+async def test_a_slow_store_is_a_retry_after_the_write_timeout(stores: Stores) -> None:
+    stores.graph.delay_s = 1.0
+    (result,) = await applier(stores, write_s=0.05).apply([written(1)])
+    assert result.outcome is Outcome.RETRY
+    assert "DEADLINE_EXCEEDED" in result.reason
+
+
+@pytest.mark.parametrize(
+    ("event", "reason"),
+    [
+        (written(1, content="   "), "empty content"),
+        (written(1, id_=""), "missing memory id"),
+        (written(1, tenant=""), "missing tenant"),
+        (MemoryRemoved("t1", "", 4), "missing memory id"),
+        (RelationLinked("t1", Relation(ID_A, "", "RELATES_TO"), 4), "without source or target"),
+        (RelationLinked("t1", Relation(ID_A, ID_B, "LIKES"), 4), "unknown relation type"),
+    ],
+)
+async def test_invalid_events_are_poison_and_do_not_block_the_rest(
+    stores: Stores, event: MemoryWritten | MemoryRemoved | RelationLinked, reason: str
+) -> None:
+    results = await applier(stores).apply([event, written(9, ID_B)])
+    assert results[0].outcome is Outcome.POISON
+    assert reason in results[0].reason
+    assert results[1].outcome is Outcome.APPLIED
+    assert list(stores.vector.live("t1")) == [ID_B]
+
+
+async def test_writes_to_the_three_stores_run_concurrently(stores: Stores) -> None:
+    # Each write waits until all three have started: one at a time would time out.
+    barrier = asyncio.Barrier(3)
+    for store in stores.all():
+        store.barrier = barrier
+    (result,) = await applier(stores, write_s=2.0).apply([written(1)])
+    assert result.outcome is Outcome.APPLIED
