@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -37,10 +37,9 @@ class ServiceSettings(BaseSettings):
     grace_s: float = Field(5.0, ge=0, description="Seconds in-flight RPCs get on shutdown.")
 
 
-class NatsSettings(BaseSettings):
-    """Where the log is; embedded by services and workers that publish or consume."""
-
-    model_config = SettingsConfigDict(extra="ignore")
+class NatsSettings(BaseModel):
+    """Where the log is; nested in the settings of every service that publishes or consumes
+    (e.g. ``ENGRAM_GATEWAY_NATS__URL``), so it reads no environment of its own."""
 
     url: str = Field("nats://127.0.0.1:4222", description="NATS server URL(s), comma-separated.")
     connect_timeout_s: float = Field(5.0, gt=0, description="Timeout for the first connect.")
