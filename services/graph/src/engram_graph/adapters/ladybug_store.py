@@ -1,0 +1,479 @@
+"""`GraphStore` on ladybug, an embedded Cypher database (Kuzu's API) living in one file.
+
+ladybug is synchronous, so every call runs on a thread: writes on ONE writer thread (one write
+transaction at a time; batches commit once), reads on a small pool with a connection each. The
+writer thread is a queue, not a lock: a caller that gives up (deadline, cancellation) cannot
+let the next write start while its own is still running. One process owns the database file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import queue
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import ladybug
+
+from engram_core.errors import DeadlineExceeded, Internal, InvalidArgument, NotFound, Unavailable
+from engram_core.model import (
+    AccessUpdate,
+    Entity,
+    Filter,
+    Hit,
+    Memory,
+    RelatedHit,
+    Relation,
+    UpsertResult,
+)
+from engram_core.tags import tag_prefixes
+from engram_graph.adapters import ladybug_cypher as cypher
+from engram_graph.adapters.codec import NEVER, decode, encode, from_us, to_us
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+_Rows = list[list[Any]]
+USER = "user"
+SYSTEM = "system"
+
+
+def memory_key(tenant: str, id_: str) -> str:
+    return f"{tenant}/{id_}"
+
+
+def entity_key(tenant: str, key: str) -> str:
+    """``tenant/kind:slug`` — the tenant, the entity's kind and its slug."""
+    return f"{tenant}/{key}"
+
+
+def _check_tenant(tenant: str) -> None:
+    # The tenant prefixes every primary key; a "/" in it could alias another tenant's keys.
+    if not tenant or "/" in tenant:
+        raise InvalidArgument("tenant", "must be non-empty and must not contain '/'")
+
+
+def _rows(conn: ladybug.Connection, query: str, params: dict[str, Any] | None = None) -> _Rows:
+    result = conn.execute(query, params or {})
+    if isinstance(result, list):  # only a multi-statement string yields several results
+        raise Internal("graph: one statement per query expected")
+    try:
+        return cast(_Rows, result.get_all())
+    finally:
+        result.close()
+
+
+@contextmanager
+def _transaction(conn: ladybug.Connection) -> Iterator[None]:
+    _rows(conn, "BEGIN TRANSACTION")
+    try:
+        yield
+    except BaseException:
+        # A failed statement has already rolled the transaction back; ROLLBACK then fails.
+        with suppress(RuntimeError):
+            _rows(conn, "ROLLBACK")
+        raise
+    _rows(conn, "COMMIT")
+
+
+@dataclass(frozen=True, slots=True)
+class _State:
+    """What a write needs to know of a stored memory node (live or tombstone)."""
+
+    version: int
+    tombstone: bool
+    last_accessed: int
+    access_count: int
+
+
+def _states(conn: ladybug.Connection, keys: list[str]) -> dict[str, _State]:
+    """The memory nodes that exist among ``keys``."""
+    rows = _rows(conn, cypher.STATES, {"keys": keys})
+    return {k: _State(int(v), bool(d), int(at), int(n)) for k, v, d, at, n in rows}
+
+
+class LadybugGraphStore:
+    """The graph in ``path`` (a file; its directory is created). Persisted across restarts."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        query_timeout_ms: int = 5_000,
+        write_timeout_ms: int = 60_000,
+        readers: int = 2,
+        buffer_pool_bytes: int = 256 * 1024 * 1024,
+        threads_per_query: int = 1,
+    ) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # ladybug's own default buffer pool is 80% of RAM: too much beside six other services.
+        self._db = ladybug.Database(
+            str(path), buffer_pool_size=buffer_pool_bytes, max_num_threads=threads_per_query
+        )
+        self._writer = ladybug.Connection(self._db, num_threads=threads_per_query)
+        self._writer.set_query_timeout(write_timeout_ms)
+        for statement in cypher.SCHEMA:
+            _rows(self._writer, statement)
+        self._readers: queue.SimpleQueue[ladybug.Connection] = queue.SimpleQueue()
+        self._reader_conns: list[ladybug.Connection] = []
+        for _ in range(readers):
+            conn = ladybug.Connection(self._db, num_threads=threads_per_query)
+            conn.set_query_timeout(query_timeout_ms)
+            self._reader_conns.append(conn)
+            self._readers.put(conn)
+        self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="graph-write")
+        self._read_pool = ThreadPoolExecutor(readers, thread_name_prefix="graph-read")
+        self._closed = False
+
+    # -- threading and errors ------------------------------------------------------------------
+
+    def _guard(self, fn: Callable[..., R], conn: ladybug.Connection, *args: Any) -> R:
+        try:
+            return fn(conn, *args)
+        except RuntimeError as err:
+            text = str(err)
+            if "Interrupted" in text:
+                raise DeadlineExceeded("graph query ran past its timeout") from err
+            log.warning("ladybug error: %s", text)
+            raise Unavailable(f"graph backend error: {text}") from err
+
+    async def _write(self, fn: Callable[..., R], *args: Any) -> R:
+        if self._closed:
+            raise Unavailable("graph store is closed")
+        loop = asyncio.get_running_loop()
+        job = partial(self._guard, fn, self._writer, *args)
+        return await loop.run_in_executor(self._write_pool, job)
+
+    async def _read(self, fn: Callable[..., R], *args: Any) -> R:
+        if self._closed:
+            raise Unavailable("graph store is closed")
+
+        def job() -> R:
+            conn = self._readers.get()
+            try:
+                return self._guard(fn, conn, *args)
+            finally:
+                self._readers.put(conn)
+
+        return await asyncio.get_running_loop().run_in_executor(self._read_pool, job)
+
+    # -- writes --------------------------------------------------------------------------------
+
+    async def upsert(
+        self, tenant: str, items: Sequence[tuple[Memory, Sequence[Entity]]]
+    ) -> UpsertResult:
+        _check_tenant(tenant)
+        if not items:
+            return UpsertResult(0, 0)
+        return await self._write(_upsert, tenant, list(items))
+
+    async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int:
+        _check_tenant(tenant)
+        if not ids:
+            return 0
+        return await self._write(_delete, tenant, list(dict.fromkeys(ids)), version)
+
+    async def add_relations(self, tenant: str, relations: Sequence[Relation], version: int) -> int:
+        _check_tenant(tenant)
+        if not relations:
+            return 0
+        return await self._write(_add_relations, tenant, list(relations), version)
+
+    async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int:
+        _check_tenant(tenant)
+        if not updates:
+            return 0
+        return await self._write(_update_access, tenant, list(updates))
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    async def related(
+        self, tenant: str, id: str, depth: int, types: Sequence[str], limit: int
+    ) -> list[RelatedHit]:
+        _check_tenant(tenant)
+        return await self._read(_related, tenant, id, depth, list(types), limit)
+
+    async def search(
+        self,
+        tenant: str,
+        entity_keys: Sequence[str],
+        keywords: Sequence[str],
+        flt: Filter,
+        limit: int,
+    ) -> list[Hit]:
+        _check_tenant(tenant)
+        keys = sorted({entity_key(tenant, k) for k in entity_keys})
+        # An empty keyword is a substring of every name: it would match everything.
+        words = sorted({w.lower() for w in keywords if w})
+        if (not keys and not words) or limit <= 0:
+            return []
+        query, params = cypher.search(flt, keys, words)
+        params.update(tenant=tenant, limit=limit)
+        return await self._read(_search, query, params)
+
+    async def relations(self, tenant: str, ids: Sequence[str]) -> list[Relation]:
+        _check_tenant(tenant)
+        if not ids:
+            return []
+        return await self._read(_relations, tenant, list(dict.fromkeys(ids)))
+
+    async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]:
+        _check_tenant(tenant)
+        if not ids:
+            return []
+        return await self._read(_get, tenant, list(dict.fromkeys(ids)))
+
+    async def count(self, tenant: str) -> int:
+        _check_tenant(tenant)
+        rows = await self._read(_rows, cypher.COUNT, {"tenant": tenant})
+        return int(rows[0][0])
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.to_thread(self._close)
+
+    def _close(self) -> None:
+        # Let queued writes finish, then close connections before the database (it checkpoints).
+        self._write_pool.shutdown(wait=True)
+        self._read_pool.shutdown(wait=True)
+        for conn in [self._writer, *self._reader_conns]:
+            conn.close()
+        self._db.close()
+
+
+# -- the work, on the writer thread ------------------------------------------------------------
+
+
+def _memory_row(tenant: str, key: str, m: Memory, state: _State | None) -> dict[str, Any]:
+    stored = replace(m, tenant=tenant)
+    last_accessed = NEVER if m.last_accessed is None else to_us(m.last_accessed)
+    access_count = m.access_count
+    # Access statistics only move forward (UpdateAccess writes them); an upsert carries
+    # content and, usually, older statistics than the stored ones.
+    if state is not None and not state.tombstone and state.last_accessed > last_accessed:
+        last_accessed, access_count = state.last_accessed, state.access_count
+    return {
+        "key": key,
+        "tenant": tenant,
+        "id": m.id,
+        "type": m.type,
+        "tags": list(m.tags),
+        # The filter's reference derives prefixes when a writer left them out; so do we.
+        "tag_prefixes": list(m.tag_prefixes or tag_prefixes(m.tags)),
+        "ts": to_us(m.timestamp),
+        "archived": m.archived,
+        "version": m.version,
+        "importance": float(m.importance),
+        "last_accessed": last_accessed,
+        "access_count": access_count,
+        "doc": encode(stored),
+    }
+
+
+def _entity_row(tenant: str, key: str, e: Entity) -> dict[str, Any]:
+    return {
+        "key": key,
+        "tenant": tenant,
+        "kind": e.kind,
+        "slug": e.slug,
+        "name": e.name,
+        "lname": e.name.lower(),
+    }
+
+
+def _upsert(
+    conn: ladybug.Connection, tenant: str, items: list[tuple[Memory, Sequence[Entity]]]
+) -> UpsertResult:
+    newest: dict[str, tuple[Memory, Sequence[Entity]]] = {}
+    for m, entities in items:
+        if m.id not in newest or m.version > newest[m.id][0].version:
+            newest[m.id] = (m, entities)
+    entity_rows: dict[str, dict[str, Any]] = {}
+    memory_rows: list[dict[str, Any]] = []
+    mentions: list[tuple[str, bool, list[str]]] = []  # memory key, drop the old set, new set
+    with _transaction(conn):
+        states = _states(conn, [memory_key(tenant, id_) for id_ in newest])
+        for m, entities in newest.values():
+            key = memory_key(tenant, m.id)
+            state = states.get(key)
+            if state is not None and m.version <= state.version:
+                continue
+            wanted: dict[str, Entity] = {}
+            for e in entities:
+                wanted.setdefault(entity_key(tenant, e.key), e)
+            for k, e in wanted.items():
+                entity_rows.setdefault(k, _entity_row(tenant, k, e))
+            memory_rows.append(_memory_row(tenant, key, m, state))
+            # A tombstone has no edges left; a live memory keeps an unchanged set untouched.
+            had: set[str] = set()
+            if state is not None and not state.tombstone:
+                had = {r[0] for r in _rows(conn, cypher.MENTIONED, {"k": key})}
+            if had != wanted.keys():
+                mentions.append((key, bool(had), sorted(wanted)))
+        if entity_rows:
+            _rows(conn, cypher.MERGE_ENTITIES, {"rows": list(entity_rows.values())})
+        if memory_rows:
+            _rows(conn, cypher.MERGE_MEMORIES, {"rows": memory_rows})
+        for key, drop, ekeys in mentions:
+            if drop:
+                _rows(conn, cypher.UNMENTION_ALL, {"k": key})
+            if ekeys:
+                _rows(conn, cypher.MENTION, {"k": key, "entities": ekeys})
+    return UpsertResult(applied=len(memory_rows), skipped=len(items) - len(memory_rows))
+
+
+def _delete(conn: ladybug.Connection, tenant: str, ids: list[str], version: int) -> int:
+    deleted = 0
+    with _transaction(conn):
+        states = _states(conn, [memory_key(tenant, id_) for id_ in ids])
+        for id_ in ids:
+            key = memory_key(tenant, id_)
+            state = states.get(key)
+            if state is not None and version <= state.version:
+                continue
+            if state is not None and state.tombstone:
+                _rows(conn, cypher.BUMP_TOMBSTONE, {"k": key, "version": version})
+                continue
+            if state is not None:
+                _rows(conn, cypher.DETACH, {"k": key})
+                deleted += 1
+            params = {"k": key, "tenant": tenant, "id": id_, "version": version, "never": NEVER}
+            _rows(conn, cypher.TOMBSTONE, params)
+    return deleted
+
+
+def _add_relations(
+    conn: ladybug.Connection, tenant: str, relations: list[Relation], version: int
+) -> int:
+    # Every endpoint is checked before anything is written: a bad batch leaves no trace.
+    endpoints = list(dict.fromkeys(i for r in relations for i in (r.source_id, r.target_id)))
+    states = _states(conn, [memory_key(tenant, id_) for id_ in endpoints])
+    for id_ in endpoints:
+        state = states.get(memory_key(tenant, id_))
+        if state is None or state.tombstone:
+            raise NotFound(f"memory {id_} not found")
+    applied = 0
+    with _transaction(conn):
+        for r in relations:
+            params: dict[str, Any] = {
+                "s": memory_key(tenant, r.source_id),
+                "t": memory_key(tenant, r.target_id),
+                "type": r.type,
+            }
+            existing = _rows(conn, cypher.EDGE, params)
+            params.update(
+                strength=float(r.strength),
+                origin=r.origin,
+                properties=json.dumps(dict(r.properties), ensure_ascii=False),
+                version=version,
+            )
+            if existing:
+                origin, stored_version = existing[0]
+                if (r.origin == SYSTEM and origin == USER) or version < stored_version:
+                    continue
+                _rows(conn, cypher.UPDATE_EDGE, params)
+            else:
+                _rows(conn, cypher.CREATE_EDGE, {**params, "created_at": to_us(r.created_at)})
+            applied += 1
+    return applied
+
+
+def _update_access(conn: ladybug.Connection, tenant: str, updates: list[AccessUpdate]) -> int:
+    updated = 0
+    with _transaction(conn):
+        for u in updates:
+            params = {
+                "k": memory_key(tenant, u.id),
+                "at": to_us(u.last_accessed),
+                "count": u.access_count,
+            }
+            updated += len(_rows(conn, cypher.TOUCH, params))
+    return updated
+
+
+# -- the work, on a reader thread --------------------------------------------------------------
+
+
+def _related(
+    conn: ladybug.Connection, tenant: str, start: str, depth: int, types: list[str], limit: int
+) -> list[RelatedHit]:
+    """Breadth-first, one key lookup per expanded node: each level is complete before the
+    next (nearest first), and the walk stops at the level that fills ``limit`` — so the work
+    is bounded by the answer, where a variable-length Cypher pattern enumerates every path."""
+    state = _states(conn, [memory_key(tenant, start)]).get(memory_key(tenant, start))
+    if state is None or state.tombstone:
+        raise NotFound(f"memory {start} not found")
+    query = cypher.neighbours(typed=bool(types))
+    seen = {start}
+    frontier: dict[str, tuple[float, str]] = {start: (1.0, "")}
+    hits: list[RelatedHit] = []
+    for d in range(1, depth + 1):
+        level: dict[str, tuple[float, str]] = {}
+        for node in sorted(frontier):
+            strength, first = frontier[node]
+            params: dict[str, Any] = {"k": memory_key(tenant, node), "tenant": tenant}
+            if types:
+                params["types"] = types
+            for other, type_, s in _rows(conn, query, params):
+                if other in seen:
+                    continue
+                candidate = (strength * float(s), first or type_)
+                best = level.get(other)
+                if best is None or (-candidate[0], candidate[1]) < (-best[0], best[1]):
+                    level[other] = candidate
+        if not level:
+            break
+        seen.update(level)
+        ranked = sorted(level.items(), key=lambda kv: (-kv[1][0], kv[0]))
+        hits.extend(RelatedHit(id=k, type=v[1], strength=v[0], depth=d) for k, v in ranked)
+        if len(hits) >= limit:
+            break
+        frontier = level
+    return hits[: max(limit, 0)]
+
+
+def _search(conn: ladybug.Connection, query: str, params: dict[str, Any]) -> list[Hit]:
+    ranked = _rows(conn, query, params)
+    docs = _documents(conn, [key for key, _ in ranked])
+    return [
+        Hit(id=memory.id, score=float(score), memory=memory)
+        for key, score in ranked
+        if (memory := docs.get(key)) is not None
+    ]
+
+
+def _documents(conn: ladybug.Connection, keys: list[str]) -> dict[str, Memory]:
+    rows = _rows(conn, cypher.GET, {"keys": keys}) if keys else []
+    return {k: decode(doc, at, count) for k, doc, at, count in rows}
+
+
+def _relations(conn: ladybug.Connection, tenant: str, ids: list[str]) -> list[Relation]:
+    found: dict[tuple[str, str, str], Relation] = {}
+    for id_ in ids:
+        for a, b, a_internal, edge in _rows(conn, cypher.EDGES, {"k": memory_key(tenant, id_)}):
+            source, target = (a, b) if edge["_SRC"] == a_internal else (b, a)
+            if (source, target, edge["type"]) not in found:
+                found[(source, target, edge["type"])] = Relation(
+                    source_id=source,
+                    target_id=target,
+                    type=edge["type"],
+                    strength=float(edge["strength"]),
+                    properties=json.loads(edge["properties"]),
+                    origin=edge["origin"],
+                    created_at=from_us(edge["created_at"]),
+                )
+    return list(found.values())
+
+
+def _get(conn: ladybug.Connection, tenant: str, ids: list[str]) -> list[Memory]:
+    keys = [memory_key(tenant, id_) for id_ in ids]
+    found = _documents(conn, keys)
+    return [found[k] for k in keys if k in found]
