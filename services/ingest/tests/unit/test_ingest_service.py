@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from engram_core.errors import InvalidArgument, Unavailable
+from engram_core.errors import InvalidArgument, NotFound, Unavailable
 from engram_core.model import Memory, Relation
 from engram_core.tags import tag_prefixes
 from engram_ingest.bootstrap import build
@@ -122,6 +122,15 @@ async def test_relations_go_to_the_graph_with_the_sequence_and_registry_type(
     assert (stored.strength, version) == (0.7, 3)
     # Both memories went out in one upsert, before the relation that links them.
     assert [c.method for c in stores.graph.calls] == ["upsert", "add_relations"]
+
+
+async def test_relation_to_a_deleted_memory_is_skipped_not_retried(stores: Stores) -> None:
+    stores.graph.fail_next.append(NotFound(f"memory {ID_B} not found"))
+    results = await applier(stores).apply(
+        [RelationLinked("t1", Relation(ID_A, ID_B, "LEADS_TO"), 5)]
+    )
+    assert [r.outcome for r in results] == [Outcome.APPLIED]
+    assert stores.graph.relations == {}
 
 
 async def test_events_apply_in_sequence_order_by_kind_segments(stores: Stores) -> None:

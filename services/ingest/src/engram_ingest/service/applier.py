@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from itertools import groupby
 from typing import Any, TypeVar
 
-from engram_core.errors import DeadlineExceeded, EngramError, Internal
+from engram_core.errors import DeadlineExceeded, EngramError, Internal, NotFound
 from engram_core.model import Entity, Memory
 from engram_core.ports import Embedder
 from engram_core.relations import parse_relation_type
@@ -179,11 +179,16 @@ class Applier:
         # The registry's spelling ("relates_to" → RELATES_TO); invalid() let no unknown through.
         rel_type = parse_relation_type(event.relation.type)
         relation = replace(event.relation, type=rel_type.value if rel_type else "")
-        await bounded(
-            self._graph.add_relations(event.tenant, [relation], event.sequence),
-            self._timeouts.write_s,
-            "graph add_relations",
-        )
+        try:
+            await bounded(
+                self._graph.add_relations(event.tenant, [relation], event.sequence),
+                self._timeouts.write_s,
+                "graph add_relations",
+            )
+        except NotFound as exc:
+            # The gateway checked both ends before publishing, so a missing end was
+            # deleted since: the edge is moot. Retrying would stall the watermark forever.
+            log.info("relation %s skipped: %s", relation.type, exc.message)
 
     async def _all(self, what: str, *writes: Awaitable[Any]) -> None:
         """Run the stores' writes at once; raise the first failure after all have ended."""
