@@ -24,7 +24,13 @@ class EmbedSettings(BaseModel):
         description="Folder with model.onnx and tokenizer.json (local provider); "
         "default $ENGRAM_HOME/models/all-MiniLM-L6-v2.",
     )
-    batch_size: int = Field(64, ge=1, le=2048, description="Texts per inference run or request.")
+    batch_size: int = Field(
+        16,
+        ge=1,
+        le=2048,
+        description="Texts per inference run or request. Small runs of length-sorted texts "
+        "waste little on padding: 16 embedded LoCoMo turns 2x faster than 64 here.",
+    )
     threads: int = Field(
         1,
         ge=0,

@@ -29,7 +29,7 @@ class OnnxEmbedder:
         self,
         model_dir: Path,
         *,
-        batch_size: int = 64,
+        batch_size: int = 16,
         threads: int = 1,
         max_tokens: int = 256,
     ) -> None:
