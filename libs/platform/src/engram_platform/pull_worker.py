@@ -26,7 +26,6 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Protocol, TypeVar
 
 from nats.aio.client import Client
@@ -34,6 +33,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from engram_core.outcomes import Outcome, Result
 from engram_platform import jetstream as jsm
 from engram_platform.settings import NatsSettings
 
@@ -45,14 +45,6 @@ ORIGINAL_SEQUENCE_HEADER = "Engram-Original-Sequence"
 DELIVERIES_HEADER = "Engram-Deliveries"
 
 HAND_BACK_WAIT_S = 0.05
-
-
-class Outcome(StrEnum):
-    """Same values as the workers' own ``Outcome`` enums, so theirs convert by value."""
-
-    APPLIED = "applied"  # done (or nothing left to do): ack
-    RETRY = "retry"  # a dependency failed; try again later: nak with backoff
-    POISON = "poison"  # can never be applied: dead-letter and term
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,15 +88,6 @@ class Decodable(Protocol[E_co]):
     def event(self) -> E_co | None: ...
     @property
     def problem(self) -> str: ...
-
-
-class Verdict(Protocol):
-    """A worker's per-event result; ``outcome`` is one of Outcome's values."""
-
-    @property
-    def outcome(self) -> str: ...
-    @property
-    def reason(self) -> str: ...
 
 
 @dataclass
@@ -242,13 +225,13 @@ class PullWorker(ABC):
     async def apply_decoded(
         self,
         decoded: Sequence[Decodable[E]],
-        apply: Callable[[list[E]], Awaitable[Sequence[Verdict]]],
+        apply: Callable[[list[E]], Awaitable[Sequence[Result]]],
     ) -> list[Settlement]:
         """POISON for what did not decode; the events of the rest go through apply."""
         applicable = [(k, d.event) for k, d in enumerate(decoded) if d.event is not None]
         try:
             verdicts = await apply([e for _, e in applicable])
-            applied = [(Outcome(v.outcome), v.reason) for v in verdicts]
+            applied = [(v.outcome, v.reason) for v in verdicts]
         except Exception as exc:  # a bug, not the events' fault: retry them all
             self.log.exception("%s: applying the batch failed", self._name)
             applied = [(Outcome.RETRY, f"{type(exc).__name__}: {exc}")] * len(applicable)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
+
+from engram_core.outcomes import APPLIED, Outcome, Result
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,16 +18,4 @@ class Accessed:
     sequence: int
 
 
-class Outcome(StrEnum):
-    APPLIED = "applied"  # counted in all three stores (or the memory is gone): ack
-    RETRY = "retry"  # a store failed; try again later: nak with backoff
-    POISON = "poison"  # can never be applied: dead-letter and term
-
-
-@dataclass(frozen=True, slots=True)
-class Result:
-    outcome: Outcome
-    reason: str = ""
-
-
-APPLIED = Result(Outcome.APPLIED)
+__all__ = ["APPLIED", "Outcome", "Result"]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 from engram_core.model import Memory, Relation
+from engram_core.outcomes import APPLIED, Outcome, Result
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,17 +36,4 @@ class RelationLinked:
 
 Event = MemoryWritten | MemoryRemoved | RelationLinked
 
-
-class Outcome(StrEnum):
-    APPLIED = "applied"  # in all three stores (or already there): ack
-    RETRY = "retry"  # a dependency failed; try again later: nak with backoff
-    POISON = "poison"  # can never be applied: dead-letter and term
-
-
-@dataclass(frozen=True, slots=True)
-class Result:
-    outcome: Outcome
-    reason: str = ""
-
-
-APPLIED = Result(Outcome.APPLIED)
+__all__ = ["APPLIED", "Outcome", "Result"]

@@ -1,0 +1,21 @@
+"""What a worker says about one event, and so what happens to its log message."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    APPLIED = "applied"  # done, or nothing left to do: ack
+    RETRY = "retry"  # a dependency failed; try again later: nak with backoff
+    POISON = "poison"  # can never be applied: dead-letter and term
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    outcome: Outcome
+    reason: str = ""
+
+
+APPLIED = Result(Outcome.APPLIED)
