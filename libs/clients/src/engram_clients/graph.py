@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import grpc
 
 from engram.graph.v1 import graph_pb2, graph_pb2_grpc
+from engram_clients._store import StoreClient
 from engram_core.model import (
-    AccessUpdate,
     Entity,
     Filter,
     Hit,
@@ -18,7 +18,6 @@ from engram_core.model import (
     UpsertResult,
 )
 from engram_platform.convert import (
-    access_update_to_proto,
     entity_to_proto,
     filter_to_proto,
     hit_from_proto,
@@ -26,14 +25,13 @@ from engram_platform.convert import (
     relation_from_proto,
     relation_to_proto,
 )
-from engram_platform.grpc_client import translate_errors
 
 NAME = "graph"
 
 
-class GraphClient:
+class GraphClient(StoreClient["graph_pb2_grpc.GraphServiceAsyncStub"]):
     def __init__(self, channel: grpc.aio.Channel) -> None:
-        self._stub = graph_pb2_grpc.GraphServiceStub(channel)
+        super().__init__(NAME, graph_pb2_grpc.GraphServiceStub(channel), graph_pb2)
 
     async def upsert(
         self,
@@ -50,17 +48,7 @@ class GraphClient:
                 for m, ents in items
             ],
         )
-        async with translate_errors(NAME):
-            reply = await self._stub.Upsert(request, timeout=timeout)
-        return UpsertResult(applied=reply.applied, skipped=reply.skipped)
-
-    async def delete(
-        self, tenant: str, ids: Sequence[str], version: int, timeout: float | None = None
-    ) -> int:
-        request = graph_pb2.DeleteRequest(tenant=tenant, ids=list(ids), version=version)
-        async with translate_errors(NAME):
-            reply = await self._stub.Delete(request, timeout=timeout)
-        return int(reply.deleted)
+        return await self._upsert(request, timeout)
 
     async def add_relations(
         self,
@@ -72,8 +60,7 @@ class GraphClient:
         request = graph_pb2.AddRelationsRequest(
             tenant=tenant, relations=[relation_to_proto(r) for r in relations], version=version
         )
-        async with translate_errors(NAME):
-            reply = await self._stub.AddRelations(request, timeout=timeout)
+        reply = await self._call(self._stub.AddRelations, request, timeout)
         return int(reply.applied)
 
     async def related(
@@ -88,8 +75,7 @@ class GraphClient:
         request = graph_pb2.RelatedRequest(
             tenant=tenant, id=id, depth=depth, types=list(types), limit=limit
         )
-        async with translate_errors(NAME):
-            reply = await self._stub.Related(request, timeout=timeout)
+        reply = await self._call(self._stub.Related, request, timeout)
         return [
             RelatedHit(id=h.id, type=h.type, strength=h.strength, depth=h.depth) for h in reply.hits
         ]
@@ -110,29 +96,12 @@ class GraphClient:
             filter=filter_to_proto(flt),
             limit=limit,
         )
-        async with translate_errors(NAME):
-            reply = await self._stub.Search(request, timeout=timeout)
+        reply = await self._call(self._stub.Search, request, timeout)
         return [hit_from_proto(h) for h in reply.hits]
 
     async def relations(
         self, tenant: str, ids: Sequence[str], timeout: float | None = None
     ) -> list[Relation]:
         request = graph_pb2.RelationsRequest(tenant=tenant, ids=list(ids))
-        async with translate_errors(NAME):
-            reply = await self._stub.Relations(request, timeout=timeout)
+        reply = await self._call(self._stub.Relations, request, timeout)
         return [relation_from_proto(r) for r in reply.relations]
-
-    async def update_access(
-        self, tenant: str, updates: Sequence[AccessUpdate], timeout: float | None = None
-    ) -> int:
-        request = graph_pb2.UpdateAccessRequest(
-            tenant=tenant, updates=[access_update_to_proto(u) for u in updates]
-        )
-        async with translate_errors(NAME):
-            reply = await self._stub.UpdateAccess(request, timeout=timeout)
-        return int(reply.updated)
-
-    async def count(self, tenant: str, timeout: float | None = None) -> int:
-        async with translate_errors(NAME):
-            reply = await self._stub.Count(graph_pb2.CountRequest(tenant=tenant), timeout=timeout)
-        return int(reply.count)

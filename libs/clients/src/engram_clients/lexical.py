@@ -7,22 +7,16 @@ from collections.abc import Sequence
 import grpc
 
 from engram.lexical.v1 import lexical_pb2, lexical_pb2_grpc
-from engram_core.model import AccessUpdate, Filter, Hit, Memory, UpsertResult
-from engram_platform.convert import (
-    access_update_to_proto,
-    filter_to_proto,
-    hit_from_proto,
-    memory_from_proto,
-    memory_to_proto,
-)
-from engram_platform.grpc_client import translate_errors
+from engram_clients._store import IndexClient
+from engram_core.model import Filter, Hit, Memory, UpsertResult
+from engram_platform.convert import filter_to_proto, hit_from_proto, memory_to_proto
 
 NAME = "lexical"
 
 
-class LexicalClient:
+class LexicalClient(IndexClient["lexical_pb2_grpc.LexicalServiceAsyncStub"]):
     def __init__(self, channel: grpc.aio.Channel) -> None:
-        self._stub = lexical_pb2_grpc.LexicalServiceStub(channel)
+        super().__init__(NAME, lexical_pb2_grpc.LexicalServiceStub(channel), lexical_pb2)
 
     async def upsert(
         self,
@@ -33,17 +27,7 @@ class LexicalClient:
         request = lexical_pb2.UpsertRequest(
             tenant=tenant, memories=[memory_to_proto(m) for m in memories]
         )
-        async with translate_errors(NAME):
-            reply = await self._stub.Upsert(request, timeout=timeout)
-        return UpsertResult(applied=reply.applied, skipped=reply.skipped)
-
-    async def delete(
-        self, tenant: str, ids: Sequence[str], version: int, timeout: float | None = None
-    ) -> int:
-        request = lexical_pb2.DeleteRequest(tenant=tenant, ids=list(ids), version=version)
-        async with translate_errors(NAME):
-            reply = await self._stub.Delete(request, timeout=timeout)
-        return int(reply.deleted)
+        return await self._upsert(request, timeout)
 
     async def search(
         self,
@@ -56,29 +40,5 @@ class LexicalClient:
         request = lexical_pb2.SearchRequest(
             tenant=tenant, query=query, filter=filter_to_proto(flt), limit=limit
         )
-        async with translate_errors(NAME):
-            reply = await self._stub.Search(request, timeout=timeout)
+        reply = await self._call(self._stub.Search, request, timeout)
         return [hit_from_proto(h) for h in reply.hits]
-
-    async def get(
-        self, tenant: str, ids: Sequence[str], timeout: float | None = None
-    ) -> list[Memory]:
-        request = lexical_pb2.GetRequest(tenant=tenant, ids=list(ids))
-        async with translate_errors(NAME):
-            reply = await self._stub.Get(request, timeout=timeout)
-        return [memory_from_proto(m) for m in reply.memories]
-
-    async def update_access(
-        self, tenant: str, updates: Sequence[AccessUpdate], timeout: float | None = None
-    ) -> int:
-        request = lexical_pb2.UpdateAccessRequest(
-            tenant=tenant, updates=[access_update_to_proto(u) for u in updates]
-        )
-        async with translate_errors(NAME):
-            reply = await self._stub.UpdateAccess(request, timeout=timeout)
-        return int(reply.updated)
-
-    async def count(self, tenant: str, timeout: float | None = None) -> int:
-        async with translate_errors(NAME):
-            reply = await self._stub.Count(lexical_pb2.CountRequest(tenant=tenant), timeout=timeout)
-        return int(reply.count)

@@ -8,9 +8,10 @@ import logging
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -35,6 +36,7 @@ from engram_platform.pull_worker import (
     run_worker,
 )
 from engram_platform.settings import NatsSettings
+from engram_testing import waiting
 
 STREAM = "PULLTEST"
 DURABLE = "pulltest-worker"
@@ -140,13 +142,8 @@ async def log(nats_server: NatsServer) -> AsyncIterator[Log]:
         yield log
 
 
-async def until(check: Callable[[], bool | Awaitable[bool]], timeout_s: float = 10.0) -> None:
-    async with asyncio.timeout(timeout_s):
-        while True:
-            ok = check()
-            if ok if isinstance(ok, bool) else await ok:
-                return
-            await asyncio.sleep(0.01)
+# This file's waits are shorter than the shared defaults; a stuck test fails sooner.
+until = partial(waiting.until, timeout_s=10.0, interval_s=0.01)
 
 
 async def test_a_batch_takes_what_is_ready_up_to_the_batch_size(log: Log) -> None:

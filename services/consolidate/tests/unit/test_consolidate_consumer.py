@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -26,6 +26,7 @@ from engram_platform import jetstream as jsm
 from engram_platform.convert import ts_to_proto
 from engram_platform.nats_server import NatsServer
 from engram_platform.settings import NatsSettings
+from engram_testing.waiting import until
 
 if TYPE_CHECKING:
     from conftest import Stores
@@ -80,15 +81,6 @@ async def running(settings: Settings, stores: Stores) -> AsyncIterator[AccessCon
         stop.set()
         await asyncio.wait_for(task, 10)
         await nc.drain()
-
-
-async def until(check: Callable[[], bool | Awaitable[bool]], timeout_s: float = 15.0) -> None:
-    async with asyncio.timeout(timeout_s):
-        while True:
-            ok = check()
-            if ok if isinstance(ok, bool) else await ok:
-                return
-            await asyncio.sleep(0.02)
 
 
 async def until_acked(js: JetStreamContext, sequence: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from engram_core.access import apply_access, keep_access
 from engram_core.errors import EngramError, NotFound
 from engram_core.filters import matches
 from engram_core.model import (
@@ -72,16 +73,8 @@ class FakeGraphStore:
             for e in entities:
                 self._entities.setdefault((tenant, e.key), e)
             stored = replace(m, tenant=tenant)
-            old = node.memory if node is not None else None
-            # Access statistics only move forward; an upsert usually carries older ones.
-            if (
-                old is not None
-                and old.last_accessed is not None
-                and (m.last_accessed is None or m.last_accessed < old.last_accessed)
-            ):
-                stored = replace(
-                    stored, last_accessed=old.last_accessed, access_count=old.access_count
-                )
+            if node is not None and node.memory is not None:
+                stored = keep_access(stored, node.memory)
             self._nodes[(tenant, m.id)] = _Node(
                 m.version, stored, frozenset(e.key for e in entities)
             )
@@ -208,12 +201,12 @@ class FakeGraphStore:
         updated = 0
         for u in updates:
             node = self._live(tenant, u.id)
-            if node is None or node.memory is None:
+            if (
+                node is None
+                or node.memory is None
+                or (changed := apply_access(node.memory, u)) is None
+            ):
                 continue
-            m = node.memory
-            if m.last_accessed is not None and u.last_accessed < m.last_accessed:
-                continue
-            changed = replace(m, last_accessed=u.last_accessed, access_count=u.access_count)
             self._nodes[(tenant, u.id)] = replace(node, memory=changed)
             updated += 1
         return updated

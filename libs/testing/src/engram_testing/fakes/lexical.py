@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from engram_core.access import apply_access, keep_access
 from engram_core.errors import EngramError
 from engram_core.filters import matches
 from engram_core.model import AccessUpdate, Filter, Hit, Memory, UpsertResult
@@ -30,15 +31,6 @@ def _stem(word: str) -> str:
 
 def tokens(text: str) -> list[str]:
     return [_stem(w) for w in _WORD.findall(text.lower()) if len(w) <= 40]
-
-
-def _keep_access(new: Memory, old: Memory) -> Memory:
-    """Access statistics only move forward; an upsert that carries older ones keeps the stored."""
-    if old.last_accessed is None:
-        return new
-    if new.last_accessed is not None and new.last_accessed >= old.last_accessed:
-        return new
-    return replace(new, last_accessed=old.last_accessed, access_count=old.access_count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +67,7 @@ class FakeTextIndex:
                 continue
             fresh = replace(m, tenant=tenant)
             if entry is not None and entry.memory is not None:
-                fresh = _keep_access(fresh, entry.memory)
+                fresh = keep_access(fresh, entry.memory)
             self._entries[(tenant, m.id)] = _Entry(m.version, fresh)
             applied += 1
         return UpsertResult(applied=applied, skipped=len(memories) - applied)
@@ -129,9 +121,8 @@ class FakeTextIndex:
         updated = 0
         for u in updates:
             m = self._live(tenant, u.id)
-            if m is None or (m.last_accessed is not None and u.last_accessed < m.last_accessed):
+            if m is None or (changed := apply_access(m, u)) is None:
                 continue
-            changed = replace(m, last_accessed=u.last_accessed, access_count=u.access_count)
             self._entries[(tenant, u.id)] = _Entry(m.version, changed)
             updated += 1
         return updated

@@ -6,10 +6,9 @@ document), so they are not part of the document.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
+from engram_core.codec import memory_from_json, memory_to_json
 from engram_core.model import Memory
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -28,59 +27,16 @@ def from_us(value: int) -> datetime:
     return _EPOCH + value * _US
 
 
-def _ts(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
-
-
-def _dt(value: Any) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value)
+def access_time(value: int) -> datetime | None:
+    """The ``last_accessed`` column as a time (None: never accessed)."""
+    return None if value == NEVER else from_us(value)
 
 
 def encode(m: Memory) -> str:
-    doc = {
-        "id": m.id,
-        "tenant": m.tenant,
-        "content": m.content,
-        "type": m.type,
-        "tags": list(m.tags),
-        "tag_prefixes": list(m.tag_prefixes),
-        "importance": m.importance,
-        "confidence": m.confidence,
-        "metadata": dict(m.metadata),
-        "timestamp": _ts(m.timestamp),
-        "updated_at": _ts(m.updated_at),
-        "t_valid": _ts(m.t_valid),
-        "t_invalid": _ts(m.t_invalid),
-        "relevance_score": m.relevance_score,
-        "archived": m.archived,
-        "embedding_model": m.embedding_model,
-        "version": m.version,
-        "entities": list(m.entities),
-    }
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+    return memory_to_json(m, access=False)
 
 
 def decode(doc: str, last_accessed_us: int, access_count: int) -> Memory:
-    d = json.loads(doc)
-    return Memory(
-        id=d["id"],
-        tenant=d["tenant"],
-        content=d["content"],
-        type=d["type"],
-        tags=tuple(d["tags"]),
-        tag_prefixes=tuple(d["tag_prefixes"]),
-        importance=d["importance"],
-        confidence=d["confidence"],
-        metadata=d["metadata"],
-        timestamp=datetime.fromisoformat(d["timestamp"]),
-        updated_at=datetime.fromisoformat(d["updated_at"]),
-        last_accessed=None if last_accessed_us == NEVER else from_us(last_accessed_us),
-        access_count=access_count,
-        t_valid=_dt(d["t_valid"]),
-        t_invalid=_dt(d["t_invalid"]),
-        relevance_score=d["relevance_score"],
-        archived=d["archived"],
-        embedding_model=d["embedding_model"],
-        version=d["version"],
-        entities=tuple(d["entities"]),
+    return memory_from_json(
+        doc, last_accessed=access_time(last_accessed_us), access_count=access_count
     )

@@ -22,6 +22,7 @@ from typing import Any, TypeVar, cast
 
 import ladybug
 
+from engram_core.access import is_newer_access
 from engram_core.errors import DeadlineExceeded, Internal, InvalidArgument, NotFound, Unavailable
 from engram_core.model import (
     AccessUpdate,
@@ -35,7 +36,7 @@ from engram_core.model import (
 )
 from engram_core.tags import tag_prefixes
 from engram_graph.adapters import ladybug_cypher as cypher
-from engram_graph.adapters.codec import NEVER, decode, encode, from_us, to_us
+from engram_graph.adapters.codec import NEVER, access_time, decode, encode, from_us, to_us
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -256,9 +257,12 @@ def _memory_row(tenant: str, key: str, m: Memory, state: _State | None) -> dict[
     stored = replace(m, tenant=tenant)
     last_accessed = NEVER if m.last_accessed is None else to_us(m.last_accessed)
     access_count = m.access_count
-    # Access statistics only move forward (UpdateAccess writes them); an upsert carries
-    # content and, usually, older statistics than the stored ones.
-    if state is not None and not state.tombstone and state.last_accessed > last_accessed:
+    # An upsert carries content and, usually, older access statistics than the stored ones.
+    if (
+        state is not None
+        and not state.tombstone
+        and not is_newer_access(access_time(last_accessed), access_time(state.last_accessed))
+    ):
         last_accessed, access_count = state.last_accessed, state.access_count
     return {
         "key": key,

@@ -17,9 +17,10 @@ from typing import Any, TypeVar, cast
 
 import tantivy
 
+from engram_core.access import apply_access, is_newer_access, keep_access
+from engram_core.codec import memory_from_json, memory_to_json
 from engram_core.errors import Internal, Unavailable
 from engram_core.model import AccessUpdate, Filter, Hit, Memory, UpsertResult
-from engram_lexical.adapters import codec
 from engram_lexical.adapters.tantivy_schema import (
     MAX_QUERY_TERMS,
     QUERY_STOPWORDS,
@@ -53,16 +54,6 @@ class _Write:
 _Reader = Callable[[str, Sequence[str]], dict[str, _Stored]]
 _Plan = Callable[[_Reader], tuple[Any, list[_Write]]]
 _Outcome = tuple[Any, BaseException | None]
-
-
-def keep_access(new: Memory, old: Memory) -> Memory:
-    """``new`` with the access statistics of ``old`` when those are more recent: an upsert
-    carries content, and access statistics only move forward (UpdateAccess writes them)."""
-    if old.last_accessed is None:
-        return new
-    if new.last_accessed is not None and new.last_accessed >= old.last_accessed:
-        return new
-    return replace(new, last_accessed=old.last_accessed, access_count=old.access_count)
 
 
 async def _in_thread(fn: Callable[..., R], *args: Any) -> R:
@@ -236,7 +227,7 @@ class TantivyTextIndex:
 
     @staticmethod
     def _live_write(tenant: str, m: Memory) -> _Write:
-        raw = codec.encode(m)
+        raw = memory_to_json(m).encode()
         stored = _Stored(version=m.version, deleted=False, raw=raw)
         return _Write(doc_key(tenant, m.id), stored, memory_document(tenant, m, raw))
 
@@ -257,7 +248,7 @@ class TantivyTextIndex:
                 continue
             fresh = m if m.tenant == tenant else replace(m, tenant=tenant)
             if prior is not None and prior.raw is not None:
-                fresh = keep_access(fresh, codec.decode(prior.raw))
+                fresh = keep_access(fresh, memory_from_json(prior.raw))
             writes.append(self._live_write(tenant, fresh))
         return UpsertResult(applied=len(writes), skipped=len(memories) - len(writes)), writes
 
@@ -284,7 +275,7 @@ class TantivyTextIndex:
     ) -> tuple[int, list[_Write]]:
         latest: dict[str, AccessUpdate] = {}
         for u in updates:
-            if u.id not in latest or u.last_accessed >= latest[u.id].last_accessed:
+            if u.id not in latest or is_newer_access(u.last_accessed, latest[u.id].last_accessed):
                 latest[u.id] = u
         stored = read(tenant, list(latest))
         writes: list[_Write] = []
@@ -292,12 +283,10 @@ class TantivyTextIndex:
             prior = stored.get(id_)
             if prior is None or prior.raw is None:
                 continue
-            m = codec.decode(prior.raw)
             # Out-of-order delivery must not move access statistics backwards.
-            if m.last_accessed is not None and u.last_accessed < m.last_accessed:
-                continue
-            seen = replace(m, last_accessed=u.last_accessed, access_count=u.access_count)
-            writes.append(self._live_write(tenant, seen))
+            seen = apply_access(memory_from_json(prior.raw), u)
+            if seen is not None:
+                writes.append(self._live_write(tenant, seen))
         return len(writes), writes
 
     # -- reads (worker thread) -------------------------------------------------------------------
@@ -306,13 +295,13 @@ class TantivyTextIndex:
         searcher = self._index.searcher()
         hits: list[Hit] = []
         for score, address in searcher.search(self._queries.search(tenant, terms, flt), limit).hits:
-            m = codec.decode(bytes(searcher.doc(address).get_first("memory") or b""))
+            m = memory_from_json(bytes(searcher.doc(address).get_first("memory") or b""))
             hits.append(Hit(id=m.id, score=float(score), memory=m))
         return hits
 
     def _get(self, tenant: str, ids: list[str]) -> list[Memory]:
         stored = self._read(self._index.searcher(), tenant, ids)
-        return [codec.decode(s.raw) for i in ids if (s := stored.get(i)) is not None and s.raw]
+        return [memory_from_json(s.raw) for i in ids if (s := stored.get(i)) is not None and s.raw]
 
     def _count(self, tenant: str) -> int:
         result = self._index.searcher().search(self._queries.live(tenant), 1, count=True)

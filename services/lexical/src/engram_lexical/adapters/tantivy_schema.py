@@ -75,7 +75,7 @@ def query_analyzer(stopwords: Sequence[str] = ()) -> tantivy.TextAnalyzer:
 
 
 def memory_document(tenant: str, m: Memory, raw: bytes) -> tantivy.Document:
-    """The indexed form of a memory; ``raw`` is its `codec` encoding, stored for reads."""
+    """The indexed form of a memory; ``raw`` is its `engram_core.codec` JSON, stored for reads."""
     doc = tantivy.Document()
     doc.add_text("key", doc_key(tenant, m.id))
     doc.add_text("tenant", tenant)

@@ -1,0 +1,85 @@
+"""What the store clients share. Upsert's reply, Delete, UpdateAccess and Count (and Get, on the
+indexes) carry the same fields in every store's proto; only the stub and the generated module
+holding the request classes differ, so one implementation serves them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any, Generic, Protocol, TypeVar
+
+import grpc
+
+from engram_core.model import AccessUpdate, Memory, UpsertResult
+from engram_platform.convert import access_update_to_proto, memory_from_proto
+from engram_platform.grpc_client import translate_errors
+
+_Rpc = grpc.aio.UnaryUnaryMultiCallable[Any, Any]
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+
+class StoreStub(Protocol):
+    """The RPCs every store serves (the generated async stubs have these attributes)."""
+
+    Upsert: _Rpc
+    Delete: _Rpc
+    UpdateAccess: _Rpc
+    Count: _Rpc
+
+
+class IndexStub(StoreStub, Protocol):
+    """A store that also serves Get (vector, lexical)."""
+
+    Get: _Rpc
+
+
+StubT = TypeVar("StubT", bound=StoreStub)
+IndexStubT = TypeVar("IndexStubT", bound=IndexStub)
+
+
+class StoreClient(Generic[StubT]):
+    """``messages`` is the service's generated ``*_pb2`` module (DeleteRequest, CountRequest…)."""
+
+    def __init__(self, name: str, stub: StubT, messages: ModuleType) -> None:
+        self._name = name
+        self._stub = stub
+        self._messages = messages
+
+    async def _call(
+        self, rpc: grpc.aio.UnaryUnaryMultiCallable[Req, Resp], request: Req, timeout: float | None
+    ) -> Resp:
+        async with translate_errors(self._name):
+            return await rpc(request, timeout=timeout)
+
+    async def _upsert(self, request: Any, timeout: float | None) -> UpsertResult:
+        reply = await self._call(self._stub.Upsert, request, timeout)
+        return UpsertResult(applied=reply.applied, skipped=reply.skipped)
+
+    async def delete(
+        self, tenant: str, ids: Sequence[str], version: int, timeout: float | None = None
+    ) -> int:
+        request = self._messages.DeleteRequest(tenant=tenant, ids=list(ids), version=version)
+        return int((await self._call(self._stub.Delete, request, timeout)).deleted)
+
+    async def update_access(
+        self, tenant: str, updates: Sequence[AccessUpdate], timeout: float | None = None
+    ) -> int:
+        request = self._messages.UpdateAccessRequest(
+            tenant=tenant, updates=[access_update_to_proto(u) for u in updates]
+        )
+        return int((await self._call(self._stub.UpdateAccess, request, timeout)).updated)
+
+    async def count(self, tenant: str, timeout: float | None = None) -> int:
+        request = self._messages.CountRequest(tenant=tenant)
+        return int((await self._call(self._stub.Count, request, timeout)).count)
+
+
+class IndexClient(StoreClient[IndexStubT]):
+    async def get(
+        self, tenant: str, ids: Sequence[str], timeout: float | None = None
+    ) -> list[Memory]:
+        request = self._messages.GetRequest(tenant=tenant, ids=list(ids))
+        reply = await self._call(self._stub.Get, request, timeout)
+        return [memory_from_proto(m) for m in reply.memories]

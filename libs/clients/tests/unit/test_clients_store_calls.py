@@ -1,0 +1,167 @@
+"""The calls the store clients share (Upsert's reply, Delete, UpdateAccess, Count, Get), each
+client against an in-process servicer that records what arrived."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import ModuleType
+from typing import Any
+
+import grpc
+import pytest
+
+from engram.graph.v1 import graph_pb2, graph_pb2_grpc
+from engram.lexical.v1 import lexical_pb2, lexical_pb2_grpc
+from engram.vector.v1 import vector_pb2, vector_pb2_grpc
+from engram_clients.graph import GraphClient
+from engram_clients.lexical import LexicalClient
+from engram_clients.vector import VectorClient
+from engram_core.errors import Unavailable
+from engram_core.model import AccessUpdate, Memory
+from engram_platform.convert import access_update_from_proto, memory_to_proto
+
+T0 = datetime(2025, 3, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    client: Callable[[grpc.aio.Channel], Any]
+    servicer: type
+    register: Callable[[Any, grpc.aio.Server], None]
+    pb2: ModuleType
+    upsert_items: list[Any]
+
+
+MEMORY = Memory(id="m1", tenant="t", content="hello", timestamp=T0, updated_at=T0)
+KINDS = [
+    Kind(
+        "vector",
+        VectorClient,
+        vector_pb2_grpc.VectorServiceServicer,
+        vector_pb2_grpc.add_VectorServiceServicer_to_server,
+        vector_pb2,
+        [(MEMORY, [0.5, 0.25])],
+    ),
+    Kind(
+        "lexical",
+        LexicalClient,
+        lexical_pb2_grpc.LexicalServiceServicer,
+        lexical_pb2_grpc.add_LexicalServiceServicer_to_server,
+        lexical_pb2,
+        [MEMORY],
+    ),
+    Kind(
+        "graph",
+        GraphClient,
+        graph_pb2_grpc.GraphServiceServicer,
+        graph_pb2_grpc.add_GraphServiceServicer_to_server,
+        graph_pb2,
+        [(MEMORY, [])],
+    ),
+]
+
+
+def recorder(kind: Kind) -> Any:
+    pb2 = kind.pb2
+
+    class Recorder(kind.servicer):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            self.seen: list[Any] = []
+
+        async def Upsert(self, request: Any, context: Any) -> Any:  # noqa: N802
+            self.seen.append(request)
+            return pb2.UpsertResponse(applied=3, skipped=2)
+
+        async def Delete(self, request: Any, context: Any) -> Any:  # noqa: N802
+            self.seen.append(request)
+            return pb2.DeleteResponse(deleted=len(request.ids) + 10)
+
+        async def UpdateAccess(self, request: Any, context: Any) -> Any:  # noqa: N802
+            self.seen.append(request)
+            return pb2.UpdateAccessResponse(updated=len(request.updates) + 20)
+
+        async def Count(self, request: Any, context: Any) -> Any:  # noqa: N802
+            self.seen.append(request)
+            if request.tenant == "down":
+                await context.abort(grpc.StatusCode.UNAVAILABLE, "backend down")
+            return pb2.CountResponse(count=41)
+
+        async def Get(self, request: Any, context: Any) -> Any:  # noqa: N802
+            self.seen.append(request)
+            found = [
+                memory_to_proto(
+                    Memory(id=i, tenant=request.tenant, content=i, timestamp=T0, updated_at=T0)
+                )
+                for i in request.ids
+            ]
+            return pb2.GetResponse(memories=found)
+
+    return Recorder()
+
+
+@dataclass
+class Served:
+    kind: Kind
+    client: Any
+    servicer: Any
+
+
+@pytest.fixture(params=KINDS, ids=[k.name for k in KINDS])
+async def served(request: pytest.FixtureRequest) -> AsyncIterator[Served]:
+    kind: Kind = request.param
+    servicer = recorder(kind)
+    server = grpc.aio.server()
+    kind.register(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        yield Served(kind, kind.client(channel), servicer)
+    finally:
+        await channel.close()
+        await server.stop(0)
+
+
+async def test_delete_sends_tenant_ids_version(served: Served) -> None:
+    assert await served.client.delete("t", ["a", "b"], 9, timeout=5) == 12
+    sent = served.servicer.seen[-1]
+    assert (sent.tenant, list(sent.ids), sent.version) == ("t", ["a", "b"], 9)
+
+
+async def test_update_access_sends_the_updates(served: Served) -> None:
+    updates = [
+        AccessUpdate(id="a", last_accessed=T0, access_count=4),
+        AccessUpdate(id="b", last_accessed=T0, access_count=1),
+    ]
+    assert await served.client.update_access("t", updates) == 22
+    sent = served.servicer.seen[-1]
+    assert sent.tenant == "t"
+    assert [access_update_from_proto(u) for u in sent.updates] == updates
+
+
+async def test_count(served: Served) -> None:
+    assert await served.client.count("t") == 41
+    assert served.servicer.seen[-1].tenant == "t"
+
+
+async def test_a_failed_call_raises_the_catalog_error(served: Served) -> None:
+    with pytest.raises(Unavailable, match="backend down"):
+        await served.client.count("down")
+
+
+async def test_upsert_maps_the_reply(served: Served) -> None:
+    result = await served.client.upsert("t", served.kind.upsert_items)
+    assert (result.applied, result.skipped) == (3, 2)
+    assert served.servicer.seen[-1].tenant == "t"
+
+
+async def test_get_returns_the_memories(served: Served) -> None:
+    if isinstance(served.client, GraphClient):
+        assert not hasattr(served.client, "get")  # the graph serves no Get
+        return
+    got = await served.client.get("t", ["x", "y"])
+    assert [(m.id, m.tenant, m.content) for m in got] == [("x", "t", "x"), ("y", "t", "y")]
+    assert list(served.servicer.seen[-1].ids) == ["x", "y"]
