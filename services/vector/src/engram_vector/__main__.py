@@ -1,0 +1,21 @@
+"""``engram-vector`` / ``python -m engram_vector``: read settings once and serve."""
+
+from __future__ import annotations
+
+import asyncio
+
+from engram_platform.logs import configure_logging
+from engram_platform.telemetry import configure_tracing
+from engram_vector import server
+from engram_vector.config import Settings
+
+
+def main() -> None:
+    settings = Settings()
+    configure_logging(server.NAME, settings.log_level)
+    configure_tracing(server.NAME, settings.tracing)
+    asyncio.run(server.serve(settings))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""gRPC servicer for engram.vector.v1.VectorService: validate, map, call the service, map back.
+
+Every field is checked here and named in INVALID_ARGUMENT; the platform interceptor
+turns catalog errors into status codes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import grpc
+
+from engram.vector.v1 import vector_pb2, vector_pb2_grpc
+from engram_core.errors import InvalidArgument
+from engram_core.ids import normalise_id
+from engram_core.model import AccessUpdate, Filter, Memory
+from engram_platform import convert
+from engram_vector import mapping
+from engram_vector.service import VectorService
+
+SERVICE_NAME: str = vector_pb2.DESCRIPTOR.services_by_name["VectorService"].full_name
+MAX_ITEMS = 1000
+MAX_LIMIT = 1000
+if TYPE_CHECKING:
+    Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
+
+
+def _tenant(value: str) -> str:
+    if not value.strip():
+        raise InvalidArgument("tenant", "must not be empty")
+    if value != value.strip():
+        raise InvalidArgument("tenant", "must not start or end with whitespace")
+    return value
+
+
+def _count(n: int, field: str) -> None:
+    if n > MAX_ITEMS:
+        raise InvalidArgument(field, f"at most {MAX_ITEMS} per request, got {n}")
+
+
+def _uuid(value: str, field: str) -> str:
+    canonical = normalise_id(value)
+    if canonical is None:
+        raise InvalidArgument(field, f"not a UUID: {value[:64]!r}")
+    return canonical
+
+
+def _ids(values: Sequence[str], field: str) -> list[str]:
+    _count(len(values), field)
+    return [_uuid(v, f"{field}[{i}]") for i, v in enumerate(values)]
+
+
+def _vector(values: Sequence[float], dimension: int, field: str) -> list[float]:
+    if len(values) != dimension:
+        raise InvalidArgument(field, f"expected {dimension} dimensions, got {len(values)}")
+    if not all(math.isfinite(x) for x in values):
+        raise InvalidArgument(field, "must hold finite numbers only")
+    return list(values)
+
+
+def _points(
+    request: vector_pb2.UpsertRequest, tenant: str, dimension: int
+) -> list[tuple[Memory, list[float]]]:
+    _count(len(request.points), "points")
+    out = []
+    for i, point in enumerate(request.points):
+        field = f"points[{i}]"
+        if not point.HasField("memory"):
+            raise InvalidArgument(f"{field}.memory", "is required")
+        memory, vector = mapping.point_from_proto(point)
+        memory_id = _uuid(memory.id, f"{field}.memory.id")
+        if memory.tenant and memory.tenant != tenant:
+            raise InvalidArgument(f"{field}.memory.tenant", "differs from the request's tenant")
+        if memory.version < 0:
+            raise InvalidArgument(f"{field}.memory.version", "must be >= 0")
+        vector = _vector(vector, dimension, f"{field}.vector")
+        out.append((replace(memory, id=memory_id, tenant=tenant), vector))
+    return out
+
+
+def _filter(request: vector_pb2.SearchRequest) -> Filter:
+    flt = convert.filter_from_proto(request.filter)
+    if flt.start is not None and flt.end is not None and flt.start > flt.end:
+        raise InvalidArgument("filter.start", "is after filter.end")
+    return flt
+
+
+def _updates(request: vector_pb2.UpdateAccessRequest) -> list[AccessUpdate]:
+    _count(len(request.updates), "updates")
+    out = []
+    for i, (raw, update) in enumerate(
+        zip(request.updates, mapping.access_updates_from_proto(request), strict=True)
+    ):
+        if not raw.HasField("last_accessed"):
+            raise InvalidArgument(f"updates[{i}].last_accessed", "is required")
+        if update.access_count < 0:
+            raise InvalidArgument(f"updates[{i}].access_count", "must be >= 0")
+        out.append(replace(update, id=_uuid(update.id, f"updates[{i}].id")))
+    return out
+
+
+class VectorHandlers(vector_pb2_grpc.VectorServiceServicer):
+    def __init__(self, service: VectorService) -> None:
+        self._service = service
+
+    async def Upsert(  # noqa: N802 (the generated servicer's names)
+        self, request: vector_pb2.UpsertRequest, context: Context
+    ) -> vector_pb2.UpsertResponse:
+        tenant = _tenant(request.tenant)
+        points = _points(request, tenant, self._service.dimension)
+        return mapping.upsert_response(await self._service.upsert(tenant, points))
+
+    async def Delete(  # noqa: N802
+        self, request: vector_pb2.DeleteRequest, context: Context
+    ) -> vector_pb2.DeleteResponse:
+        tenant = _tenant(request.tenant)
+        ids = _ids(request.ids, "ids")
+        if request.version < 0:
+            raise InvalidArgument("version", "must be >= 0")
+        deleted = await self._service.delete(tenant, ids, request.version)
+        return vector_pb2.DeleteResponse(deleted=deleted)
+
+    async def Search(  # noqa: N802
+        self, request: vector_pb2.SearchRequest, context: Context
+    ) -> vector_pb2.SearchResponse:
+        tenant = _tenant(request.tenant)
+        if not 1 <= request.limit <= MAX_LIMIT:
+            raise InvalidArgument("limit", f"must be within 1..{MAX_LIMIT}, got {request.limit}")
+        vector: list[float] = []
+        if request.vector:
+            vector = _vector(request.vector, self._service.dimension, "vector")
+        elif not request.query.strip():
+            raise InvalidArgument("query", "give a query text or a vector")
+        hits = await self._service.search(
+            tenant, _filter(request), request.limit, query=request.query, vector=vector
+        )
+        return mapping.search_response(hits)
+
+    async def Get(  # noqa: N802
+        self, request: vector_pb2.GetRequest, context: Context
+    ) -> vector_pb2.GetResponse:
+        tenant = _tenant(request.tenant)
+        ids = _ids(request.ids, "ids")
+        return mapping.get_response(await self._service.get(tenant, ids))
+
+    async def UpdateAccess(  # noqa: N802
+        self, request: vector_pb2.UpdateAccessRequest, context: Context
+    ) -> vector_pb2.UpdateAccessResponse:
+        tenant = _tenant(request.tenant)
+        updated = await self._service.update_access(tenant, _updates(request))
+        return vector_pb2.UpdateAccessResponse(updated=updated)
+
+    async def Count(  # noqa: N802
+        self, request: vector_pb2.CountRequest, context: Context
+    ) -> vector_pb2.CountResponse:
+        tenant = _tenant(request.tenant)
+        return vector_pb2.CountResponse(count=await self._service.count(tenant))

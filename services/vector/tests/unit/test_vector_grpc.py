@@ -1,0 +1,177 @@
+"""The VectorService RPCs in-process on port 0, through the platform server and interceptors."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import grpc
+import pytest
+
+from engram.common.v1 import common_pb2
+from engram.vector.v1 import vector_pb2, vector_pb2_grpc
+from engram_core.model import AccessUpdate, Memory
+from engram_embed.hashing import HashingEmbedder
+from engram_platform.convert import access_update_to_proto, memory_from_proto, ts_to_proto
+from engram_platform.errors import FIELD_KEY
+from engram_platform.grpc_client import open_channel
+from engram_testing.fakes.vector import FakeVectorIndex
+from engram_vector import server
+from engram_vector.bootstrap import build_service
+from engram_vector.config import Settings
+from engram_vector.mapping import point_to_proto
+
+DIM = 384
+T = "tenant-a"
+EMBEDDER = HashingEmbedder(DIM)
+DOCS = {
+    str(uuid.UUID(int=1)): "the deploy pipeline runs on fridays",
+    str(uuid.UUID(int=2)): "lunch is at noon in the big room",
+    str(uuid.UUID(int=3)): "sarah prefers rust for services",
+}
+
+
+@pytest.fixture
+async def stub(tmp_path: Path) -> AsyncIterator[vector_pb2_grpc.VectorServiceAsyncStub]:
+    settings = Settings(port=0, data_dir=tmp_path)
+    service = await build_service(settings, index=FakeVectorIndex(DIM), embedder=EMBEDDER)
+    running = await server.start(settings, service)
+    channel = open_channel(f"127.0.0.1:{running.port}")
+    try:
+        yield vector_pb2_grpc.VectorServiceStub(channel)
+    finally:
+        await channel.close()
+        await running.stop(None)
+        await service.close()
+
+
+def point(memory_id: str, content: str, version: int = 1) -> vector_pb2.Point:
+    ts = datetime(2024, 5, 1, tzinfo=UTC)
+    m = Memory(
+        id=memory_id, tenant=T, content=content, version=version, timestamp=ts, updated_at=ts
+    )
+    return point_to_proto(m, EMBEDDER.embed_one(content))
+
+
+async def test_upsert_search_get_delete(stub: vector_pb2_grpc.VectorServiceAsyncStub) -> None:
+    points = [point(i, text) for i, text in DOCS.items()]
+    reply = await stub.Upsert(vector_pb2.UpsertRequest(tenant=T, points=points))
+    assert (reply.applied, reply.skipped) == (3, 0)
+    again = await stub.Upsert(vector_pb2.UpsertRequest(tenant=T, points=points[:1]))
+    assert (again.applied, again.skipped) == (0, 1)
+
+    found = await stub.Search(
+        vector_pb2.SearchRequest(tenant=T, query="when does the deploy pipeline run", limit=2)
+    )
+    deploy = str(uuid.UUID(int=1))
+    assert found.hits[0].id == deploy
+    assert found.hits[0].memory.content == DOCS[deploy]
+    assert found.hits[0].score > found.hits[1].score
+
+    by_vector = await stub.Search(
+        vector_pb2.SearchRequest(
+            tenant=T, vector=EMBEDDER.embed_one(DOCS[deploy]), limit=1, filter=common_pb2.Filter()
+        )
+    )
+    assert [h.id for h in by_vector.hits] == [deploy]
+    assert by_vector.hits[0].score == pytest.approx(1.0, abs=1e-6)
+
+    # Ids in any UUID spelling reach the same memory.
+    got = await stub.Get(vector_pb2.GetRequest(tenant=T, ids=[deploy.upper(), "{" + deploy + "}"]))
+    assert [memory_from_proto(m).content for m in got.memories] == [DOCS[deploy]]
+    assert (await stub.Get(vector_pb2.GetRequest(tenant="tenant-b", ids=[deploy]))).memories == []
+
+    seen = datetime(2024, 6, 1, tzinfo=UTC)
+    update = access_update_to_proto(AccessUpdate(deploy, seen, 4))
+    reply_access = await stub.UpdateAccess(
+        vector_pb2.UpdateAccessRequest(tenant=T, updates=[update])
+    )
+    assert reply_access.updated == 1
+
+    deleted = await stub.Delete(vector_pb2.DeleteRequest(tenant=T, ids=[deploy], version=2))
+    assert deleted.deleted == 1
+    assert (await stub.Get(vector_pb2.GetRequest(tenant=T, ids=[deploy]))).memories == []
+    assert (await stub.Count(vector_pb2.CountRequest(tenant=T))).count == 2
+    after = await stub.Search(vector_pb2.SearchRequest(tenant=T, query="deploy pipeline", limit=5))
+    assert deploy not in [h.id for h in after.hits]
+
+
+async def _invalid(call: Awaitable[object]) -> tuple[str, str]:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await call
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    fields = [v for k, v in err.value.trailing_metadata() or () if k == FIELD_KEY]
+    return str(fields[0]), err.value.details() or ""
+
+
+GOOD_ID = str(uuid.UUID(int=1))
+
+
+@pytest.mark.parametrize(
+    ("rpc", "request_", "field"),
+    [
+        ("Count", vector_pb2.CountRequest(tenant=" "), "tenant"),
+        ("Search", vector_pb2.SearchRequest(tenant=T, query="x", limit=0), "limit"),
+        ("Search", vector_pb2.SearchRequest(tenant=T, query="x", limit=1001), "limit"),
+        ("Search", vector_pb2.SearchRequest(tenant=T, limit=5), "query"),
+        ("Search", vector_pb2.SearchRequest(tenant=T, vector=[1.0, 2.0], limit=5), "vector"),
+        (
+            "Search",
+            vector_pb2.SearchRequest(
+                tenant=T,
+                query="x",
+                limit=5,
+                filter=common_pb2.Filter(
+                    start=ts_to_proto(datetime(2024, 2, 1, tzinfo=UTC)),
+                    end=ts_to_proto(datetime(2024, 1, 1, tzinfo=UTC)),
+                ),
+            ),
+            "filter.start",
+        ),
+        ("Get", vector_pb2.GetRequest(tenant=T, ids=[GOOD_ID, "nope"]), "ids[1]"),
+        ("Delete", vector_pb2.DeleteRequest(tenant=T, ids=[GOOD_ID], version=-1), "version"),
+        ("Delete", vector_pb2.DeleteRequest(tenant="", ids=[GOOD_ID]), "tenant"),
+        (
+            "Upsert",
+            vector_pb2.UpsertRequest(
+                tenant=T, points=[point(GOOD_ID, "a"), vector_pb2.Point(vector=[1.0] * DIM)]
+            ),
+            "points[1].memory",
+        ),
+        (
+            "Upsert",
+            vector_pb2.UpsertRequest(
+                tenant=T,
+                points=[vector_pb2.Point(memory=point(GOOD_ID, "a").memory, vector=[1.0] * 3)],
+            ),
+            "points[0].vector",
+        ),
+        (
+            "Upsert",
+            vector_pb2.UpsertRequest(tenant="tenant-b", points=[point(GOOD_ID, "a")]),
+            "points[0].memory.tenant",
+        ),
+        (
+            "UpdateAccess",
+            vector_pb2.UpdateAccessRequest(
+                tenant=T, updates=[common_pb2.AccessUpdate(id=GOOD_ID, access_count=1)]
+            ),
+            "updates[0].last_accessed",
+        ),
+    ],
+)
+async def test_bad_requests_name_the_field(
+    stub: vector_pb2_grpc.VectorServiceAsyncStub, rpc: str, request_: object, field: str
+) -> None:
+    got, details = await _invalid(getattr(stub, rpc)(request_))
+    assert got == field
+    assert details.startswith(f"{field}: ")
+    assert (await stub.Count(vector_pb2.CountRequest(tenant=T))).count == 0
+
+
+async def test_oversized_batches_are_refused(stub: vector_pb2_grpc.VectorServiceAsyncStub) -> None:
+    ids = [str(uuid.UUID(int=i + 1)) for i in range(1001)]
+    got, _ = await _invalid(stub.Get(vector_pb2.GetRequest(tenant=T, ids=ids)))
+    assert got == "ids"
