@@ -12,7 +12,7 @@ from engram.scoring.v1 import scoring_pb2
 from engram_core.errors import InvalidArgument
 from engram_core.scoring import Candidate, Fusion, ScoredCandidate, StreamScore
 from engram_core.validation import MemoryInput, RawTimestamp
-from engram_gateway.service import RecallRequest, RelatedItem, Stats
+from engram_gateway.service import RecallMode, RecallRequest, RelatedItem, Stats
 from engram_gateway.service.ports import RecallResult
 from engram_platform.convert import (
     memory_from_proto,
@@ -31,6 +31,13 @@ _SCORING_FUSION: Mapping[Fusion | None, scoring_pb2.Fusion.ValueType] = {
     None: scoring_pb2.FUSION_UNSPECIFIED,
     Fusion.WEIGHTED: scoring_pb2.FUSION_WEIGHTED,
     Fusion.RRF: scoring_pb2.FUSION_RRF,
+}
+_MODES: Mapping[int, RecallMode] = {
+    gateway_pb2.RECALL_MODE_UNSPECIFIED: RecallMode.HYBRID,
+    gateway_pb2.RECALL_MODE_HYBRID: RecallMode.HYBRID,
+    gateway_pb2.RECALL_MODE_VECTOR: RecallMode.VECTOR,
+    gateway_pb2.RECALL_MODE_BM25: RecallMode.BM25,
+    gateway_pb2.RECALL_MODE_GRAPH: RecallMode.GRAPH,
 }
 _TAG_MODES = (common_pb2.TAG_MODE_UNSPECIFIED, common_pb2.TAG_MODE_ANY, common_pb2.TAG_MODE_ALL)
 _TAG_MATCHES = (
@@ -67,6 +74,12 @@ def fusion_from_proto(value: int) -> Fusion | None:
     return _FUSION[value]
 
 
+def mode_from_proto(value: int) -> RecallMode:
+    if value not in _MODES:
+        raise InvalidArgument("mode", f"unknown recall mode {value}")
+    return _MODES[value]
+
+
 def fusion_to_scoring(value: Fusion | None) -> scoring_pb2.Fusion.ValueType:
     return _SCORING_FUSION[value]
 
@@ -89,6 +102,7 @@ def recall_request_from_proto(p: gateway_pb2.RecallRequest) -> RecallRequest:
         min_sequence=p.min_sequence,
         fusion=fusion_from_proto(p.fusion),
         include_archived=p.include_archived,
+        mode=mode_from_proto(p.mode),
     )
 
 

@@ -117,6 +117,7 @@ async def test_a_rejected_stream_publishes_nothing(client: Any) -> None:
         (gateway_pb2.RecallRequest(query="q", end="2025-02-30"), "end"),
         (gateway_pb2.RecallRequest(query="q", start="2025-03-01", end="2025-02-01"), "start"),
         (gateway_pb2.RecallRequest(query="q", fusion=7), "fusion"),  # type: ignore[arg-type]
+        (gateway_pb2.RecallRequest(query="q", mode=9), "mode"),  # type: ignore[arg-type]
         (gateway_pb2.RecallRequest(query="q", min_sequence=10**9), "min_sequence"),
     ],
 )

@@ -6,7 +6,14 @@ from dataclasses import dataclass
 
 from engram_gateway.service.access import AccessRecorder
 from engram_gateway.service.deadline import Budget, Deadline
-from engram_gateway.service.reads import ReadConfig, Reader, RecallRequest, RelatedItem, Stats
+from engram_gateway.service.reads import (
+    ReadConfig,
+    Reader,
+    RecallMode,
+    RecallRequest,
+    RelatedItem,
+    Stats,
+)
 from engram_gateway.service.writes import StoreItem, StoreOutcome, WriteConfig, Writer
 
 
@@ -23,6 +30,7 @@ __all__ = [
     "Gateway",
     "ReadConfig",
     "Reader",
+    "RecallMode",
     "RecallRequest",
     "RelatedItem",
     "Stats",

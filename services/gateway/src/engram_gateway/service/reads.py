@@ -8,6 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from enum import Enum
 from typing import TypeVar
 
 from engram_core import scoring
@@ -36,6 +37,27 @@ _tracer = tracer(__name__)
 T = TypeVar("T")
 
 
+class RecallMode(Enum):
+    """Which retrieval streams a recall queries (issue #4's modes); scoring ranks the rest."""
+
+    HYBRID = "hybrid"  # every stream: vector, lexical, graph
+    VECTOR = "vector"
+    BM25 = "bm25"
+    GRAPH = "graph"
+
+    @property
+    def backends(self) -> frozenset[str]:
+        return _MODE_BACKENDS[self]
+
+
+_MODE_BACKENDS: dict[RecallMode, frozenset[str]] = {
+    RecallMode.HYBRID: frozenset({"vector", "lexical", "graph"}),
+    RecallMode.VECTOR: frozenset({"vector"}),
+    RecallMode.BM25: frozenset({"lexical"}),
+    RecallMode.GRAPH: frozenset({"graph"}),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class RecallRequest:
     """A recall as the client sent it (unvalidated)."""
@@ -52,6 +74,7 @@ class RecallRequest:
     min_sequence: int = 0
     fusion: scoring.Fusion | None = None
     include_archived: bool = False
+    mode: RecallMode = RecallMode.HYBRID
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +84,7 @@ class _Plan:
     flt: Filter
     fusion: scoring.Fusion | None
     min_sequence: int
+    mode: RecallMode = RecallMode.HYBRID
 
     def fingerprint(self) -> str:
         """Identifies the answer (min_sequence aside: the cache entry's watermark covers it)."""
@@ -77,6 +101,7 @@ class _Plan:
             f.end.isoformat() if f.end else "",
             f.include_archived,
             self.fusion.value if self.fusion else "",
+            self.mode.value,
         )
         return repr(parts)
 
@@ -168,6 +193,7 @@ class Reader:
             flt=flt,
             fusion=req.fusion,
             min_sequence=req.min_sequence,
+            mode=req.mode,
         )
 
     async def recall(self, tenant: str, req: RecallRequest, deadline: Deadline) -> RecallResult:
@@ -211,22 +237,26 @@ class Reader:
         cfg = self._config
         flt, text = plan.flt, plan.query
         pool = pool_size(plan.limit, cfg.max_pool)
-        calls: dict[str, tuple[Budget, Callable[[float], Awaitable[list[Hit]]]]] = {
-            "vector": (
+        wanted = plan.mode.backends
+        calls: dict[str, tuple[Budget, Callable[[float], Awaitable[list[Hit]]]]] = {}
+        if "vector" in wanted:
+            calls["vector"] = (
                 cfg.vector_budget,
                 lambda t: self._vector.search(tenant, flt, pool, query=text, timeout=t),
-            ),
-            "lexical": (
+            )
+        if "lexical" in wanted:
+            calls["lexical"] = (
                 cfg.lexical_budget,
                 lambda t: self._lexical.search(tenant, text, flt, pool, timeout=t),
-            ),
-        }
+            )
         ents, words = entity_keys(text), keywords(text)
-        if ents or words:
+        if "graph" in wanted and (ents or words):
             calls["graph"] = (
                 cfg.graph_budget,
                 lambda t: self._graph.search(tenant, ents, words, flt, pool, timeout=t),
             )
+        if not calls:  # graph alone, and the query names nothing it could look up
+            return RecallResult(results=(), streams=(), degraded=())
         budgets = {name: deadline.budget(b) for name, (b, _) in calls.items()}
         outcomes = await asyncio.gather(
             *(self._try(name, budgets[name], call) for name, (_, call) in calls.items())
@@ -249,7 +279,14 @@ class Reader:
         if not candidates:
             return RecallResult(results=(), streams=tuple(answers), degraded=tuple(degraded))
 
-        if cfg.relation_pool and len(candidates) > 1 and "graph" not in degraded:
+        # The relation component is a graph signal: a mode that leaves the graph out (a
+        # single-stream baseline) leaves it out too.
+        if (
+            cfg.relation_pool
+            and len(candidates) > 1
+            and "graph" in wanted
+            and "graph" not in degraded
+        ):
             top = [c.memory.id for c in candidates[: cfg.relation_pool]]
             relations = await self._try(
                 "relations",

@@ -41,6 +41,38 @@ FUSION_WEIGHTED: Fusion.ValueType  # 1
 FUSION_RRF: Fusion.ValueType  # 2
 Global___Fusion: _TypeAlias = Fusion  # noqa: Y015
 
+class _RecallMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RecallModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RecallMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RECALL_MODE_UNSPECIFIED: _RecallMode.ValueType  # 0
+    """the server default: hybrid"""
+    RECALL_MODE_HYBRID: _RecallMode.ValueType  # 1
+    """vector + lexical (BM25) + graph, fused"""
+    RECALL_MODE_VECTOR: _RecallMode.ValueType  # 2
+    """embedding similarity alone"""
+    RECALL_MODE_BM25: _RecallMode.ValueType  # 3
+    """lexical BM25 alone"""
+    RECALL_MODE_GRAPH: _RecallMode.ValueType  # 4
+    """entities and keywords of the query in the graph alone"""
+
+class RecallMode(_RecallMode, metaclass=_RecallModeEnumTypeWrapper):
+    """Which retrieval streams a recall queries; scoring then ranks what they found."""
+
+RECALL_MODE_UNSPECIFIED: RecallMode.ValueType  # 0
+"""the server default: hybrid"""
+RECALL_MODE_HYBRID: RecallMode.ValueType  # 1
+"""vector + lexical (BM25) + graph, fused"""
+RECALL_MODE_VECTOR: RecallMode.ValueType  # 2
+"""embedding similarity alone"""
+RECALL_MODE_BM25: RecallMode.ValueType  # 3
+"""lexical BM25 alone"""
+RECALL_MODE_GRAPH: RecallMode.ValueType  # 4
+"""entities and keywords of the query in the graph alone"""
+Global___RecallMode: _TypeAlias = RecallMode  # noqa: Y015
+
 @_typing.final
 class StoreRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
@@ -150,6 +182,7 @@ class RecallRequest(_message.Message):
     MIN_SEQUENCE_FIELD_NUMBER: _builtins.int
     FUSION_FIELD_NUMBER: _builtins.int
     INCLUDE_ARCHIVED_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     limit: _builtins.int
     """1..100, default 10"""
@@ -163,6 +196,11 @@ class RecallRequest(_message.Message):
     """wait until the log is applied up to here"""
     fusion: Global___Fusion.ValueType
     include_archived: _builtins.bool
+    mode: Global___RecallMode.ValueType
+    """Retrieval streams to query (RecallMode; unset = hybrid). VECTOR and BM25 also leave
+    out the relation component (a graph signal), so each is its stream alone.
+    An unknown value → INVALID_ARGUMENT naming `mode`.
+    """
     @_builtins.property
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -184,10 +222,11 @@ class RecallRequest(_message.Message):
         min_sequence: _builtins.int = ...,
         fusion: Global___Fusion.ValueType = ...,
         include_archived: _builtins.bool = ...,
+        mode: Global___RecallMode.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end", b"end", "exclude_tags", b"exclude_tags", "fusion", b"fusion", "include_archived", b"include_archived", "limit", b"limit", "min_sequence", b"min_sequence", "query", b"query", "start", b"start", "tag_match", b"tag_match", "tag_mode", b"tag_mode", "tags", b"tags", "types", b"types"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end", b"end", "exclude_tags", b"exclude_tags", "fusion", b"fusion", "include_archived", b"include_archived", "limit", b"limit", "min_sequence", b"min_sequence", "mode", b"mode", "query", b"query", "start", b"start", "tag_match", b"tag_match", "tag_mode", b"tag_mode", "tags", b"tags", "types", b"types"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

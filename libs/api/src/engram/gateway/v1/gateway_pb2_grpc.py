@@ -124,8 +124,9 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Recall(self, request, context):
-        """Hybrid recall. Codes: OK, INVALID_ARGUMENT, DEADLINE_EXCEEDED (min_sequence
-        not reached in time), UNAVAILABLE (no retrieval stream answered).
+        """Hybrid recall, or one retrieval stream (`mode`). Codes: OK, INVALID_ARGUMENT,
+        DEADLINE_EXCEEDED (min_sequence not reached in time), UNAVAILABLE (no retrieval
+        stream answered).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

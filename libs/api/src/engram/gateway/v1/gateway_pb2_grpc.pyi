@@ -51,8 +51,9 @@ class MemoryServiceStub:
     Codes: OK, INVALID_ARGUMENT (index named), UNAVAILABLE.
     """
     Recall: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.RecallRequest, _gateway_pb2.RecallResponse]
-    """Hybrid recall. Codes: OK, INVALID_ARGUMENT, DEADLINE_EXCEEDED (min_sequence
-    not reached in time), UNAVAILABLE (no retrieval stream answered).
+    """Hybrid recall, or one retrieval stream (`mode`). Codes: OK, INVALID_ARGUMENT,
+    DEADLINE_EXCEEDED (min_sequence not reached in time), UNAVAILABLE (no retrieval
+    stream answered).
     """
     Get: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GetRequest, _gateway_pb2.GetResponse]
     """Codes: OK, INVALID_ARGUMENT (id), NOT_FOUND, UNAVAILABLE."""
@@ -98,8 +99,9 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     Codes: OK, INVALID_ARGUMENT (index named), UNAVAILABLE.
     """
     Recall: _aio.UnaryUnaryMultiCallable[_gateway_pb2.RecallRequest, _gateway_pb2.RecallResponse]  # type: ignore[assignment]
-    """Hybrid recall. Codes: OK, INVALID_ARGUMENT, DEADLINE_EXCEEDED (min_sequence
-    not reached in time), UNAVAILABLE (no retrieval stream answered).
+    """Hybrid recall, or one retrieval stream (`mode`). Codes: OK, INVALID_ARGUMENT,
+    DEADLINE_EXCEEDED (min_sequence not reached in time), UNAVAILABLE (no retrieval
+    stream answered).
     """
     Get: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GetRequest, _gateway_pb2.GetResponse]  # type: ignore[assignment]
     """Codes: OK, INVALID_ARGUMENT (id), NOT_FOUND, UNAVAILABLE."""
@@ -166,8 +168,9 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _gateway_pb2.RecallRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.RecallResponse, _abc.Awaitable[_gateway_pb2.RecallResponse]]:
-        """Hybrid recall. Codes: OK, INVALID_ARGUMENT, DEADLINE_EXCEEDED (min_sequence
-        not reached in time), UNAVAILABLE (no retrieval stream answered).
+        """Hybrid recall, or one retrieval stream (`mode`). Codes: OK, INVALID_ARGUMENT,
+        DEADLINE_EXCEEDED (min_sequence not reached in time), UNAVAILABLE (no retrieval
+        stream answered).
         """
 
     @_abc_1.abstractmethod

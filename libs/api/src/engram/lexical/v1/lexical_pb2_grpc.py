@@ -74,7 +74,7 @@ class LexicalServiceServicer:
     """
 
     def Upsert(self, request, context):
-        """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE.
+        """Codes: OK, INVALID_ARGUMENT (tenant, memories[i].*), UNAVAILABLE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -103,14 +103,14 @@ class LexicalServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateAccess(self, request, context):
-        """Codes: OK, UNAVAILABLE.
+        """Codes: OK, INVALID_ARGUMENT (tenant, updates[i].id), UNAVAILABLE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Count(self, request, context):
-        """Codes: OK, UNAVAILABLE.
+        """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

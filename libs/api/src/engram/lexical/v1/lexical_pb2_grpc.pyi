@@ -36,7 +36,7 @@ class LexicalServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> LexicalServiceAsyncStub: ...
     Upsert: _grpc.UnaryUnaryMultiCallable[_lexical_pb2.UpsertRequest, _lexical_pb2.UpsertResponse]
-    """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
+    """Codes: OK, INVALID_ARGUMENT (tenant, memories[i].*), UNAVAILABLE."""
     Delete: _grpc.UnaryUnaryMultiCallable[_lexical_pb2.DeleteRequest, _lexical_pb2.DeleteResponse]
     """Codes: OK, INVALID_ARGUMENT, UNAVAILABLE."""
     Search: _grpc.UnaryUnaryMultiCallable[_lexical_pb2.SearchRequest, _lexical_pb2.SearchResponse]
@@ -46,9 +46,9 @@ class LexicalServiceStub:
     Get: _grpc.UnaryUnaryMultiCallable[_lexical_pb2.GetRequest, _lexical_pb2.GetResponse]
     """Codes: OK, INVALID_ARGUMENT, UNAVAILABLE."""
     UpdateAccess: _grpc.UnaryUnaryMultiCallable[_lexical_pb2.UpdateAccessRequest, _lexical_pb2.UpdateAccessResponse]
-    """Codes: OK, UNAVAILABLE."""
+    """Codes: OK, INVALID_ARGUMENT (tenant, updates[i].id), UNAVAILABLE."""
     Count: _grpc.UnaryUnaryMultiCallable[_lexical_pb2.CountRequest, _lexical_pb2.CountResponse]
-    """Codes: OK, UNAVAILABLE."""
+    """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
 
 @_typing.type_check_only
 class LexicalServiceAsyncStub(LexicalServiceStub):
@@ -58,7 +58,7 @@ class LexicalServiceAsyncStub(LexicalServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     Upsert: _aio.UnaryUnaryMultiCallable[_lexical_pb2.UpsertRequest, _lexical_pb2.UpsertResponse]  # type: ignore[assignment]
-    """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
+    """Codes: OK, INVALID_ARGUMENT (tenant, memories[i].*), UNAVAILABLE."""
     Delete: _aio.UnaryUnaryMultiCallable[_lexical_pb2.DeleteRequest, _lexical_pb2.DeleteResponse]  # type: ignore[assignment]
     """Codes: OK, INVALID_ARGUMENT, UNAVAILABLE."""
     Search: _aio.UnaryUnaryMultiCallable[_lexical_pb2.SearchRequest, _lexical_pb2.SearchResponse]  # type: ignore[assignment]
@@ -68,9 +68,9 @@ class LexicalServiceAsyncStub(LexicalServiceStub):
     Get: _aio.UnaryUnaryMultiCallable[_lexical_pb2.GetRequest, _lexical_pb2.GetResponse]  # type: ignore[assignment]
     """Codes: OK, INVALID_ARGUMENT, UNAVAILABLE."""
     UpdateAccess: _aio.UnaryUnaryMultiCallable[_lexical_pb2.UpdateAccessRequest, _lexical_pb2.UpdateAccessResponse]  # type: ignore[assignment]
-    """Codes: OK, UNAVAILABLE."""
+    """Codes: OK, INVALID_ARGUMENT (tenant, updates[i].id), UNAVAILABLE."""
     Count: _aio.UnaryUnaryMultiCallable[_lexical_pb2.CountRequest, _lexical_pb2.CountResponse]  # type: ignore[assignment]
-    """Codes: OK, UNAVAILABLE."""
+    """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
 
 class LexicalServiceServicer(metaclass=_abc_1.ABCMeta):
     """Owns the text index (BM25). Writes are idempotent on (id, version): a write
@@ -83,7 +83,7 @@ class LexicalServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _lexical_pb2.UpsertRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_lexical_pb2.UpsertResponse, _abc.Awaitable[_lexical_pb2.UpsertResponse]]:
-        """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
+        """Codes: OK, INVALID_ARGUMENT (tenant, memories[i].*), UNAVAILABLE."""
 
     @_abc_1.abstractmethod
     def Delete(
@@ -117,7 +117,7 @@ class LexicalServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _lexical_pb2.UpdateAccessRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_lexical_pb2.UpdateAccessResponse, _abc.Awaitable[_lexical_pb2.UpdateAccessResponse]]:
-        """Codes: OK, UNAVAILABLE."""
+        """Codes: OK, INVALID_ARGUMENT (tenant, updates[i].id), UNAVAILABLE."""
 
     @_abc_1.abstractmethod
     def Count(
@@ -125,6 +125,6 @@ class LexicalServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _lexical_pb2.CountRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_lexical_pb2.CountResponse, _abc.Awaitable[_lexical_pb2.CountResponse]]:
-        """Codes: OK, UNAVAILABLE."""
+        """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
 
 def add_LexicalServiceServicer_to_server(servicer: LexicalServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -46,9 +46,9 @@ class VectorServiceStub:
     Get: _grpc.UnaryUnaryMultiCallable[_vector_pb2.GetRequest, _vector_pb2.GetResponse]
     """Codes: OK, INVALID_ARGUMENT, UNAVAILABLE."""
     UpdateAccess: _grpc.UnaryUnaryMultiCallable[_vector_pb2.UpdateAccessRequest, _vector_pb2.UpdateAccessResponse]
-    """Codes: OK, UNAVAILABLE."""
+    """Codes: OK, INVALID_ARGUMENT (tenant, updates[i].id), UNAVAILABLE."""
     Count: _grpc.UnaryUnaryMultiCallable[_vector_pb2.CountRequest, _vector_pb2.CountResponse]
-    """Codes: OK, UNAVAILABLE."""
+    """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
 
 @_typing.type_check_only
 class VectorServiceAsyncStub(VectorServiceStub):
@@ -68,9 +68,9 @@ class VectorServiceAsyncStub(VectorServiceStub):
     Get: _aio.UnaryUnaryMultiCallable[_vector_pb2.GetRequest, _vector_pb2.GetResponse]  # type: ignore[assignment]
     """Codes: OK, INVALID_ARGUMENT, UNAVAILABLE."""
     UpdateAccess: _aio.UnaryUnaryMultiCallable[_vector_pb2.UpdateAccessRequest, _vector_pb2.UpdateAccessResponse]  # type: ignore[assignment]
-    """Codes: OK, UNAVAILABLE."""
+    """Codes: OK, INVALID_ARGUMENT (tenant, updates[i].id), UNAVAILABLE."""
     Count: _aio.UnaryUnaryMultiCallable[_vector_pb2.CountRequest, _vector_pb2.CountResponse]  # type: ignore[assignment]
-    """Codes: OK, UNAVAILABLE."""
+    """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
 
 class VectorServiceServicer(metaclass=_abc_1.ABCMeta):
     """Owns the vector store. Writes are idempotent on (id, version): a write
@@ -117,7 +117,7 @@ class VectorServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _vector_pb2.UpdateAccessRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_vector_pb2.UpdateAccessResponse, _abc.Awaitable[_vector_pb2.UpdateAccessResponse]]:
-        """Codes: OK, UNAVAILABLE."""
+        """Codes: OK, INVALID_ARGUMENT (tenant, updates[i].id), UNAVAILABLE."""
 
     @_abc_1.abstractmethod
     def Count(
@@ -125,6 +125,6 @@ class VectorServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _vector_pb2.CountRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_vector_pb2.CountResponse, _abc.Awaitable[_vector_pb2.CountResponse]]:
-        """Codes: OK, UNAVAILABLE."""
+        """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
 
 def add_VectorServiceServicer_to_server(servicer: VectorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
