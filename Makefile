@@ -52,5 +52,8 @@ run: sync models ## start NATS and the seven services on embedded backends
 bench: sync models ## speed and scale benchmark (BENCHMARKS.md §2)
 	@$(PY) bench/perf.py
 
+bench-quality: sync models ## retrieval quality on LoCoMo: bm25 / vector / hybrid (BENCHMARKS.md §1)
+	@$(PY) bench/quality.py
+
 clean: ## remove local data under .engram (keeps the model)
 	@rm -rf $(ENGRAM_HOME)/data

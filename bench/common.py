@@ -1,0 +1,83 @@
+"""What the benchmarks share: paths, the model, starting the embedded stack, the watermark.
+
+The bench scripts run as ``python bench/<name>.py``, which puts this directory first on
+``sys.path``, so they import this module as ``common``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from engram.gateway.v1 import gateway_pb2
+from engram_platform.devstack import DevStack, start_stack
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+
+Metadata = tuple[tuple[str, str], ...]
+
+
+def auth(token: str) -> Metadata:
+    return (("authorization", f"Bearer {token}"),)
+
+
+def model_path() -> Path:
+    """The embedding model `make models` built under $ENGRAM_HOME (default .engram)."""
+    home = Path(os.environ.get("ENGRAM_HOME", ROOT / ".engram")).resolve()
+    return home / "models" / "all-MiniLM-L6-v2"
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def new_home(prefix: str) -> Path:
+    """A fresh ENGRAM_HOME under bench/results (git-ignored), kept for its logs."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=RESULTS))
+
+
+def start_bench_stack(
+    home: Path, model_dir: Path, extra_env: Mapping[str, str] | None = None
+) -> DevStack:
+    """The embedded stack on free ports, its embedders pointed at ``model_dir``."""
+    env = {
+        "ENGRAM_VECTOR_EMBED__MODEL_DIR": str(model_dir),
+        "ENGRAM_INGEST_EMBED__MODEL_DIR": str(model_dir),
+        **(extra_env or {}),
+    }
+    return start_stack(home, gateway_port=0, extra_env=env)
+
+
+async def wait_watermark(
+    stub: Any,
+    target: int,
+    metadata: Metadata,
+    label: str = "ingest",
+    poll_s: float = 0.5,
+    every_s: float = 5.0,
+) -> None:
+    """Poll Stats until the applied watermark covers ``target``; a progress line every
+    ``every_s`` (plain lines: the output is often a log, not a terminal)."""
+    started = last_print = time.monotonic()
+    while True:
+        stats = await stub.Stats(gateway_pb2.StatsRequest(), metadata=metadata, timeout=30)
+        now = time.monotonic()
+        done = stats.watermark >= target
+        if done or now - last_print >= every_s:
+            print(
+                f"  {label}: watermark {stats.watermark}/{target} ({now - started:.0f}s)",
+                flush=True,
+            )
+            last_print = now
+        if done:
+            return
+        await asyncio.sleep(poll_s)

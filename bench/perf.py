@@ -1,0 +1,279 @@
+"""Speed and scale through the public gRPC API on the embedded stack (BENCHMARKS.md §2).
+
+Ingest N memories (LoCoMo turns recombined with other names and dates), time until the
+watermark covers them, and in the same run the raw embedding throughput of the model on
+the same texts. Then recall latency (1 client) and throughput (16 clients), and the
+in-process floor: the same query embedding, vector search, BM25 and scoring in one
+process with no RPC, on the same data. Prints figures, writes bench/results/perf-*.json
+and ends with the summary line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from common import (
+    LOCOMO,
+    RESULTS,
+    auth,
+    model_path,
+    new_home,
+    pct,
+    start_bench_stack,
+    wait_watermark,
+)
+from engram.common.v1 import common_pb2
+from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from engram_core.model import Filter
+from engram_core.scoring import Candidate, Params, Query, StreamScore, rank
+from engram_embed.factory import EmbedSettings, make_embedder
+from engram_lexical.adapters.tantivy_index import TantivyTextIndex
+from engram_platform.convert import ts_to_proto
+from engram_platform.devstack import DEV_TOKEN, DevStack
+from engram_vector.adapters.edge import EdgeVectorIndex
+
+AUTH = auth(DEV_TOKEN)
+NAMES = [
+    "Avery",
+    "Bashir",
+    "Carmen",
+    "Dmitri",
+    "Eun-ji",
+    "Fatima",
+    "Gustavo",
+    "Hiroshi",
+    "Ingrid",
+    "Jamal",
+    "Keiko",
+    "Luca",
+    "Maya",
+    "Nikhil",
+    "Olga",
+    "Pablo",
+    "Quinn",
+    "Rosa",
+    "Sven",
+    "Tariq",
+]
+
+
+def load_turns(path: Path) -> tuple[list[tuple[str, str]], list[str]]:
+    """(speaker, text) turns and the questions of the LoCoMo file."""
+    data = json.loads(path.read_text())
+    turns: list[tuple[str, str]] = []
+    questions: list[str] = []
+    for item in data:
+        conv = item["conversation"]
+        for key, value in conv.items():
+            if key.startswith("session_") and isinstance(value, list):
+                for turn in value:
+                    turns.append((turn["speaker"], turn["text"]))
+        questions += [qa["question"] for qa in item["qa"] if qa.get("category") != 5]
+    return turns, questions
+
+
+def corpus(turns: list[tuple[str, str]], n: int, seed: int = 7) -> list[tuple[str, datetime]]:
+    rng = random.Random(seed)
+    start = datetime(2022, 1, 1, tzinfo=UTC)
+    out = []
+    for i in range(n):
+        speaker, text = turns[i % len(turns)]
+        name = rng.choice(NAMES)
+        text = text.replace(speaker, name)
+        out.append((f"{name}: {text}", start + timedelta(minutes=rng.randrange(3 * 365 * 1440))))
+    return out
+
+
+async def raw_embedding(texts: list[str], model_dir: Path) -> float:
+    embedder = make_embedder(EmbedSettings(model_dir=model_dir))
+    await embedder.embed(texts[:64])
+    started = time.perf_counter()
+    for i in range(0, len(texts), 64):
+        await embedder.embed(texts[i : i + 64])
+    return len(texts) / (time.perf_counter() - started)
+
+
+async def ingest(stub: Any, docs: list[tuple[str, datetime]], batch: int) -> tuple[float, int]:
+    started = time.perf_counter()
+    sem = asyncio.Semaphore(4)
+
+    async def send(chunk: list[tuple[str, datetime]]) -> int:
+        memories = [
+            common_pb2.MemoryInput(content=c, timestamp=ts_to_proto(ts), tags=["bench"])
+            for c, ts in chunk
+        ]
+        async with sem:
+            reply = await stub.StoreBatch(
+                gateway_pb2.StoreBatchRequest(memories=memories), metadata=AUTH, timeout=120
+            )
+        return int(reply.sequence)
+
+    seqs = await asyncio.gather(*(send(docs[i : i + batch]) for i in range(0, len(docs), batch)))
+    last = max(seqs)
+    await wait_watermark(stub, last, AUTH)
+    return time.perf_counter() - started, last
+
+
+async def recall_once(stub: Any, query: str) -> float:
+    started = time.perf_counter()
+    await stub.Recall(gateway_pb2.RecallRequest(query=query, limit=10), metadata=AUTH, timeout=30)
+    return (time.perf_counter() - started) * 1000
+
+
+async def recall_load(
+    stub: Any, queries: list[str], clients: int, per_client: int
+) -> dict[str, float]:
+    latencies: list[float] = []
+
+    async def client(k: int) -> None:
+        for i in range(per_client):
+            latencies.append(await recall_once(stub, queries[(k * per_client + i) % len(queries)]))
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client(k) for k in range(clients)))
+    wall = time.perf_counter() - started
+    return {
+        "qps": len(latencies) / wall,
+        "p50_ms": statistics.median(latencies),
+        "p99_ms": pct(latencies, 99),
+    }
+
+
+def peak_rss_mb(stack: DevStack) -> dict[str, float]:
+    out = {}
+    for name, proc in stack.processes.items():
+        try:
+            status = Path(f"/proc/{proc.popen.pid}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                out[name] = int(line.split()[1]) / 1024
+    return out
+
+
+def du_mb(path: Path) -> float:
+    """Blocks on disk, not apparent size: the vector shard preallocates sparse files."""
+    return sum(f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file()) / 1e6
+
+
+async def floor(home: Path, model_dir: Path, queries: list[str]) -> float:
+    """Median ms of the same recall work in one process: embed, vector, BM25, scoring."""
+    embedder = make_embedder(EmbedSettings(model_dir=model_dir))
+    vectors = await EdgeVectorIndex.open(home / "data" / "vector")
+    text = TantivyTextIndex(home / "data" / "lexical")
+    flt = Filter(exclude_types=("MetaPattern",))
+    timings = []
+    try:
+        for q in queries:
+            started = time.perf_counter()
+            [vec] = await embedder.embed([q])
+            v_hits, t_hits = await asyncio.gather(
+                vectors.search("default", vec, flt, 40), text.search("default", q, flt, 40)
+            )
+            merged: dict[str, Candidate] = {}
+            for stream, hits in (("vector", v_hits), ("keyword", t_hits)):
+                for i, h in enumerate(hits):
+                    assert h.memory is not None
+                    prev = merged.get(h.id)
+                    streams = dict(prev.streams) if prev else {}
+                    streams[stream] = StreamScore(score=h.score, rank=i + 1)
+                    merged[h.id] = Candidate(memory=h.memory, streams=streams)
+            rank(list(merged.values()), Query(now=datetime.now(UTC), text=q), Params(limit=10))
+            timings.append((time.perf_counter() - started) * 1000)
+    finally:
+        await vectors.close()
+        await text.close()
+    return statistics.median(timings)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=10_000, help="memories to ingest")
+    parser.add_argument("--queries", type=int, default=200, help="sequential recalls")
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--per-client", type=int, default=25)
+    parser.add_argument("--batch", type=int, default=500, help="memories per StoreBatch")
+    parser.add_argument("--data", type=Path, default=LOCOMO)
+    args = parser.parse_args()
+    model_dir = model_path()
+    turns, questions = load_turns(args.data)
+    docs = corpus(turns, args.n)
+    texts = [c for c, _ in docs]
+    random.Random(3).shuffle(questions)
+
+    print(f"raw embedding throughput on {min(2000, len(texts))} of the texts ...", flush=True)
+    raw = await raw_embedding(texts[:2000], model_dir)
+    print(f"  {raw:.0f} texts/s")
+
+    home = new_home("perf-")
+    print(f"starting the stack in {home} ...", flush=True)
+    stack = start_bench_stack(home, model_dir, {"ENGRAM_GATEWAY_RECALL_CACHE_TTL_S": "0"})
+    report: dict[str, Any] = {"n": args.n, "date": datetime.now(UTC).isoformat()}
+    try:
+        async with grpc.aio.insecure_channel(stack.gateway_address) as channel:
+            stub = gateway_pb2_grpc.MemoryServiceStub(channel)
+            print(f"ingesting {args.n} memories ...", flush=True)
+            took, _ = await ingest(stub, docs, args.batch)
+            ingest_rate = args.n / took
+            print(f"  {ingest_rate:.0f} memories/s ({took:.1f}s), raw model {raw:.0f}/s")
+            for q in questions[:20]:
+                await recall_once(stub, q)
+            single = [await recall_once(stub, q) for q in questions[20 : 20 + args.queries]]
+            one = {
+                "p50_ms": statistics.median(single),
+                "p95_ms": pct(single, 95),
+                "p99_ms": pct(single, 99),
+            }
+            print(
+                f"recall, 1 client: p50 {one['p50_ms']:.1f} ms  p95 {one['p95_ms']:.1f}  "
+                f"p99 {one['p99_ms']:.1f}"
+            )
+            load = await recall_load(stub, questions, args.clients, args.per_client)
+            print(
+                f"recall, {args.clients} clients: {load['qps']:.1f} recalls/s  "
+                f"p50 {load['p50_ms']:.1f} ms  p99 {load['p99_ms']:.1f}"
+            )
+        rss = peak_rss_mb(stack)
+    finally:
+        stack.stop()
+    disk = {p.name: du_mb(p) for p in (home / "data").iterdir() if p.is_dir()}
+    floor_ms = await floor(home, model_dir, questions[20 : 20 + args.queries])
+    print(f"in-process floor p50 {floor_ms:.1f} ms; gateway/floor {one['p50_ms'] / floor_ms:.2f}")
+    print("peak RSS MB: " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(rss.items())))
+    per_100k = {k: v * 100_000 / args.n for k, v in disk.items()}
+    print("disk MB per 100k: " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(per_100k.items())))
+    report.update(
+        ingest_per_s=ingest_rate,
+        raw_embed_per_s=raw,
+        recall_1_client=one,
+        recall_load={"clients": args.clients, **load},
+        floor_p50_ms=floor_ms,
+        peak_rss_mb=rss,
+        disk_mb_per_100k=per_100k,
+        machine={"cores": os.cpu_count()},
+    )
+    out = RESULTS / f"perf-{datetime.now(UTC):%Y%m%dT%H%M%S}.json"
+    out.write_text(json.dumps(report, indent=2))
+    print(f"report: {out}")
+    print(
+        f"perf ingest={ingest_rate:.0f} ingest_vs_raw={ingest_rate / raw:.2f} "
+        f"recall_p50_ms={one['p50_ms']:.1f} recall_p99_ms={one['p99_ms']:.1f} "
+        f"recall_vs_floor={one['p50_ms'] / floor_ms:.2f} n={args.n}"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
