@@ -59,7 +59,10 @@ class Weights:
     importance: float = 0.10
     confidence: float = 0.05
     relevance: float = 0.0
-    graph: float = 0.25
+    # Off until the graph stream scores discriminate: on LoCoMo its entity matches tie
+    # many turns (every turn naming the speaker), and at 0.25 hybrid turn R@10 fell
+    # from 0.625 to 0.512 (make bench-quality, 2026-11-30).
+    graph: float = 0.0
     rrf_vector: float = 1.0
     rrf_keyword: float = 1.0
     rrf_graph: float = 1.0

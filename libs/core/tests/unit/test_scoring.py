@@ -99,7 +99,7 @@ def test_default_weights_are_the_documented_vector() -> None:
         "importance": 0.10,
         "confidence": 0.05,
         "relevance": 0.0,
-        "graph": 0.25,
+        "graph": 0.0,
         "rrf_vector": 1.0,
         "rrf_keyword": 1.0,
         "rrf_graph": 1.0,
