@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import nats
+from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
@@ -25,7 +21,12 @@ from engram_core.model import Memory
 from engram_platform import jetstream as jsm
 from engram_platform.convert import ts_to_proto
 from engram_platform.nats_server import NatsServer
-from engram_platform.settings import NatsSettings
+from engram_testing.processes import (
+    log_connection,
+    ready_then_sigterm,
+    running_worker,
+    worker_settings,
+)
 from engram_testing.waiting import until
 
 if TYPE_CHECKING:
@@ -43,26 +44,8 @@ def accessed(ids: tuple[str, ...], minute: int, tenant: str = "t1") -> bytes:
     ).SerializeToString()
 
 
-def settings_for(server: NatsServer, **kw: object) -> Settings:
-    base: dict[str, object] = {
-        "nats": NatsSettings(url=server.url),
-        "fetch_timeout_s": 0.2,
-        "batch_wait_s": 0.05,
-        "retry_base_s": 0.05,
-        "retry_max_s": 0.2,
-        "progress_interval_s": 60.0,
-    }
-    return Settings(**(base | kw))  # type: ignore[arg-type]
-
-
-@asynccontextmanager
-async def log_connection(server: NatsServer) -> AsyncIterator[JetStreamContext]:
-    nc, js = await jsm.connect(NatsSettings(url=server.url), "test")
-    try:
-        await jsm.ensure_streams(js, NatsSettings(url=server.url))
-        yield js
-    finally:
-        await nc.drain()
+def settings_for(server: NatsServer) -> Settings:
+    return worker_settings(Settings, server, batch_wait_s=0.05)
 
 
 @asynccontextmanager
@@ -70,17 +53,12 @@ async def running(settings: Settings, stores: Stores) -> AsyncIterator[AccessCon
     tracker = build(
         settings, vector=stores.vector, lexical=stores.lexical, graph=stores.graph
     ).tracker
-    nc, js = await jsm.connect(settings.nats, "consolidate-test")
-    consumer = AccessConsumer(nc, js, tracker, settings)
-    await consumer.start()
-    stop = asyncio.Event()
-    task = asyncio.create_task(consumer.run(stop))
-    try:
+
+    def make(nc: Client, js: JetStreamContext) -> AccessConsumer:
+        return AccessConsumer(nc, js, tracker, settings)
+
+    async with running_worker(settings.nats, make, "consolidate-test") as consumer:
         yield consumer
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 10)
-        await nc.drain()
 
 
 async def until_acked(js: JetStreamContext, sequence: int) -> None:
@@ -152,22 +130,8 @@ async def test_store_down_is_retried_and_poison_is_dead_lettered(
 
 
 async def test_the_process_logs_ready_and_stops_on_sigterm(nats_server: NatsServer) -> None:
-    env = os.environ | {
+    env = {
         "ENGRAM_CONSOLIDATE_NATS__URL": nats_server.url,
         "ENGRAM_CONSOLIDATE_FETCH_TIMEOUT_S": "0.2",
     }
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "engram_consolidate", env=env, stderr=subprocess.PIPE
-    )
-    assert proc.stderr is not None
-    try:
-        async with asyncio.timeout(30):
-            while b"ready" not in (line := await proc.stderr.readline()):
-                assert line, "exited before it was ready"
-        proc.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(10):
-            assert await proc.wait() == 0
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+    assert await ready_then_sigterm("engram_consolidate", env) == 0

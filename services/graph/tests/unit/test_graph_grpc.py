@@ -27,8 +27,8 @@ from engram_platform.convert import (
     ts_to_proto,
 )
 from engram_platform.errors import FIELD_KEY
-from engram_platform.grpc_client import open_channel
 from engram_testing.contracts.graph import QDRANT, SARAH, full_memory, mem, rel
+from engram_testing.in_process import serving
 
 T = "tenant-a"
 if TYPE_CHECKING:
@@ -38,15 +38,8 @@ if TYPE_CHECKING:
 @pytest.fixture
 async def stub(tmp_path: Path) -> AsyncIterator[Stub]:
     settings = Settings(port=0, data_dir=tmp_path, max_batch=3, max_limit=50, buffer_pool_mb=64)
-    service = build_service(settings)
-    running = await server.start(settings, service)
-    channel = open_channel(f"127.0.0.1:{running.port}")
-    try:
+    async with serving(server.start, settings, build_service(settings)) as channel:
         yield graph_pb2_grpc.GraphServiceStub(channel)
-    finally:
-        await channel.close()
-        await running.stop(0)
-        await service.close()
     assert (tmp_path / "graph" / "graph.lbug").is_file()
 
 

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -15,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import nats
 import pytest
+from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
@@ -34,7 +30,12 @@ from engram_ingest.service import Event, Result
 from engram_platform import jetstream as jsm
 from engram_platform.convert import memory_to_proto, relation_to_proto
 from engram_platform.nats_server import NatsServer
-from engram_platform.settings import NatsSettings
+from engram_testing.processes import (
+    log_connection,
+    ready_then_sigterm,
+    running_worker,
+    worker_settings,
+)
 from engram_testing.waiting import until
 
 if TYPE_CHECKING:
@@ -58,29 +59,14 @@ def stored(n: int, tenant: str = "t1", content: str | None = None) -> bytes:
 
 
 def settings_for(server: NatsServer, **kw: object) -> Settings:
-    base: dict[str, object] = {
-        "nats": NatsSettings(url=server.url),
+    ingest: dict[str, object] = {
         "batch_size": 16,
-        "fetch_timeout_s": 0.2,
         "batch_wait_s": 0.01,
-        "retry_base_s": 0.05,
-        "retry_max_s": 0.2,
         "ack_wait_s": 30.0,
         "embed_timeout_s": 5.0,
         "write_timeout_s": 5.0,
-        "progress_interval_s": 60.0,
     }
-    return Settings(**(base | kw))  # type: ignore[arg-type]
-
-
-@asynccontextmanager
-async def log_connection(server: NatsServer) -> AsyncIterator[JetStreamContext]:
-    nc, js = await jsm.connect(NatsSettings(url=server.url), "test")
-    try:
-        await jsm.ensure_streams(js, NatsSettings(url=server.url))
-        yield js
-    finally:
-        await nc.drain()
+    return worker_settings(Settings, server, **(ingest | kw))
 
 
 async def publish(
@@ -99,17 +85,12 @@ async def running(settings: Settings, stores: Stores) -> AsyncIterator[IngestCon
         lexical=stores.lexical,
         graph=stores.graph,
     ).applier
-    nc, js = await jsm.connect(settings.nats, "ingest-test")
-    consumer = IngestConsumer(nc, js, applier, settings)
-    await consumer.start()
-    stop = asyncio.Event()
-    task = asyncio.create_task(consumer.run(stop))
-    try:
+
+    def make(nc: Client, js: JetStreamContext) -> IngestConsumer:
+        return IngestConsumer(nc, js, applier, settings)
+
+    async with running_worker(settings.nats, make, "ingest-test") as consumer:
         yield consumer
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 10)
-        await nc.drain()
 
 
 async def until_watermark(js: JetStreamContext, sequence: int) -> None:
@@ -254,26 +235,12 @@ def test_backoff_doubles_up_to_the_cap() -> None:
 
 
 async def test_the_process_logs_ready_and_stops_on_sigterm(nats_server: NatsServer) -> None:
-    env = os.environ | {
+    env = {
         "ENGRAM_INGEST_NATS__URL": nats_server.url,
         "ENGRAM_INGEST_EMBED__PROVIDER": "hashing",
         "ENGRAM_INGEST_FETCH_TIMEOUT_S": "0.2",
     }
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "engram_ingest", env=env, stderr=subprocess.PIPE
-    )
-    assert proc.stderr is not None
-    try:
-        async with asyncio.timeout(30):
-            while b"ready" not in (line := await proc.stderr.readline()):
-                assert line, "exited before it was ready"
-        proc.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(10):
-            assert await proc.wait() == 0
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+    assert await ready_then_sigterm("engram_ingest", env) == 0
 
 
 async def test_an_applier_crash_naks_the_batch_for_a_retry(
@@ -300,14 +267,11 @@ async def test_an_applier_crash_naks_the_batch_for_a_retry(
 
     async with log_connection(nats_server) as js:
         last = await publish(js, jsm.MEMORY_STORED, stored(1), 1)
-        nc, cjs = await jsm.connect(settings.nats, "ingest-test")
-        consumer = IngestConsumer(nc, cjs, CrashOnce(), settings)  # type: ignore[arg-type]
-        await consumer.start()
-        stop = asyncio.Event()
-        task = asyncio.create_task(consumer.run(stop))
-        await until_watermark(js, last)  # well before ack_wait_s (30 s): it was nak'd
-        stop.set()
-        await task
-        await nc.drain()
+
+        def make(nc: Client, cjs: JetStreamContext) -> IngestConsumer:
+            return IngestConsumer(nc, cjs, CrashOnce(), settings)  # type: ignore[arg-type]
+
+        async with running_worker(settings.nats, make, "ingest-test") as consumer:
+            await until_watermark(js, last)  # well before ack_wait_s (30 s): it was nak'd
         assert consumer.counters.retried == 1
         assert consumer.counters.applied == 1

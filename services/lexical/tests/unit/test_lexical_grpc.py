@@ -24,8 +24,8 @@ from engram_platform.convert import (
     ts_to_proto,
 )
 from engram_platform.errors import FIELD_KEY
-from engram_platform.grpc_client import open_channel
 from engram_testing.contracts.lexical import full_memory, mem
+from engram_testing.in_process import serving
 
 T = "tenant-a"
 if TYPE_CHECKING:
@@ -35,15 +35,8 @@ if TYPE_CHECKING:
 @pytest.fixture
 async def stub(tmp_path: Path) -> AsyncIterator[Stub]:
     settings = Settings(port=0, data_dir=tmp_path, max_batch=3, max_limit=50, writer_heap_mb=20)
-    service = build_service(settings)
-    running = await server.start(settings, service)
-    channel = open_channel(f"127.0.0.1:{running.port}")
-    try:
+    async with serving(server.start, settings, build_service(settings)) as channel:
         yield lexical_pb2_grpc.LexicalServiceStub(channel)
-    finally:
-        await channel.close()
-        await running.stop(0)
-        await service.close()
     assert (tmp_path / "lexical").is_dir()
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -40,21 +41,47 @@ from engram_core.model import (
     AccessUpdate,
     Entity,
     Filter,
-    Hit,
     Memory,
     RelatedHit,
     Relation,
-    TagMatch,
-    TagMode,
     UpsertResult,
 )
 from engram_core.ports import GraphStore
-from engram_core.tags import tag_prefixes
+from engram_testing.contracts.common import (
+    ALL,
+    BASE,
+    FILTER_CASES,
+    FILTER_CORPUS,
+    OTHER,
+    MemoryStoreContract,
+    T,
+    filter_params,
+    full_memory,
+    ids,
+    mem,
+)
 
-T = "tenant-a"
-OTHER = "tenant-b"
-BASE = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
-ALL = Filter(include_archived=True)
+__all__ = [
+    "ALL",
+    "ALPHA",
+    "BASE",
+    "BOB",
+    "FILTER_CASES",
+    "FILTER_CORPUS",
+    "OTHER",
+    "PARIS",
+    "QDRANT",
+    "SARAH",
+    "SARAH_PLACE",
+    "GraphStoreContract",
+    "T",
+    "edge_keys",
+    "full_memory",
+    "ids",
+    "mem",
+    "rel",
+    "related_view",
+]
 
 SARAH = Entity("people", "sarah", "Sarah Connor")
 BOB = Entity("people", "bob", "Bob Dylan")
@@ -63,64 +90,6 @@ ALPHA = Entity("projects", "alpha", "Project Alpha")
 PARIS = Entity("places", "paris", "Paris")
 # Same slug as SARAH, another kind: a different entity.
 SARAH_PLACE = Entity("places", "sarah", "Sarah Island")
-
-
-def mem(
-    id_: str,
-    content: str = "",
-    *,
-    tenant: str = T,
-    version: int = 1,
-    tags: Sequence[str] = (),
-    type_: str = "Memory",
-    minutes: float = 0,
-    archived: bool = False,
-) -> Memory:
-    return Memory(
-        id=id_,
-        tenant=tenant,
-        content=content or f"memory {id_}",
-        type=type_,
-        tags=tuple(tags),
-        tag_prefixes=tag_prefixes(tags),
-        timestamp=BASE + timedelta(minutes=minutes),
-        updated_at=BASE,
-        archived=archived,
-        version=version,
-    )
-
-
-def full_memory() -> Memory:
-    """A memory with every field away from its default."""
-    tags = ("project:alpha", "entity:people:sarah")
-    return Memory(
-        id="0190a5e4-8f2b-7c3d-9e4f-5a6b7c8d9e0f",
-        tenant=T,
-        content="Sarah decided to ship the beta on Friday — après-ski afterwards.",
-        type="Decision",
-        tags=tags,
-        tag_prefixes=tag_prefixes(tags),
-        importance=0.25,
-        confidence=0.75,
-        metadata={
-            "source": "chat",
-            "turn": 3,
-            "score": 1.5,
-            "flag": False,
-            "nested": {"k": [1, "two", None, True], "empty": {}},
-        },
-        timestamp=datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC),
-        updated_at=datetime(2024, 5, 2, 8, 30, 0, 654321, tzinfo=UTC),
-        last_accessed=datetime(2024, 5, 3, 9, 0, 1, tzinfo=UTC),
-        access_count=7,
-        t_valid=datetime(2024, 4, 1, tzinfo=UTC),
-        t_invalid=datetime(2025, 4, 1, tzinfo=UTC),
-        relevance_score=0.42,
-        archived=True,
-        embedding_model="all-MiniLM-L6-v2",
-        version=9,
-        entities=("people:sarah",),
-    )
 
 
 def rel(
@@ -144,10 +113,6 @@ def rel(
     )
 
 
-def ids(hits: Sequence[Hit]) -> list[str]:
-    return [h.id for h in hits]
-
-
 def related_view(hits: Sequence[RelatedHit]) -> list[tuple[str, str, float, int]]:
     return [(h.id, h.type, round(h.strength, 9), h.depth) for h in hits]
 
@@ -156,97 +121,28 @@ def edge_keys(relations: Sequence[Relation]) -> set[tuple[str, str, str]]:
     return {(r.source_id, r.target_id, r.type) for r in relations}
 
 
-# Every memory mentions SARAH; the filter decides what comes back.
-FILTER_CORPUS: tuple[Memory, ...] = (
-    mem("f1", tags=("project:alpha", "lang:python"), type_="Decision", minutes=0),
-    mem("f2", tags=("project:alpha:api",), type_="Pattern", minutes=10),
-    mem("f3", tags=("project:beta",), type_="Decision", minutes=20),
-    mem("f4", tags=("lang:python", "entity:people:sarah"), type_="Insight", minutes=30),
-    mem("f5", type_="Memory", minutes=40),
-    mem("f6", tags=("project:alpha",), type_="Decision", minutes=50, archived=True),
-    # "project:alpha" is no tag prefix of "project:alphabet": prefixes end at a separator.
-    mem("f7", tags=("project:alphabet",), type_="Context", minutes=60),
-)
-_US = 1 / 60_000_000  # a microsecond in minutes
-FILTER_CASES: list[tuple[str, Filter, set[str]]] = [
-    ("none", Filter(), {"f1", "f2", "f3", "f4", "f5", "f7"}),
-    ("include_archived", ALL, {"f1", "f2", "f3", "f4", "f5", "f6", "f7"}),
-    ("tag_exact", Filter(tags=("project:alpha",)), {"f1"}),
-    ("tag_exact_case", Filter(tags=("Project:ALPHA",)), {"f1"}),
-    ("tag_exact_slash", Filter(tags=("project/alpha",)), {"f1"}),
-    ("tag_exact_is_not_prefix", Filter(tags=("project",)), set()),
-    ("tag_prefix", Filter(tags=("project:alpha",), tag_match=TagMatch.PREFIX), {"f1", "f2"}),
-    ("tag_prefix_slash", Filter(tags=("project/alpha",), tag_match=TagMatch.PREFIX), {"f1", "f2"}),
-    (
-        "tag_prefix_root",
-        Filter(tags=("project",), tag_match=TagMatch.PREFIX),
-        {"f1", "f2", "f3", "f7"},
-    ),
-    ("tags_any", Filter(tags=("project:alpha", "lang:python")), {"f1", "f4"}),
-    ("tags_all", Filter(tags=("project:alpha", "lang:python"), tag_mode=TagMode.ALL), {"f1"}),
-    (
-        "tags_all_prefix",
-        Filter(tags=("project", "lang"), tag_mode=TagMode.ALL, tag_match=TagMatch.PREFIX),
-        {"f1"},
-    ),
-    (
-        "tags_any_prefix",
-        Filter(tags=("lang:python", "entity:people"), tag_match=TagMatch.PREFIX),
-        {"f1", "f4"},
-    ),
-    ("exclude_tag_prefix", Filter(exclude_tags=("project:alpha",)), {"f3", "f4", "f5", "f7"}),
-    ("exclude_tag_slash", Filter(exclude_tags=("lang/python",)), {"f2", "f3", "f5", "f7"}),
-    ("exclude_tag_root", Filter(exclude_tags=("entity",)), {"f1", "f2", "f3", "f5", "f7"}),
-    ("types", Filter(types=("Decision",)), {"f1", "f3"}),
-    ("types_many", Filter(types=("Decision", "Insight")), {"f1", "f3", "f4"}),
-    ("exclude_types", Filter(exclude_types=("Decision",)), {"f2", "f4", "f5", "f7"}),
-    ("start_inclusive", Filter(start=BASE + timedelta(minutes=10)), {"f2", "f3", "f4", "f5", "f7"}),
-    ("end_inclusive", Filter(end=BASE + timedelta(minutes=30)), {"f1", "f2", "f3", "f4"}),
-    (
-        "start_equals_end",
-        Filter(start=BASE + timedelta(minutes=20), end=BASE + timedelta(minutes=20)),
-        {"f3"},
-    ),
-    (
-        "start_one_microsecond_late",
-        Filter(start=BASE + timedelta(minutes=20 + _US)),
-        {"f4", "f5", "f7"},
-    ),
-    ("end_one_microsecond_early", Filter(end=BASE + timedelta(minutes=20 - _US)), {"f1", "f2"}),
-    (
-        "archived_with_tags_and_types",
-        Filter(
-            tags=("project:alpha",),
-            tag_match=TagMatch.PREFIX,
-            types=("Decision",),
-            include_archived=True,
-        ),
-        {"f1", "f6"},
-    ),
-    (
-        "combined",
-        Filter(
-            tags=("project",),
-            tag_match=TagMatch.PREFIX,
-            exclude_tags=("project:alpha:api",),
-            exclude_types=("Context",),
-            start=BASE + timedelta(minutes=5),
-        ),
-        {"f3"},
-    ),
-]
-
 # Text that would do damage if it were ever spliced into a Cypher query.
 CYPHER = "'}) MATCH (n) DETACH DELETE n //"
 CYPHER_2 = '"}) RETURN 1; MATCH (m:Memory) SET m.deleted = true //'
 
 
-class GraphStoreContract:
+class GraphStoreContract(MemoryStoreContract):
     """Abstract: subclasses override ``store`` to yield an empty GraphStore."""
 
     @pytest.fixture
     def store(self) -> GraphStore:
         raise NotImplementedError("a GraphStoreContract subclass must provide the store fixture")
+
+    @pytest.fixture
+    def port(self, store: GraphStore) -> GraphStore:
+        return store
+
+    def item(self, m: Memory, slot: int = 0) -> Any:
+        return (m, [])
+
+    def corpus(self) -> list[Any]:
+        # Every corpus memory mentions SARAH; the filter decides what comes back.
+        return [(m, [SARAH]) for m in FILTER_CORPUS]
 
     # -- round trip and get --------------------------------------------------------------------
 
@@ -254,12 +150,6 @@ class GraphStoreContract:
         m = full_memory()
         assert await store.upsert(T, [(m, [SARAH])]) == UpsertResult(applied=1, skipped=0)
         assert await store.get(T, [m.id]) == [m]
-
-    async def test_get_follows_request_order_and_skips_unknown_ids(self, store: GraphStore) -> None:
-        await store.upsert(T, [(mem("a"), []), (mem("b"), []), (mem("c"), [])])
-        got = await store.get(T, ["c", "missing", "a", "c"])
-        assert [m.id for m in got] == ["c", "a"]
-        assert await store.get(T, ["missing"]) == []
 
     async def test_upsert_stores_the_tenant_it_was_called_with(self, store: GraphStore) -> None:
         await store.upsert(T, [(mem("x", tenant=OTHER), [SARAH])])
@@ -331,20 +221,6 @@ class GraphStoreContract:
         assert await store.search(T, ["tools:qdrant", "places:paris"], ["qdrant"], ALL, 10) == []
         assert await store.count(T) == 1
 
-    async def test_upsert_batch_counts_applied_and_skipped(self, store: GraphStore) -> None:
-        await store.upsert(T, [(mem("a", "one", version=5), []), (mem("b", "two", version=5), [])])
-        result = await store.upsert(
-            T,
-            [
-                (mem("a", "one again", version=4), []),  # older: skipped
-                (mem("b", "two again", version=6), []),  # newer: applied
-                (mem("c", "three", version=1), []),  # new: applied
-            ],
-        )
-        assert result == UpsertResult(applied=2, skipped=1)
-        got = {m.id: m.content for m in await store.get(T, ["a", "b", "c"])}
-        assert got == {"a": "one", "b": "two again", "c": "three"}
-
     async def test_duplicate_ids_in_one_batch_keep_the_highest_version(
         self, store: GraphStore
     ) -> None:
@@ -383,13 +259,6 @@ class GraphStoreContract:
         assert [m.content for m in await store.get(T, ["a"])] == ["again"]
         assert set(ids(await store.search(T, ["people:sarah"], [], ALL, 10))) == {"a", "b"}
         assert await store.count(T) == 2
-
-    async def test_delete_counts_only_live_memories(self, store: GraphStore) -> None:
-        await store.upsert(T, [(mem("a"), []), (mem("b"), [])])
-        assert await store.delete(T, ["a", "b", "missing", "a"], version=5) == 2
-        assert await store.delete(T, ["a", "b"], version=5) == 0  # redelivered
-        assert await store.delete(T, ["a", "b"], version=6) == 0  # already gone
-        assert await store.count(T) == 0
 
     async def test_delete_before_upsert_blocks_older_writes(self, store: GraphStore) -> None:
         assert await store.delete(T, ["early"], version=5) == 0
@@ -751,14 +620,11 @@ class GraphStoreContract:
         assert len(await store.search(T, ["people:sarah"], [], Filter(), 100)) == 13
         assert len(await store.search(T, ["people:sarah"], [], Filter(), 1)) == 1
 
-    @pytest.mark.parametrize(
-        ("flt", "expected"),
-        [pytest.param(flt, expected, id=name) for name, flt, expected in FILTER_CASES],
-    )
+    @pytest.mark.parametrize(("flt", "expected"), filter_params(FILTER_CASES))
     async def test_filter(self, store: GraphStore, flt: Filter, expected: set[str]) -> None:
         # The expectation is hand-written; the reference semantics must agree with it.
         assert {m.id for m in FILTER_CORPUS if matches(m, flt)} == expected
-        await store.upsert(T, [(m, [SARAH]) for m in FILTER_CORPUS])
+        await store.upsert(T, self.corpus())
         await store.upsert(OTHER, [(mem("o1", tenant=OTHER, tags=("project:alpha",)), [SARAH])])
         assert set(ids(await store.search(T, ["people:sarah"], [], flt, 100))) == expected
         assert set(ids(await store.search(T, [], ["connor"], flt, 100))) == expected
@@ -819,15 +685,6 @@ class GraphStoreContract:
             UpsertResult(1, 0)
         )
 
-    async def test_update_access_never_moves_backwards(self, store: GraphStore) -> None:
-        await store.upsert(T, [(mem("a"), [])])
-        late = AccessUpdate(id="a", last_accessed=BASE + timedelta(hours=2), access_count=5)
-        early = AccessUpdate(id="a", last_accessed=BASE + timedelta(hours=1), access_count=2)
-        assert await store.update_access(T, [late]) == 1
-        assert await store.update_access(T, [early]) == 0
-        [got] = await store.get(T, ["a"])
-        assert (got.last_accessed, got.access_count) == (late.last_accessed, 5)
-
     async def test_upsert_keeps_newer_access_statistics(self, store: GraphStore) -> None:
         await store.upsert(T, [(mem("a", "first draft"), [])])
         seen = BASE + timedelta(hours=1)
@@ -855,13 +712,3 @@ class GraphStoreContract:
         assert await store.update_access(T, updates) == 1
         assert await store.get(T, ["b", "missing"]) == []
         assert await store.count(T) == 1
-
-    # -- count ---------------------------------------------------------------------------------
-
-    async def test_count_includes_archived_and_excludes_deleted(self, store: GraphStore) -> None:
-        assert await store.count(T) == 0
-        await store.upsert(T, [(m, [SARAH]) for m in FILTER_CORPUS])
-        assert await store.count(T) == len(FILTER_CORPUS)
-        await store.delete(T, ["f1", "f6"], version=2)
-        assert await store.count(T) == len(FILTER_CORPUS) - 2
-        assert await store.count(OTHER) == 0

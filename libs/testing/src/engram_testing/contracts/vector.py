@@ -11,20 +11,46 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from engram_core.errors import InvalidArgument
 from engram_core.filters import matches
-from engram_core.model import AccessUpdate, Filter, Hit, Memory, TagMatch, TagMode, UpsertResult
+from engram_core.model import AccessUpdate, Filter, Memory, UpsertResult
 from engram_core.ports import VectorIndex
-from engram_core.tags import tag_prefixes
+from engram_testing.contracts.common import (
+    ALL,
+    BASE,
+    FILTER_CASES,
+    FILTER_CORPUS,
+    OTHER,
+    MemoryStoreContract,
+    T,
+    filter_params,
+    full_memory,
+    ids,
+    mem,
+)
+
+__all__ = [
+    "ALL",
+    "BASE",
+    "DIM",
+    "FILTER_CASES",
+    "FILTER_CORPUS",
+    "OTHER",
+    "T",
+    "VectorIndexContract",
+    "axis",
+    "cosine",
+    "full_memory",
+    "ids",
+    "mem",
+    "vec",
+]
 
 DIM = 8
-T = "tenant-a"
-OTHER = "tenant-b"
-BASE = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
-ALL = Filter(include_archived=True)
 
 
 def vec(*components: float) -> list[float]:
@@ -43,160 +69,28 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
 
 
-def mem(
-    id_: str,
-    content: str = "",
-    *,
-    tenant: str = T,
-    version: int = 1,
-    tags: Sequence[str] = (),
-    type_: str = "Memory",
-    minutes: float = 0,
-    archived: bool = False,
-) -> Memory:
-    return Memory(
-        id=id_,
-        tenant=tenant,
-        content=content or f"memory {id_}",
-        type=type_,
-        tags=tuple(tags),
-        tag_prefixes=tag_prefixes(tags),
-        timestamp=BASE + timedelta(minutes=minutes),
-        updated_at=BASE,
-        archived=archived,
-        version=version,
-    )
-
-
-def full_memory() -> Memory:
-    """A memory with every field away from its default."""
-    tags = ("project:alpha", "entity:people:sarah")
-    return Memory(
-        id="0190a5e4-8f2b-7c3d-9e4f-5a6b7c8d9e0f",
-        tenant=T,
-        content="Sarah decided to ship the beta on Friday — après-ski afterwards.",
-        type="Decision",
-        tags=tags,
-        tag_prefixes=tag_prefixes(tags),
-        importance=0.25,
-        confidence=0.75,
-        metadata={
-            "source": "chat",
-            "turn": 3,
-            "score": 1.5,
-            "flag": False,
-            "nested": {"k": [1, "two", None, True], "empty": {}},
-        },
-        timestamp=datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC),
-        updated_at=datetime(2024, 5, 2, 8, 30, 0, 654321, tzinfo=UTC),
-        last_accessed=datetime(2024, 5, 3, 9, 0, 1, tzinfo=UTC),
-        access_count=7,
-        t_valid=datetime(2024, 4, 1, tzinfo=UTC),
-        t_invalid=datetime(2025, 4, 1, tzinfo=UTC),
-        relevance_score=0.42,
-        archived=True,
-        embedding_model="all-MiniLM-L6-v2",
-        version=9,
-        entities=("people:sarah",),
-    )
-
-
-def ids(hits: Sequence[Hit]) -> list[str]:
-    return [h.id for h in hits]
-
-
-# Every memory sits near the query direction (axis 0); the filter decides what comes back.
-FILTER_CORPUS: tuple[Memory, ...] = (
-    mem("f1", tags=("project:alpha", "lang:python"), type_="Decision", minutes=0),
-    mem("f2", tags=("project:alpha:api",), type_="Pattern", minutes=10),
-    mem("f3", tags=("project:beta",), type_="Decision", minutes=20),
-    mem("f4", tags=("lang:python", "entity:people:sarah"), type_="Insight", minutes=30),
-    mem("f5", type_="Memory", minutes=40),
-    mem("f6", tags=("project:alpha",), type_="Decision", minutes=50, archived=True),
-    # "project:alpha" is no tag prefix of "project:alphabet": prefixes end at a separator.
-    mem("f7", tags=("project:alphabet",), type_="Context", minutes=60),
-)
-_US = 1 / 60_000_000  # a microsecond in minutes
-FILTER_CASES: list[tuple[str, Filter, set[str]]] = [
-    ("none", Filter(), {"f1", "f2", "f3", "f4", "f5", "f7"}),
-    ("include_archived", ALL, {"f1", "f2", "f3", "f4", "f5", "f6", "f7"}),
-    ("tag_exact", Filter(tags=("project:alpha",)), {"f1"}),
-    ("tag_exact_case", Filter(tags=("Project:ALPHA",)), {"f1"}),
-    ("tag_exact_slash", Filter(tags=("project/alpha",)), {"f1"}),
-    ("tag_exact_is_not_prefix", Filter(tags=("project",)), set()),
-    ("tag_prefix", Filter(tags=("project:alpha",), tag_match=TagMatch.PREFIX), {"f1", "f2"}),
-    ("tag_prefix_slash", Filter(tags=("project/alpha",), tag_match=TagMatch.PREFIX), {"f1", "f2"}),
-    (
-        "tag_prefix_root",
-        Filter(tags=("project",), tag_match=TagMatch.PREFIX),
-        {"f1", "f2", "f3", "f7"},
-    ),
-    ("tags_any", Filter(tags=("project:alpha", "lang:python")), {"f1", "f4"}),
-    ("tags_all", Filter(tags=("project:alpha", "lang:python"), tag_mode=TagMode.ALL), {"f1"}),
-    (
-        "tags_all_prefix",
-        Filter(tags=("project", "lang"), tag_mode=TagMode.ALL, tag_match=TagMatch.PREFIX),
-        {"f1"},
-    ),
-    (
-        "tags_any_prefix",
-        Filter(tags=("lang:python", "entity:people"), tag_match=TagMatch.PREFIX),
-        {"f1", "f4"},
-    ),
-    ("exclude_tag_prefix", Filter(exclude_tags=("project:alpha",)), {"f3", "f4", "f5", "f7"}),
-    ("exclude_tag_slash", Filter(exclude_tags=("lang/python",)), {"f2", "f3", "f5", "f7"}),
-    ("exclude_tag_root", Filter(exclude_tags=("entity",)), {"f1", "f2", "f3", "f5", "f7"}),
-    ("types", Filter(types=("Decision",)), {"f1", "f3"}),
-    ("types_many", Filter(types=("Decision", "Insight")), {"f1", "f3", "f4"}),
-    ("exclude_types", Filter(exclude_types=("Decision",)), {"f2", "f4", "f5", "f7"}),
-    ("start_inclusive", Filter(start=BASE + timedelta(minutes=10)), {"f2", "f3", "f4", "f5", "f7"}),
-    ("end_inclusive", Filter(end=BASE + timedelta(minutes=30)), {"f1", "f2", "f3", "f4"}),
-    (
-        "start_equals_end",
-        Filter(start=BASE + timedelta(minutes=20), end=BASE + timedelta(minutes=20)),
-        {"f3"},
-    ),
-    (
-        "start_one_microsecond_late",
-        Filter(start=BASE + timedelta(minutes=20 + _US)),
-        {"f4", "f5", "f7"},
-    ),
-    ("end_one_microsecond_early", Filter(end=BASE + timedelta(minutes=20 - _US)), {"f1", "f2"}),
-    (
-        "archived_with_tags_and_types",
-        Filter(
-            tags=("project:alpha",),
-            tag_match=TagMatch.PREFIX,
-            types=("Decision",),
-            include_archived=True,
-        ),
-        {"f1", "f6"},
-    ),
-    (
-        "combined",
-        Filter(
-            tags=("project",),
-            tag_match=TagMatch.PREFIX,
-            exclude_tags=("project:alpha:api",),
-            exclude_types=("Context",),
-            start=BASE + timedelta(minutes=5),
-        ),
-        {"f3"},
-    ),
-]
-
-
 def _corpus_vector(i: int) -> list[float]:
-    # Distinct directions, all within ~30 degrees of axis 0.
+    # Every corpus memory sits near the query direction (axis 0); the filter decides what
+    # comes back. Distinct directions, all within ~30 degrees of axis 0.
     return vec(1.0, 0.1 * i, 0.05 * (i % 3))
 
 
-class VectorIndexContract:
+class VectorIndexContract(MemoryStoreContract):
     """Abstract: subclasses override ``index`` to yield an empty VectorIndex of dimension DIM."""
 
     @pytest.fixture
     def index(self) -> VectorIndex:
         raise NotImplementedError("a VectorIndexContract subclass must provide the index fixture")
+
+    @pytest.fixture
+    def port(self, index: VectorIndex) -> VectorIndex:
+        return index
+
+    def item(self, m: Memory, slot: int = 0) -> Any:
+        return (m, axis(slot))
+
+    def corpus(self) -> list[Any]:
+        return [(m, _corpus_vector(i)) for i, m in enumerate(FILTER_CORPUS)]
 
     # -- round trip and get --------------------------------------------------------------------
 
@@ -207,14 +101,6 @@ class VectorIndexContract:
         m = full_memory()
         assert await index.upsert(T, [(m, axis(0))]) == UpsertResult(applied=1, skipped=0)
         assert await index.get(T, [m.id]) == [m]
-
-    async def test_get_follows_request_order_and_skips_unknown_ids(
-        self, index: VectorIndex
-    ) -> None:
-        await index.upsert(T, [(mem("a"), axis(0)), (mem("b"), axis(1)), (mem("c"), axis(2))])
-        got = await index.get(T, ["c", "missing", "a", "c"])
-        assert [m.id for m in got] == ["c", "a"]
-        assert await index.get(T, ["missing"]) == []
 
     async def test_search_hits_carry_the_stored_memory(self, index: VectorIndex) -> None:
         m = replace(full_memory(), archived=False)
@@ -245,22 +131,6 @@ class VectorIndexContract:
         assert (hit.id, hit.memory and hit.memory.content) == ("a", "cherry")
         assert hit.score == pytest.approx(1.0, abs=1e-4)
         assert await index.count(T) == 1
-
-    async def test_upsert_batch_counts_applied_and_skipped(self, index: VectorIndex) -> None:
-        await index.upsert(
-            T, [(mem("a", "one", version=5), axis(0)), (mem("b", "two", version=5), axis(1))]
-        )
-        result = await index.upsert(
-            T,
-            [
-                (mem("a", "one again", version=4), axis(0)),  # older: skipped
-                (mem("b", "two again", version=6), axis(1)),  # newer: applied
-                (mem("c", "three", version=1), axis(2)),  # new: applied
-            ],
-        )
-        assert result == UpsertResult(applied=2, skipped=1)
-        got = {m.id: m.content for m in await index.get(T, ["a", "b", "c"])}
-        assert got == {"a": "one", "b": "two again", "c": "three"}
 
     async def test_duplicate_ids_in_one_batch_keep_the_highest_version(
         self, index: VectorIndex
@@ -300,13 +170,6 @@ class VectorIndexContract:
         assert [m.content for m in await index.get(T, ["a"])] == ["again"]
         assert ids(await index.search(T, axis(0), ALL, 10)) == ["a", "b"]
         assert await index.count(T) == 2
-
-    async def test_delete_counts_only_live_memories(self, index: VectorIndex) -> None:
-        await index.upsert(T, [(mem("a"), axis(0)), (mem("b"), axis(1))])
-        assert await index.delete(T, ["a", "b", "missing", "a"], version=5) == 2
-        assert await index.delete(T, ["a", "b"], version=5) == 0  # redelivered
-        assert await index.delete(T, ["a", "b"], version=6) == 0  # already gone
-        assert await index.count(T) == 0
 
     async def test_delete_before_upsert_blocks_older_writes(self, index: VectorIndex) -> None:
         assert await index.delete(T, ["early"], version=5) == 0
@@ -371,14 +234,11 @@ class VectorIndexContract:
 
     # -- filters -------------------------------------------------------------------------------
 
-    @pytest.mark.parametrize(
-        ("flt", "expected"),
-        [pytest.param(flt, expected, id=name) for name, flt, expected in FILTER_CASES],
-    )
+    @pytest.mark.parametrize(("flt", "expected"), filter_params(FILTER_CASES))
     async def test_filter(self, index: VectorIndex, flt: Filter, expected: set[str]) -> None:
         # The expectation is hand-written; the reference semantics must agree with it.
         assert {m.id for m in FILTER_CORPUS if matches(m, flt)} == expected
-        await index.upsert(T, [(m, _corpus_vector(i)) for i, m in enumerate(FILTER_CORPUS)])
+        await index.upsert(T, self.corpus())
         await index.upsert(OTHER, [(mem("o1", tenant=OTHER, tags=("project:alpha",)), axis(0))])
         assert set(ids(await index.search(T, axis(0), flt, 100))) == expected
 
@@ -453,15 +313,6 @@ class VectorIndexContract:
             UpsertResult(1, 0)
         )
 
-    async def test_update_access_never_moves_backwards(self, index: VectorIndex) -> None:
-        await index.upsert(T, [(mem("a"), axis(0))])
-        late = AccessUpdate(id="a", last_accessed=BASE + timedelta(hours=2), access_count=5)
-        early = AccessUpdate(id="a", last_accessed=BASE + timedelta(hours=1), access_count=2)
-        assert await index.update_access(T, [late]) == 1
-        assert await index.update_access(T, [early]) == 0
-        [got] = await index.get(T, ["a"])
-        assert (got.last_accessed, got.access_count) == (late.last_accessed, 5)
-
     async def test_update_access_skips_unknown_and_deleted(self, index: VectorIndex) -> None:
         await index.upsert(T, [(mem("a"), axis(0)), (mem("b"), axis(1))])
         await index.delete(T, ["b"], version=2)
@@ -472,13 +323,3 @@ class VectorIndexContract:
         assert await index.get(T, ["b", "missing"]) == []
         assert await index.count(T) == 1
         assert ids(await index.search(T, axis(1), Filter(), 10)) == ["a"]
-
-    # -- count ---------------------------------------------------------------------------------
-
-    async def test_count_includes_archived_and_excludes_deleted(self, index: VectorIndex) -> None:
-        assert await index.count(T) == 0
-        await index.upsert(T, [(m, _corpus_vector(i)) for i, m in enumerate(FILTER_CORPUS)])
-        assert await index.count(T) == len(FILTER_CORPUS)
-        await index.delete(T, ["f1", "f6"], version=2)
-        assert await index.count(T) == len(FILTER_CORPUS) - 2
-        assert await index.count(OTHER) == 0

@@ -5,11 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from engram_core.access import apply_access, keep_access
-from engram_core.errors import EngramError, NotFound
+from engram_core.errors import NotFound
 from engram_core.filters import matches
 from engram_core.model import (
-    AccessUpdate,
     Entity,
     Filter,
     Hit,
@@ -18,13 +16,7 @@ from engram_core.model import (
     Relation,
     UpsertResult,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class _Node:
-    version: int
-    memory: Memory | None  # None: a tombstone
-    mentions: frozenset[str] = frozenset()  # entity keys "kind:slug"
+from engram_testing.fakes.common import FakeStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,24 +28,15 @@ class _Edge:
 _EdgeKey = tuple[str, str, str, str]  # tenant, source, target, type
 
 
-class FakeGraphStore:
-    """Holds everything in dicts. Set ``failure`` to make every call raise it (a backend down)."""
+class FakeGraphStore(FakeStore[tuple[Entity, ...]]):
+    """Keeps each memory's mentions and the edges. Set ``failure`` to make every call raise it."""
 
     def __init__(self) -> None:
-        self._nodes: dict[tuple[str, str], _Node] = {}
+        super().__init__()
         self._entities: dict[tuple[str, str], Entity] = {}
         self._edges: dict[_EdgeKey, _Edge] = {}
-        self.failure: EngramError | None = None
 
-    def _check(self) -> None:
-        if self.failure is not None:
-            raise self.failure
-
-    def _live(self, tenant: str, id_: str) -> _Node | None:
-        node = self._nodes.get((tenant, id_))
-        return None if node is None or node.memory is None else node
-
-    def _drop_edges(self, tenant: str, id_: str) -> None:
+    def _forget(self, tenant: str, id_: str) -> None:
         for key in [k for k in self._edges if k[0] == tenant and id_ in (k[1], k[2])]:
             del self._edges[key]
 
@@ -61,38 +44,11 @@ class FakeGraphStore:
         self, tenant: str, items: Sequence[tuple[Memory, Sequence[Entity]]]
     ) -> UpsertResult:
         self._check()
-        newest: dict[str, tuple[Memory, Sequence[Entity]]] = {}
-        for m, entities in items:
-            if m.id not in newest or m.version > newest[m.id][0].version:
-                newest[m.id] = (m, entities)
-        applied = 0
-        for m, entities in newest.values():
-            node = self._nodes.get((tenant, m.id))
-            if node is not None and m.version <= node.version:
-                continue
+        applied = self._write(tenant, [(m, tuple(entities)) for m, entities in items])
+        for _, entities in applied:
             for e in entities:
                 self._entities.setdefault((tenant, e.key), e)
-            stored = replace(m, tenant=tenant)
-            if node is not None and node.memory is not None:
-                stored = keep_access(stored, node.memory)
-            self._nodes[(tenant, m.id)] = _Node(
-                m.version, stored, frozenset(e.key for e in entities)
-            )
-            applied += 1
-        return UpsertResult(applied=applied, skipped=len(items) - applied)
-
-    async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int:
-        self._check()
-        deleted = 0
-        for id_ in dict.fromkeys(ids):
-            node = self._nodes.get((tenant, id_))
-            if node is not None and version <= node.version:
-                continue
-            if node is not None and node.memory is not None:
-                deleted += 1
-            self._drop_edges(tenant, id_)
-            self._nodes[(tenant, id_)] = _Node(version, None)
-        return deleted
+        return UpsertResult(applied=len(applied), skipped=len(items) - len(applied))
 
     async def add_relations(self, tenant: str, relations: Sequence[Relation], version: int) -> int:
         self._check()
@@ -173,12 +129,12 @@ class FakeGraphStore:
             if t == tenant and (key in wanted_keys or any(w in e.name.lower() for w in words))
         }
         scored = []
-        for (t, _), node in self._nodes.items():
-            if t != tenant or node.memory is None or not matches(node.memory, flt):
+        for m, entities in self._all_live(tenant):
+            if not matches(m, flt):
                 continue
-            score = len(node.mentions & matched)
+            score = len({e.key for e in entities} & matched)
             if score:
-                scored.append((score, node.memory))
+                scored.append((score, m))
         scored.sort(key=lambda sm: (-sm[0], -sm[1].timestamp.timestamp(), sm[1].id))
         return [Hit(id=m.id, score=float(s), memory=m) for s, m in scored[: max(limit, 0)]]
 
@@ -190,30 +146,3 @@ class FakeGraphStore:
             for (t, source, target, _), edge in self._edges.items()
             if t == tenant and (source in wanted or target in wanted)
         ]
-
-    async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]:
-        self._check()
-        found = (self._live(tenant, i) for i in dict.fromkeys(ids))
-        return [n.memory for n in found if n is not None and n.memory is not None]
-
-    async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int:
-        self._check()
-        updated = 0
-        for u in updates:
-            node = self._live(tenant, u.id)
-            if (
-                node is None
-                or node.memory is None
-                or (changed := apply_access(node.memory, u)) is None
-            ):
-                continue
-            self._nodes[(tenant, u.id)] = replace(node, memory=changed)
-            updated += 1
-        return updated
-
-    async def count(self, tenant: str) -> int:
-        self._check()
-        return sum(1 for (t, _), n in self._nodes.items() if t == tenant and n.memory is not None)
-
-    async def close(self) -> None:
-        return None

@@ -6,12 +6,10 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 
-from engram_core.access import apply_access, keep_access
-from engram_core.errors import EngramError
 from engram_core.filters import matches
-from engram_core.model import AccessUpdate, Filter, Hit, Memory, UpsertResult
+from engram_core.model import Filter, Hit, Memory, UpsertResult
+from engram_testing.fakes.common import FakeStore
 
 _WORD = re.compile(r"[^\W_]+")
 _K1 = 1.2
@@ -33,64 +31,20 @@ def tokens(text: str) -> list[str]:
     return [_stem(w) for w in _WORD.findall(text.lower()) if len(w) <= 40]
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    version: int
-    memory: Memory | None  # None: a tombstone
-
-
-class FakeTextIndex:
-    """Holds everything in dicts. Set ``failure`` to make every call raise it (a backend down)."""
-
-    def __init__(self) -> None:
-        self._entries: dict[tuple[str, str], _Entry] = {}
-        self.failure: EngramError | None = None
-
-    def _check(self) -> None:
-        if self.failure is not None:
-            raise self.failure
-
-    def _live(self, tenant: str, id_: str) -> Memory | None:
-        entry = self._entries.get((tenant, id_))
-        return None if entry is None else entry.memory
+class FakeTextIndex(FakeStore[None]):
+    """BM25 over what it holds. Set ``failure`` to make every call raise it (a backend down)."""
 
     async def upsert(self, tenant: str, memories: Sequence[Memory]) -> UpsertResult:
         self._check()
-        newest: dict[str, Memory] = {}
-        for m in memories:
-            if m.id not in newest or m.version > newest[m.id].version:
-                newest[m.id] = m
-        applied = 0
-        for m in newest.values():
-            entry = self._entries.get((tenant, m.id))
-            if entry is not None and m.version <= entry.version:
-                continue
-            fresh = replace(m, tenant=tenant)
-            if entry is not None and entry.memory is not None:
-                fresh = keep_access(fresh, entry.memory)
-            self._entries[(tenant, m.id)] = _Entry(m.version, fresh)
-            applied += 1
-        return UpsertResult(applied=applied, skipped=len(memories) - applied)
-
-    async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int:
-        self._check()
-        deleted = 0
-        for id_ in dict.fromkeys(ids):
-            entry = self._entries.get((tenant, id_))
-            if entry is not None and version <= entry.version:
-                continue
-            if entry is not None and entry.memory is not None:
-                deleted += 1
-            self._entries[(tenant, id_)] = _Entry(version, None)
-        return deleted
+        applied = self._write(tenant, [(m, None) for m in memories])
+        return UpsertResult(applied=len(applied), skipped=len(memories) - len(applied))
 
     async def search(self, tenant: str, query: str, flt: Filter, limit: int) -> list[Hit]:
         self._check()
         terms = set(tokens(query))
         docs = [
-            (e.memory, Counter(tokens(e.memory.content + " " + " ".join(e.memory.tags))))
-            for (t, _), e in self._entries.items()
-            if t == tenant and e.memory is not None
+            (m, Counter(tokens(m.content + " " + " ".join(m.tags))))
+            for m, _ in self._all_live(tenant)
         ]
         if not terms or not docs or limit <= 0:
             return []
@@ -110,26 +64,3 @@ class FakeTextIndex:
                 hits.append(Hit(id=m.id, score=score, memory=m))
         hits.sort(key=lambda h: (-h.score, h.id))
         return hits[:limit]
-
-    async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]:
-        self._check()
-        found = (self._live(tenant, i) for i in dict.fromkeys(ids))
-        return [m for m in found if m is not None]
-
-    async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int:
-        self._check()
-        updated = 0
-        for u in updates:
-            m = self._live(tenant, u.id)
-            if m is None or (changed := apply_access(m, u)) is None:
-                continue
-            self._entries[(tenant, u.id)] = _Entry(m.version, changed)
-            updated += 1
-        return updated
-
-    async def count(self, tenant: str) -> int:
-        self._check()
-        return sum(1 for (t, _), e in self._entries.items() if t == tenant and e.memory is not None)
-
-    async def close(self) -> None:
-        return None

@@ -1,0 +1,100 @@
+"""The bookkeeping every in-memory store fake shares: per-tenant keys, the version guard,
+tombstones, get/count/update_access and a switch that makes every call fail."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from typing import Generic, TypeVar
+
+from engram_core.access import apply_access, keep_access
+from engram_core.errors import EngramError
+from engram_core.model import AccessUpdate, Memory
+
+P = TypeVar("P")  # what a store keeps beside each memory (a unit vector, the mentions)
+_Key = tuple[str, str]  # tenant, id
+
+
+class FakeStore(Generic[P]):
+    """Holds everything in dicts. Set ``failure`` to make every call raise it (a backend down).
+
+    ``_versions`` holds the version of the last write that applied to a key, a delete
+    included: what remains of a deleted memory is that version, its tombstone.
+    """
+
+    # An applied upsert keeps stored access statistics that are newer than the incoming ones.
+    keeps_access = True
+
+    def __init__(self) -> None:
+        self._stored: dict[_Key, tuple[Memory, P]] = {}
+        self._versions: dict[_Key, int] = {}
+        self.failure: EngramError | None = None
+
+    def _check(self) -> None:
+        if self.failure is not None:
+            raise self.failure
+
+    def _live(self, tenant: str, id_: str) -> tuple[Memory, P] | None:
+        return self._stored.get((tenant, id_))
+
+    def _all_live(self, tenant: str) -> Iterator[tuple[Memory, P]]:
+        return (entry for (t, _), entry in self._stored.items() if t == tenant)
+
+    def _write(self, tenant: str, items: Sequence[tuple[Memory, P]]) -> list[tuple[Memory, P]]:
+        """Apply the newest item per id where its version is newer than the stored one and
+        any tombstone; returns what was applied."""
+        newest: dict[str, tuple[Memory, P]] = {}
+        for m, payload in items:
+            if m.id not in newest or m.version > newest[m.id][0].version:
+                newest[m.id] = (m, payload)
+        applied = []
+        for m, payload in newest.values():
+            key = (tenant, m.id)
+            if key in self._versions and m.version <= self._versions[key]:
+                continue
+            stored = replace(m, tenant=tenant)
+            if self.keeps_access and (old := self._stored.get(key)) is not None:
+                stored = keep_access(stored, old[0])
+            self._stored[key] = (stored, payload)
+            self._versions[key] = m.version
+            applied.append((stored, payload))
+        return applied
+
+    def _forget(self, tenant: str, id_: str) -> None:
+        """Called for every id a delete applies to, live or not: drop what hangs off it."""
+
+    async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int:
+        self._check()
+        deleted = 0
+        for id_ in dict.fromkeys(ids):
+            key = (tenant, id_)
+            if key in self._versions and version <= self._versions[key]:
+                continue
+            if self._stored.pop(key, None) is not None:
+                deleted += 1
+            self._forget(tenant, id_)
+            self._versions[key] = version
+        return deleted
+
+    async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]:
+        self._check()
+        found = (self._live(tenant, i) for i in dict.fromkeys(ids))
+        return [entry[0] for entry in found if entry is not None]
+
+    async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int:
+        self._check()
+        updated = 0
+        for u in updates:
+            entry = self._live(tenant, u.id)
+            if entry is None or (changed := apply_access(entry[0], u)) is None:
+                continue
+            self._stored[(tenant, u.id)] = (changed, entry[1])
+            updated += 1
+        return updated
+
+    async def count(self, tenant: str) -> int:
+        self._check()
+        return sum(1 for _ in self._all_live(tenant))
+
+    async def close(self) -> None:
+        return None
