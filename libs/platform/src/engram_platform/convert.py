@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf import struct_pb2, timestamp_pb2
 
 from engram.common.v1 import common_pb2
 from engram_core.model import (
@@ -23,18 +24,46 @@ from engram_core.model import (
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+_MICROSECOND = timedelta(microseconds=1)
+
+# Every recall converts a few hundred memories (each stream's hits, scoring's candidates and
+# results), so these run hot: plain arithmetic and a direct walk of the Struct instead of
+# Timestamp.FromDatetime/ToDatetime and json_format.MessageToDict (3-5x slower, measured).
+
+
 def ts_to_proto(dt: datetime) -> timestamp_pb2.Timestamp:
-    ts = timestamp_pb2.Timestamp()
-    ts.FromDatetime(dt.astimezone(UTC))
-    return ts
+    if dt.tzinfo is None:  # naive means local time, as astimezone reads it
+        dt = dt.astimezone(UTC)
+    seconds, micros = divmod((dt - _EPOCH) // _MICROSECOND, 1_000_000)
+    return timestamp_pb2.Timestamp(seconds=seconds, nanos=micros * 1000)
 
 
 def ts_from_proto(ts: timestamp_pb2.Timestamp) -> datetime:
-    return ts.ToDatetime(tzinfo=UTC)
+    # Truncated to microseconds, as ToDatetime does (nanos is never negative).
+    return _EPOCH + timedelta(seconds=ts.seconds, microseconds=ts.nanos // 1000)
+
+
+def _value_to_py(v: struct_pb2.Value) -> Any:
+    kind = v.WhichOneof("kind")
+    if kind == "string_value":
+        return v.string_value
+    if kind == "number_value":
+        x = v.number_value
+        if not math.isfinite(x):  # as MessageToDict: JSON has no Infinity or NaN
+            raise ValueError(f"cannot convert {x} in a Struct to JSON")
+        return x
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "struct_value":
+        return struct_to_dict(v.struct_value)
+    if kind == "list_value":
+        return [_value_to_py(item) for item in v.list_value.values]
+    return None  # null_value, or unset
 
 
 def struct_to_dict(value: struct_pb2.Struct) -> dict[str, Any]:
-    return json_format.MessageToDict(value)
+    """What json_format.MessageToDict returns for a Struct, without its generic machinery."""
+    return {key: _value_to_py(v) for key, v in value.fields.items()}
 
 
 def dict_to_struct(value: Mapping[str, Any]) -> struct_pb2.Struct:
