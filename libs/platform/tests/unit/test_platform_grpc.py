@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from engram.scoring.v1 import scoring_pb2, scoring_pb2_grpc
 from engram_core.errors import InvalidArgument, NotFound
@@ -73,6 +74,16 @@ async def test_health_reports_serving(server: RunningServer) -> None:
         for name in ("", "engram.scoring.v1.ScoringService"):
             reply = await health.Check(health_pb2.HealthCheckRequest(service=name))
             assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_reflection_lists_the_service(server: RunningServer) -> None:
+    async with open_channel(f"127.0.0.1:{server.port}") as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        request = reflection_pb2.ServerReflectionRequest(list_services="")
+        names: set[str] = set()
+        async for reply in stub.ServerReflectionInfo(iter([request])):
+            names |= {s.name for s in reply.list_services_response.service}
+        assert {"engram.scoring.v1.ScoringService", "grpc.health.v1.Health"} <= names
 
 
 async def test_oversized_message_is_refused() -> None:
