@@ -116,8 +116,9 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def StoreStream(self, request_iterator, context):
-        """Client-streaming store; each message is validated and published in order.
-        Codes: OK, INVALID_ARGUMENT (index named), UNAVAILABLE.
+        """Client-streaming store: every message is validated before any is published
+        (at most max_stream, default 10000, per call), then all are published in order.
+        Codes: OK, INVALID_ARGUMENT (requests[i].field named), UNAVAILABLE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -47,8 +47,9 @@ class MemoryServiceStub:
     Codes: OK, INVALID_ARGUMENT (field named, e.g. memories[3].importance), UNAVAILABLE.
     """
     StoreStream: _grpc.StreamUnaryMultiCallable[_gateway_pb2.StoreRequest, _gateway_pb2.StoreBatchResponse]
-    """Client-streaming store; each message is validated and published in order.
-    Codes: OK, INVALID_ARGUMENT (index named), UNAVAILABLE.
+    """Client-streaming store: every message is validated before any is published
+    (at most max_stream, default 10000, per call), then all are published in order.
+    Codes: OK, INVALID_ARGUMENT (requests[i].field named), UNAVAILABLE.
     """
     Recall: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.RecallRequest, _gateway_pb2.RecallResponse]
     """Hybrid recall, or one retrieval stream (`mode`). Codes: OK, INVALID_ARGUMENT,
@@ -95,8 +96,9 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     Codes: OK, INVALID_ARGUMENT (field named, e.g. memories[3].importance), UNAVAILABLE.
     """
     StoreStream: _aio.StreamUnaryMultiCallable[_gateway_pb2.StoreRequest, _gateway_pb2.StoreBatchResponse]  # type: ignore[assignment]
-    """Client-streaming store; each message is validated and published in order.
-    Codes: OK, INVALID_ARGUMENT (index named), UNAVAILABLE.
+    """Client-streaming store: every message is validated before any is published
+    (at most max_stream, default 10000, per call), then all are published in order.
+    Codes: OK, INVALID_ARGUMENT (requests[i].field named), UNAVAILABLE.
     """
     Recall: _aio.UnaryUnaryMultiCallable[_gateway_pb2.RecallRequest, _gateway_pb2.RecallResponse]  # type: ignore[assignment]
     """Hybrid recall, or one retrieval stream (`mode`). Codes: OK, INVALID_ARGUMENT,
@@ -158,8 +160,9 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request_iterator: _MaybeAsyncIterator[_gateway_pb2.StoreRequest],
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.StoreBatchResponse, _abc.Awaitable[_gateway_pb2.StoreBatchResponse]]:
-        """Client-streaming store; each message is validated and published in order.
-        Codes: OK, INVALID_ARGUMENT (index named), UNAVAILABLE.
+        """Client-streaming store: every message is validated before any is published
+        (at most max_stream, default 10000, per call), then all are published in order.
+        Codes: OK, INVALID_ARGUMENT (requests[i].field named), UNAVAILABLE.
         """
 
     @_abc_1.abstractmethod
