@@ -62,3 +62,21 @@ async def translate_errors(target: str) -> AsyncIterator[None]:
 async def call(target: str, awaitable: Awaitable[Any]) -> Any:
     async with translate_errors(target):
         return await awaitable
+
+
+class Channels:
+    """Channels opened on demand with one message limit, closed together at shutdown."""
+
+    def __init__(self, max_message_bytes: int) -> None:
+        self._limit = max_message_bytes
+        self._open: list[grpc.aio.Channel] = []
+
+    def open(self, target: str) -> grpc.aio.Channel:
+        channel = open_channel(target, max_message_bytes=self._limit)
+        self._open.append(channel)
+        return channel
+
+    async def close(self) -> None:
+        open_, self._open = self._open, []
+        for channel in open_:
+            await channel.close()

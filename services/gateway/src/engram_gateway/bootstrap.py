@@ -46,7 +46,7 @@ from engram_gateway.service.recall_cache import RecallCache
 from engram_gateway.service.watermark import WatermarkCache
 from engram_platform import jetstream
 from engram_platform.cache import MemoryCache
-from engram_platform.grpc_client import open_channel
+from engram_platform.grpc_client import Channels
 
 log = logging.getLogger(__name__)
 
@@ -129,16 +129,7 @@ async def open_gateway(settings: Settings) -> tuple[Gateway, Callable[[], Awaita
 
     Returns it with the function that closes everything it opened.
     """
-    limit = settings.max_message_bytes
-    channels = {
-        name: open_channel(addr, max_message_bytes=limit)
-        for name, addr in (
-            ("vector", settings.vector_addr),
-            ("lexical", settings.lexical_addr),
-            ("graph", settings.graph_addr),
-            ("scoring", settings.scoring_addr),
-        )
-    }
+    channels = Channels(settings.max_message_bytes)
     nc, js = await jetstream.connect(settings.nats, "gateway")
     try:
         await jetstream.ensure_streams(js, settings.nats)
@@ -147,10 +138,10 @@ async def open_gateway(settings: Settings) -> tuple[Gateway, Callable[[], Awaita
         raise
     cache = MemoryCache(settings.cache_max_entries)
     backends = Backends(
-        vector=VectorClient(channels["vector"]),
-        lexical=LexicalClient(channels["lexical"]),
-        graph=GraphClient(channels["graph"]),
-        ranker=ScoringRanker(ScoringClient(channels["scoring"])),
+        vector=VectorClient(channels.open(settings.vector_addr)),
+        lexical=LexicalClient(channels.open(settings.lexical_addr)),
+        graph=GraphClient(channels.open(settings.graph_addr)),
+        ranker=ScoringRanker(ScoringClient(channels.open(settings.scoring_addr))),
     )
     gateway = build_gateway(settings, backends, JetStreamLog(js, settings.publish_timeout_s), cache)
 
@@ -163,8 +154,7 @@ async def open_gateway(settings: Settings) -> tuple[Gateway, Callable[[], Awaita
         closed = True
         await gateway.access.drain()
         await nc.drain()
-        for channel in channels.values():
-            await channel.close()
+        await channels.close()
         await cache.close()
 
     return gateway, close
