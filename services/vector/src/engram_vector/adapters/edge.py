@@ -30,6 +30,7 @@ from typing import IO, Any, TypeVar
 
 import qdrant_edge as qe
 
+from engram_core.access import apply_access
 from engram_core.errors import Unavailable
 from engram_core.model import AccessUpdate, Filter, Hit, Memory, UpsertResult
 from engram_vector.adapters import payload as pl
@@ -330,19 +331,9 @@ class EdgeVectorIndex:
             self._check_open()
             shard = self._gen.shard
             current = await asyncio.to_thread(self._stored, shard, tenant, wanted)
-            tombstones = []
-            deleted = 0
-            for memory_id in wanted:
-                pid = pl.point_id(tenant, memory_id)
-                st = current.get(pid)
-                if st is not None and version <= st.version:
-                    continue
-                if st is not None and not st.deleted:
-                    deleted += 1
-                # An upsert replaces the whole point: the vector goes, the version stays.
-                tombstones.append(
-                    qe.Point(pid, {}, pl.tombstone_payload(tenant, memory_id, version))
-                )
+            planned, deleted = pl.plan_tombstones(tenant, wanted, version, current)
+            # An upsert replaces the whole point: the vector goes, the version stays.
+            tombstones = [qe.Point(pid, {}, payload) for pid, payload in planned]
             if tombstones:
                 op = qe.UpdateOperation.upsert_points(tombstones)
                 await asyncio.to_thread(shard.update, op)
@@ -364,11 +355,7 @@ class EdgeVectorIndex:
                 pid = pl.point_id(tenant, u.id)
                 st = current.get(pid)
                 memory = changed.get(pid) or (st.memory if st else None)
-                after = (
-                    None
-                    if memory is None
-                    else pl.apply_access(memory, u.last_accessed, u.access_count)
-                )
+                after = None if memory is None else apply_access(memory, u)
                 if after is None:
                     continue
                 changed[pid] = after

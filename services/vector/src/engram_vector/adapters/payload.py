@@ -156,11 +156,22 @@ def stored_from_payload(payload: Mapping[str, Any] | None) -> Stored | None:
     return Stored(version=int(payload.get(VERSION) or 0), deleted=deleted, memory=memory)
 
 
-def apply_access(m: Memory, last_accessed: datetime, access_count: int) -> Memory | None:
-    """The memory with new access stats, or None when the update is older than what it has."""
-    if m.last_accessed is not None and last_accessed < m.last_accessed:
-        return None
-    return replace(m, last_accessed=last_accessed, access_count=access_count)
+def plan_tombstones(
+    tenant: str, ids: Sequence[str], version: int, current: Mapping[str, Stored]
+) -> tuple[list[tuple[str, dict[str, Any]]], int]:
+    """(point id, tombstone payload) for each id a delete at ``version`` may replace, and how
+    many of them are live memories. ``current`` is what the store holds, by point id."""
+    tombstones: list[tuple[str, dict[str, Any]]] = []
+    deleted = 0
+    for memory_id in ids:
+        pid = point_id(tenant, memory_id)
+        st = current.get(pid)
+        if st is not None and version <= st.version:
+            continue
+        if st is not None and not st.deleted:
+            deleted += 1
+        tombstones.append((pid, tombstone_payload(tenant, memory_id, version)))
+    return tombstones, deleted
 
 
 def newest_per_id(

@@ -24,6 +24,7 @@ import grpc
 from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
+from engram_core.access import apply_access
 from engram_core.errors import Internal, Unavailable
 from engram_core.model import AccessUpdate, Filter, Hit, Memory, UpsertResult
 from engram_vector.adapters import payload as pl
@@ -233,17 +234,11 @@ class QdrantVectorIndex:
         if not wanted:
             return 0
         current = await self._stored(tenant, wanted)
-        tombstones = []
-        deleted = 0
-        for memory_id in wanted:
-            pid = pl.point_id(tenant, memory_id)
-            st = current.get(pid)
-            if st is not None and version <= st.version:
-                continue
-            if st is not None and not st.deleted:
-                deleted += 1
-            payload = pl.tombstone_payload(tenant, memory_id, version)
-            tombstones.append((models.PointStruct(id=pid, vector={}, payload=payload), version))
+        planned, deleted = pl.plan_tombstones(tenant, wanted, version, current)
+        tombstones = [
+            (models.PointStruct(id=pid, vector={}, payload=payload), version)
+            for pid, payload in planned
+        ]
         if tombstones:
             await self._upsert_guarded(tombstones)
         return deleted
@@ -292,7 +287,7 @@ class QdrantVectorIndex:
             if st is None or st.memory is None:
                 continue
             memory = changed[pid][0] if pid in changed else st.memory
-            after = pl.apply_access(memory, u.last_accessed, u.access_count)
+            after = apply_access(memory, u)
             if after is None:
                 continue
             changed[pid] = (after, st.version)
