@@ -47,3 +47,47 @@ class NatsSettings(BaseModel):
     duplicate_window_s: float = Field(
         600.0, gt=0, description="Window in which a repeated Nats-Msg-Id is dropped."
     )
+
+
+class WorkerSettings(ServiceSettings):
+    """What every JetStream worker that writes through the stores' RPCs has; each worker
+    subclasses with its own env prefix and overrides the defaults that differ."""
+
+    nats: NatsSettings = Field(
+        default_factory=NatsSettings, description="Where the log (NATS JetStream) is."
+    )
+    vector_addr: str = Field("127.0.0.1:50052", description="host:port of the vector service.")
+    lexical_addr: str = Field("127.0.0.1:50053", description="host:port of the lexical service.")
+    graph_addr: str = Field("127.0.0.1:50054", description="host:port of the graph service.")
+    batch_size: int = Field(64, ge=1, le=4096, description="Most events handled at once.")
+    fetch_timeout_s: float = Field(
+        1.0,
+        gt=0,
+        description="How long an idle fetch waits for the first event; also bounds how long "
+        "a stop request waits for an idle worker.",
+    )
+    batch_wait_s: float = Field(
+        0.02,
+        gt=0,
+        description="After the first event, how long to wait for more to fill the batch.",
+    )
+    ack_wait_s: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds the log waits for an ack before redelivering an event; must "
+        "exceed the time one batch may take.",
+    )
+    max_ack_pending: int = Field(
+        1000,
+        ge=1,
+        description="Events delivered but not yet acked (retries included), over all replicas; "
+        "the log stops delivering beyond it.",
+    )
+    retry_base_s: float = Field(
+        0.5, gt=0, description="Backoff of the first retry; doubles with every redelivery."
+    )
+    retry_max_s: float = Field(30.0, gt=0, description="Cap of the retry backoff.")
+    write_timeout_s: float = Field(10.0, gt=0, description="Deadline of one store RPC.")
+    progress_interval_s: float = Field(
+        30.0, gt=0, description="How often the worker logs what it has done."
+    )
