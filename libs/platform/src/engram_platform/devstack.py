@@ -19,6 +19,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from engram_platform import localservers
 from engram_platform.nats_server import NatsServer, free_port, start_nats
 from engram_platform.settings import engram_home
 
@@ -39,7 +40,8 @@ class Process:
 @dataclass
 class DevStack:
     home: Path
-    nats: NatsServer
+    nats_url: str
+    nats: NatsServer | None  # None: a nats-server this stack did not start
     ports: dict[str, int]
     env: dict[str, str]
     processes: dict[str, Process] = field(default_factory=dict)
@@ -80,7 +82,8 @@ class DevStack:
     def stop(self) -> None:
         for name in reversed(list(self.processes)):
             self.stop_service(name)
-        self.nats.stop()
+        if self.nats is not None:
+            self.nats.stop()
 
 
 def _fail(proc: Process, why: str) -> RuntimeError:
@@ -141,14 +144,17 @@ def start_stack(
     gateway_port: int = 50051,
     nats_port: int = 0,
     extra_env: Mapping[str, str] | None = None,
+    nats_url: str | None = None,
 ) -> DevStack:
-    """Start nats-server, then the services in dependency order; raise naming what failed."""
+    """Start nats-server (unless ``nats_url`` names a running one), then the services in
+    dependency order; raise naming what failed."""
     home = home or engram_home()
-    nats = start_nats(home / "data" / "nats", port=nats_port)
+    nats = None if nats_url else start_nats(home / "data" / "nats", port=nats_port)
+    url = nats.url if nats else str(nats_url)
     ports = {name: free_port() for name in GRPC_SERVICES}
     ports["gateway"] = gateway_port or free_port()
-    env = stack_env(home, nats.url, ports, DEV_TOKEN, extra_env or {})
-    stack = DevStack(home=home, nats=nats, ports=ports, env=env)
+    env = stack_env(home, url, ports, DEV_TOKEN, extra_env or {})
+    stack = DevStack(home=home, nats_url=url, nats=nats, ports=ports, env=env)
     try:
         for name in ("vector", "lexical", "graph", "scoring", "ingest", "consolidate", "gateway"):
             stack.start_service(name)
@@ -159,22 +165,41 @@ def start_stack(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Run Engram locally on embedded backends.")
+    parser = argparse.ArgumentParser(description="Run Engram locally.")
     parser.add_argument("--port", type=int, default=int(os.environ.get("ENGRAM_PORT", "50051")))
+    parser.add_argument(
+        "--servers",
+        action="store_true",
+        help="on real OpenSearch, Neo4j, Redis and NATS (started first, left running)",
+    )
     args = parser.parse_args()
     home = engram_home()
-    print(f"engram: starting nats-server and 7 services (state in {home}) ...", flush=True)
     started = time.monotonic()
-    stack = start_stack(home, gateway_port=args.port)
+    if args.servers:
+        print("engram: starting OpenSearch, Neo4j, Redis and NATS ...", flush=True)
+        for name, took_s in localservers.up(list(localservers.servers()), home).items():
+            state = "already running" if took_s is None else f"ready in {took_s:.1f}s"
+            print(f"  {name:<11} {state}", flush=True)
+        print(f"engram: starting 7 services on them (state in {home}) ...", flush=True)
+        stack = start_stack(
+            home,
+            gateway_port=args.port,
+            extra_env=localservers.service_env(),
+            nats_url=localservers.servers()["nats"].url,
+        )
+    else:
+        print(f"engram: starting nats-server and 7 services (state in {home}) ...", flush=True)
+        stack = start_stack(home, gateway_port=args.port)
     took = time.monotonic() - started
     addr = stack.gateway_address
+    servers_note = " (the servers keep running: make down-servers)" if args.servers else ""
     print(
         f"""
 engram is up in {took:.1f}s.
   gateway   {addr}   (engram.gateway.v1.MemoryService, reflection on)
   token     {DEV_TOKEN}   (tenant "default", scopes read+write+admin)
   logs      {home / "logs"}
-  nats      {stack.nats.url}
+  nats      {stack.nats_url}
 
 Try it:
   grpcurl -plaintext -H 'authorization: Bearer {DEV_TOKEN}' \\
@@ -185,7 +210,7 @@ Try it:
     {addr} engram.gateway.v1.MemoryService/Recall
   or, without grpcurl:  uv run engram --help
 
-Ctrl-C stops everything.""",
+Ctrl-C stops the services{servers_note}.""",
         flush=True,
     )
     stop = False
