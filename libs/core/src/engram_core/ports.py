@@ -9,6 +9,7 @@ nothing. Every method is scoped to one tenant; no call can reach another's data.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from engram_core.model import (
@@ -117,6 +118,43 @@ class Cache(Protocol):
     async def delete_prefix(self, prefix: str) -> None: ...
 
     async def close(self) -> None: ...
+
+
+class Lease(Protocol):
+    """A named lock with a TTL, e.g. the consolidation leader of one tenant's pass.
+
+    At most one holder at a time; a holder that stops renewing loses it once its TTL has
+    passed, and another may then take it. A lease store that cannot be reached grants
+    nothing (try_acquire and renew return False): two leaders are worse than none.
+    """
+
+    async def try_acquire(self, name: str, holder: str, ttl_s: float) -> bool:
+        """Take the lease if free (or already ours: then its TTL restarts); True if held."""
+        ...
+
+    async def renew(self, name: str, holder: str, ttl_s: float) -> bool:
+        """Restart the TTL if `holder` still holds it; False means stop: it was lost."""
+        ...
+
+    async def release(self, name: str, holder: str) -> None:
+        """Give it up if `holder` holds it; a lease held by another is left alone."""
+        ...
+
+    async def holder(self, name: str) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RateDecision:
+    allowed: bool
+    retry_after_s: float = 0.0  # when refused: time until the window lets a request in
+
+
+class RateLimiter(Protocol):
+    """Counts hits per key in windows of `window_s`. A limiter that is down allows."""
+
+    async def hit(self, key: str, limit: int, window_s: float) -> RateDecision:
+        """Count one hit; allowed while at most `limit` hits fell in the current window."""
+        ...
 
 
 class Embedder(Protocol):

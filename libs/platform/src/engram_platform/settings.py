@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -90,4 +90,51 @@ class WorkerSettings(ServiceSettings):
     write_timeout_s: float = Field(10.0, gt=0, description="Deadline of one store RPC.")
     progress_interval_s: float = Field(
         30.0, gt=0, description="How often the worker logs what it has done."
+    )
+
+
+class RedisSettings(BaseModel):
+    """Where Redis is, for the cache, leases and rate limits (``backend = "redis"``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str = Field(
+        "redis://127.0.0.1:6379/0",
+        description="redis://, rediss:// or unix:// URL, without a password (see password_file).",
+    )
+    password_file: Path | None = Field(
+        None, description="File holding the Redis password (AUTH); none sends no password."
+    )
+    key_prefix: str = Field(
+        "engram:", description="Prefix of every key, so deployments can share one Redis."
+    )
+    socket_timeout_s: float = Field(
+        0.25,
+        gt=0,
+        description="Connect and read timeout of one command; a slower Redis counts as down.",
+    )
+    max_connections: int = Field(
+        32, ge=1, description="Connection pool size (a call waits socket_timeout_s for one)."
+    )
+    down_retry_s: float = Field(
+        1.0,
+        ge=0,
+        description="After a failure, calls skip Redis (miss, allow, no lease) this long.",
+    )
+    log_interval_s: float = Field(
+        60.0, gt=0, description="Redis being down is logged at most once per interval."
+    )
+
+
+class CacheSettings(BaseModel):
+    """Which backend holds caches, leases and rate-limit counters."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backend: Literal["memory", "redis"] = Field(
+        "memory",
+        description="memory: in-process (one replica's own); redis: shared by every replica.",
+    )
+    redis: RedisSettings = Field(
+        default_factory=RedisSettings, description="Redis, when backend is redis."
     )

@@ -17,7 +17,7 @@ from engram_clients.scoring import ScoringClient
 from engram_clients.vector import VectorClient
 from engram_core.ids import new_id
 from engram_core.model import utcnow
-from engram_core.ports import Cache
+from engram_core.ports import Cache, RateLimiter
 from engram_gateway.adapters.log import JetStreamLog
 from engram_gateway.adapters.ranker import ScoringRanker
 from engram_gateway.adapters.recall_codec import ProtoRecallCodec
@@ -27,8 +27,10 @@ from engram_gateway.config import Settings
 from engram_gateway.service import (
     Budget,
     Gateway,
+    RateLimitConfig,
     ReadConfig,
     Reader,
+    TenantRateLimit,
     WriteConfig,
     Writer,
 )
@@ -45,7 +47,7 @@ from engram_gateway.service.ports import (
 from engram_gateway.service.recall_cache import RecallCache
 from engram_gateway.service.watermark import WatermarkCache
 from engram_platform import jetstream
-from engram_platform.cache import MemoryCache
+from engram_platform.coordination import MemoryRateLimiter, open_coordination
 from engram_platform.grpc_client import Channels
 
 log = logging.getLogger(__name__)
@@ -78,7 +80,10 @@ def build_gateway(
     codec: RecallCodec | None = None,
     clock: Callable[[], datetime] = utcnow,
     ids: Callable[[], str] = new_id,
+    limiter: RateLimiter | None = None,
 ) -> Gateway:
+    """The gateway over the given ports; without a `limiter` the rate limit (if set) counts
+    in-process."""
     limits = settings.limits()
     lookup = Lookup(backends.vector, backends.lexical)
     recall_cache = RecallCache(cache, codec or ProtoRecallCodec(), settings.recall_cache_ttl_s)
@@ -121,14 +126,20 @@ def build_gateway(
         ),
         clock,
     )
-    return Gateway(writer=writer, reader=reader, access=access)
+    rate_limit = TenantRateLimit(
+        limiter or MemoryRateLimiter(),
+        RateLimitConfig(settings.rate_limit_rps, settings.rate_limit_window_s),
+    )
+    return Gateway(writer=writer, reader=reader, access=access, rate_limit=rate_limit)
 
 
 async def open_gateway(settings: Settings) -> tuple[Gateway, Callable[[], Awaitable[None]]]:
-    """The gateway on real clients, JetStream (streams ensured) and the in-process cache.
+    """The gateway on real clients, JetStream (streams ensured) and the cache backend.
 
     Returns it with the function that closes everything it opened.
     """
+    # First: it opens no connection yet, but fails fast on a missing password file.
+    coordination = open_coordination(settings.cache, max_entries=settings.cache_max_entries)
     channels = Channels(settings.max_message_bytes)
     nc, js = await jetstream.connect(settings.nats, "gateway")
     try:
@@ -136,14 +147,19 @@ async def open_gateway(settings: Settings) -> tuple[Gateway, Callable[[], Awaita
     except Exception:
         await nc.close()
         raise
-    cache = MemoryCache(settings.cache_max_entries)
     backends = Backends(
         vector=VectorClient(channels.open(settings.vector_addr)),
         lexical=LexicalClient(channels.open(settings.lexical_addr)),
         graph=GraphClient(channels.open(settings.graph_addr)),
         ranker=ScoringRanker(ScoringClient(channels.open(settings.scoring_addr))),
     )
-    gateway = build_gateway(settings, backends, JetStreamLog(js, settings.publish_timeout_s), cache)
+    gateway = build_gateway(
+        settings,
+        backends,
+        JetStreamLog(js, settings.publish_timeout_s),
+        coordination.cache,
+        limiter=coordination.limiter,
+    )
 
     closed = False
 
@@ -155,6 +171,6 @@ async def open_gateway(settings: Settings) -> tuple[Gateway, Callable[[], Awaita
         await gateway.access.drain()
         await nc.drain()
         await channels.close()
-        await cache.close()
+        await coordination.close()
 
     return gateway, close

@@ -2,7 +2,7 @@
 
 e.g. ``ENGRAM_GATEWAY_NATS__URL=nats://127.0.0.1:4222``,
 ``ENGRAM_GATEWAY_TOKENS=dev-token=default:read+write+admin``,
-``ENGRAM_GATEWAY_VECTOR_BUDGET__CAP_S=1.5``.
+``ENGRAM_GATEWAY_VECTOR_BUDGET__CAP_S=1.5``, ``ENGRAM_GATEWAY_CACHE__BACKEND=redis``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from engram_core.validation import Limits
-from engram_platform.settings import NatsSettings, ServiceSettings
+from engram_platform.settings import CacheSettings, NatsSettings, ServiceSettings
 
 
 class Budget(BaseModel):
@@ -109,6 +109,31 @@ class Settings(ServiceSettings):
     cache_max_entries: int = Field(
         100_000, ge=1, description="Entries of the in-process cache (recall + idempotency)."
     )
+    cache: CacheSettings = Field(
+        default_factory=CacheSettings,
+        description="Where the recall cache, idempotency keys and rate-limit counters live "
+        "(memory: this replica's own; redis: shared).",
+    )
+
+    # Rate limit
+    rate_limit_rps: float = Field(
+        0.0, ge=0, description="Requests per second per tenant, over every RPC; 0 = no limit."
+    )
+    rate_limit_window_s: float = Field(
+        1.0,
+        gt=0,
+        description="Requests are counted in fixed windows this long (a burst may use a "
+        "whole window's share at once).",
+    )
+
+    @model_validator(mode="after")
+    def _rate_limit_admits_one_per_window(self) -> Settings:
+        if 0 < self.rate_limit_rps * self.rate_limit_window_s < 1:
+            raise ValueError(
+                f"rate_limit_rps × rate_limit_window_s must be >= 1 request per window "
+                f"(got {self.rate_limit_rps} × {self.rate_limit_window_s})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _idempotency_outlives_the_duplicate_window(self) -> Settings:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram_core import validation as v
 from engram_core.errors import InvalidArgument
-from engram_gateway.auth import Authenticator, Principal, Scope
+from engram_gateway.auth import Authenticator, Scope
 from engram_gateway.mapping import (
     memory_input_from_proto,
     recall_request_from_proto,
@@ -40,11 +40,15 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
         self._writer = gateway.writer
         self._reader = gateway.reader
         self._auth = auth
+        self._rate_limit = gateway.rate_limit
         self._default_deadline = default_deadline_s
         self._max_stream = max_stream
 
-    def _principal(self, context: Context, scope: Scope) -> Principal:
-        return self._auth.authorize(context.invocation_metadata() or (), scope)
+    async def _tenant(self, context: Context, scope: Scope) -> str:
+        """The caller's tenant, once its token allows `scope` and its rate limit this call."""
+        principal = self._auth.authorize(context.invocation_metadata() or (), scope)
+        await self._rate_limit.admit(principal.tenant)
+        return principal.tenant
 
     def _deadline(self, context: Context) -> Deadline:
         remaining = context.time_remaining()  # None: the caller set no deadline
@@ -57,7 +61,7 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
     async def Store(  # noqa: N802 (generated servicer names)
         self, request: gateway_pb2.StoreRequest, context: Context
     ) -> gateway_pb2.StoreResponse:
-        tenant = self._principal(context, Scope.WRITE).tenant
+        tenant = await self._tenant(context, Scope.WRITE)
         item = StoreItem(memory_input_from_proto(request.memory), request.idempotency_key)
         out = await self._writer.store(tenant, [item])
         return gateway_pb2.StoreResponse(id=out.ids[0], sequence=out.sequence)
@@ -65,7 +69,7 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
     async def StoreBatch(  # noqa: N802
         self, request: gateway_pb2.StoreBatchRequest, context: Context
     ) -> gateway_pb2.StoreBatchResponse:
-        tenant = self._principal(context, Scope.WRITE).tenant
+        tenant = await self._tenant(context, Scope.WRITE)
         v.check_batch_size(len(request.memories), "memories", self._writer.limits)
         items = [
             StoreItem(memory_input_from_proto(m), path=f"memories[{i}]")
@@ -77,7 +81,7 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
     async def StoreStream(  # noqa: N802
         self, request_iterator: AsyncIterator[gateway_pb2.StoreRequest], context: Context
     ) -> gateway_pb2.StoreBatchResponse:
-        tenant = self._principal(context, Scope.WRITE).tenant
+        tenant = await self._tenant(context, Scope.WRITE)
         items: list[StoreItem] = []
         async for request in request_iterator:
             if len(items) >= self._max_stream:
@@ -99,7 +103,7 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
     async def Update(  # noqa: N802
         self, request: gateway_pb2.UpdateRequest, context: Context
     ) -> gateway_pb2.UpdateResponse:
-        tenant = self._principal(context, Scope.WRITE).tenant
+        tenant = await self._tenant(context, Scope.WRITE)
         mid, seq = await self._writer.update(
             tenant,
             request.id,
@@ -112,14 +116,14 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
     async def Delete(  # noqa: N802
         self, request: gateway_pb2.DeleteRequest, context: Context
     ) -> gateway_pb2.DeleteResponse:
-        tenant = self._principal(context, Scope.WRITE).tenant
+        tenant = await self._tenant(context, Scope.WRITE)
         mid, seq = await self._writer.delete(tenant, request.id, self._deadline(context))
         return gateway_pb2.DeleteResponse(id=mid, sequence=seq)
 
     async def Associate(  # noqa: N802
         self, request: gateway_pb2.AssociateRequest, context: Context
     ) -> gateway_pb2.AssociateResponse:
-        tenant = self._principal(context, Scope.WRITE).tenant
+        tenant = await self._tenant(context, Scope.WRITE)
         seq = await self._writer.associate(
             tenant,
             request.source_id,
@@ -136,7 +140,7 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
     async def Recall(  # noqa: N802
         self, request: gateway_pb2.RecallRequest, context: Context
     ) -> gateway_pb2.RecallResponse:
-        tenant = self._principal(context, Scope.READ).tenant
+        tenant = await self._tenant(context, Scope.READ)
         result = await self._reader.recall(
             tenant, recall_request_from_proto(request), self._deadline(context)
         )
@@ -145,14 +149,14 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
     async def Get(  # noqa: N802
         self, request: gateway_pb2.GetRequest, context: Context
     ) -> gateway_pb2.GetResponse:
-        tenant = self._principal(context, Scope.READ).tenant
+        tenant = await self._tenant(context, Scope.READ)
         memory = await self._reader.get(tenant, request.id, self._deadline(context))
         return gateway_pb2.GetResponse(memory=memory_to_proto(memory))
 
     async def Related(  # noqa: N802
         self, request: gateway_pb2.RelatedRequest, context: Context
     ) -> gateway_pb2.RelatedResponse:
-        tenant = self._principal(context, Scope.READ).tenant
+        tenant = await self._tenant(context, Scope.READ)
         items = await self._reader.related(
             tenant,
             request.id,
@@ -166,5 +170,5 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
     async def Stats(  # noqa: N802
         self, request: gateway_pb2.StatsRequest, context: Context
     ) -> gateway_pb2.StatsResponse:
-        tenant = self._principal(context, Scope.READ).tenant
+        tenant = await self._tenant(context, Scope.READ)
         return stats_to_proto(await self._reader.stats(tenant, self._deadline(context)))

@@ -6,7 +6,7 @@ from qdrant_client import AsyncQdrantClient
 
 from engram_core.ports import Cache, Embedder, VectorIndex
 from engram_embed.factory import make_embedder
-from engram_platform.cache import MemoryCache
+from engram_platform.coordination import open_cache
 from engram_vector.adapters.edge import EdgeOptions, EdgeVectorIndex
 from engram_vector.adapters.qdrant_server import QdrantOptions, QdrantVectorIndex
 from engram_vector.config import Settings
@@ -70,7 +70,7 @@ async def build_service(
 ) -> VectorService:
     """The service from settings; tests pass fakes for any of the three ports."""
     embedder = embedder or make_embedder(settings.embed)
-    cache = cache or MemoryCache(settings.query_cache_entries)
+    cache = cache or open_cache(settings.cache, max_entries=settings.query_cache_entries)
     index = index or await build_index(settings)
     try:
         return VectorService(index, embedder, cache, query_cache_ttl_s=settings.query_cache_ttl_s)

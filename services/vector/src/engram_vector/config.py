@@ -1,7 +1,8 @@
 """Settings of the vector service (env prefix ENGRAM_VECTOR_, nested with ``__``).
 
 E.g. ``ENGRAM_VECTOR_BACKEND=qdrant``, ``ENGRAM_VECTOR_QDRANT__URL=http://qdrant:6333``,
-``ENGRAM_VECTOR_EDGE__OPTIMIZE_AFTER_WRITES=50000``, ``ENGRAM_VECTOR_EMBED__PROVIDER=hashing``.
+``ENGRAM_VECTOR_EDGE__OPTIMIZE_AFTER_WRITES=50000``, ``ENGRAM_VECTOR_EMBED__PROVIDER=hashing``,
+``ENGRAM_VECTOR_CACHE__BACKEND=redis``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
 
 from engram_embed.factory import EmbedSettings
-from engram_platform.settings import ServiceSettings
+from engram_platform.settings import CacheSettings, ServiceSettings
 
 
 class HnswSettings(BaseModel):
@@ -109,6 +110,11 @@ class Settings(ServiceSettings):
     )
     query_cache_entries: int = Field(
         10_000, ge=1, description="Query embeddings kept by the in-process cache."
+    )
+    cache: CacheSettings = Field(
+        default_factory=CacheSettings,
+        description="Where query embeddings are cached (memory: this replica's own; redis: "
+        "shared).",
     )
     query_cache_ttl_s: float = Field(
         3600.0, gt=0, description="Seconds a cached query embedding lives."

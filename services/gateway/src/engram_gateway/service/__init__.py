@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engram_gateway.service.access import AccessRecorder
 from engram_gateway.service.deadline import Budget, Deadline
+from engram_gateway.service.rate_limit import RateLimitConfig, TenantRateLimit
 from engram_gateway.service.reads import (
     ReadConfig,
     Reader,
@@ -22,12 +23,14 @@ class Gateway:
     writer: Writer
     reader: Reader
     access: AccessRecorder
+    rate_limit: TenantRateLimit = field(default_factory=TenantRateLimit.off)
 
 
 __all__ = [
     "Budget",
     "Deadline",
     "Gateway",
+    "RateLimitConfig",
     "ReadConfig",
     "Reader",
     "RecallMode",
@@ -36,6 +39,7 @@ __all__ = [
     "Stats",
     "StoreItem",
     "StoreOutcome",
+    "TenantRateLimit",
     "WriteConfig",
     "Writer",
 ]

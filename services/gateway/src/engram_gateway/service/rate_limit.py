@@ -1,0 +1,51 @@
+"""Per-tenant request rate limit, checked once per RPC after the tenant is known.
+
+Counters live in the RateLimiter port: Redis when the gateway's cache backend is redis (so
+the limit holds across replicas), else in-process (each replica counts its own). A limiter
+that cannot reach its store allows: losing the limit briefly beats refusing everyone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engram_core.errors import ResourceExhausted
+from engram_core.ports import RateLimiter
+
+KEY_PREFIX = "gateway:rps:"
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimitConfig:
+    requests_per_s: float = 0.0  # 0 = no limit
+    window_s: float = 1.0  # counted in fixed windows this long: a burst may use one whole
+
+    @property
+    def per_window(self) -> int:
+        return max(1, round(self.requests_per_s * self.window_s))
+
+
+class TenantRateLimit:
+    def __init__(self, limiter: RateLimiter | None, config: RateLimitConfig) -> None:
+        self._limiter = limiter if config.requests_per_s > 0 else None
+        self._config = config
+
+    @classmethod
+    def off(cls) -> TenantRateLimit:
+        return cls(None, RateLimitConfig())
+
+    @property
+    def enabled(self) -> bool:
+        return self._limiter is not None
+
+    async def admit(self, tenant: str) -> None:
+        """Count one request of `tenant`; RESOURCE_EXHAUSTED when it is over its limit."""
+        if self._limiter is None:
+            return
+        cfg = self._config
+        decision = await self._limiter.hit(KEY_PREFIX + tenant, cfg.per_window, cfg.window_s)
+        if not decision.allowed:
+            raise ResourceExhausted(
+                f"tenant {tenant!r} is over its rate limit of {cfg.per_window} requests per "
+                f"{cfg.window_s:g}s; retry after {decision.retry_after_s:.3f}s"
+            )
