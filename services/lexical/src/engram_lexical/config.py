@@ -1,14 +1,73 @@
-"""Settings of the lexical service (env prefix ENGRAM_LEXICAL_, nested with ``__``)."""
+"""Settings of the lexical service (env prefix ENGRAM_LEXICAL_, nested with ``__``).
+
+E.g. ``ENGRAM_LEXICAL_BACKEND=opensearch``,
+``ENGRAM_LEXICAL_OPENSEARCH__URL=https://search-0:9200,https://search-1:9200``,
+``ENGRAM_LEXICAL_OPENSEARCH__PASSWORD_FILE=/run/secrets/opensearch``.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
 
 from engram_platform.settings import ServiceSettings
+
+
+class OpenSearchSettings(BaseModel):
+    """The production backend: an OpenSearch cluster (``ENGRAM_LEXICAL_OPENSEARCH__*``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str = Field(
+        "http://127.0.0.1:9200",
+        description="OpenSearch node URL(s), comma-separated; https:// turns TLS on.",
+    )
+    username: str | None = Field(None, description="HTTP basic user; none sends no credentials.")
+    password_file: Path | None = Field(
+        None, description="File holding the password of `username` (never the secret itself)."
+    )
+    verify_certs: bool = Field(True, description="Check the server's TLS certificate.")
+    ca_file: Path | None = Field(
+        None, description="CA bundle to check the certificate with; none uses the system's."
+    )
+    timeout_s: float = Field(
+        10.0, gt=0, description="Deadline of one request (each retry gets its own)."
+    )
+    max_retries: int = Field(
+        3,
+        ge=0,
+        le=10,
+        description="Retries of a request that failed transiently (connection, timeout, 429, "
+        "502-504), with jittered exponential backoff; then UNAVAILABLE.",
+    )
+    retry_backoff_s: float = Field(
+        0.2, gt=0, description="Backoff ceiling of the first retry; doubles with each retry."
+    )
+    pool_size: int = Field(10, ge=1, le=1000, description="HTTP connections kept per node.")
+    index_prefix: str = Field(
+        "engram",
+        pattern=r"^[a-z0-9][a-z0-9_.-]{0,100}$",
+        description="Names: alias <prefix>-memories over index <prefix>-memories-v1, "
+        "template <prefix>-memories.",
+    )
+    number_of_shards: int = Field(
+        1, ge=1, le=1024, description="Primary shards of a new index (tenants are routed)."
+    )
+    number_of_replicas: int = Field(1, ge=0, le=16, description="Replicas of each shard.")
+    refresh_interval_s: float = Field(
+        0.2,
+        gt=0,
+        description="How often the index refreshes. A write that waits for its refresh "
+        "(refresh=wait_for) returns after the next one: this bounds the write latency.",
+    )
+    refresh: Literal["wait_for", "true", "false"] = Field(
+        "wait_for",
+        description="Refresh policy of upserts and deletes: wait_for returns once searchable "
+        "(read-your-writes); true forces a refresh per request; false breaks read-your-writes.",
+    )
 
 
 class Settings(ServiceSettings):
@@ -16,8 +75,12 @@ class Settings(ServiceSettings):
         env_prefix="ENGRAM_LEXICAL_", env_nested_delimiter="__", extra="ignore"
     )
 
-    backend: Literal["tantivy"] = Field(
-        "tantivy", description="Text index backend: tantivy in-process (OpenSearch comes with #3)."
+    backend: Literal["tantivy", "opensearch"] = Field(
+        "tantivy",
+        description="Text index backend: tantivy in-process, or an OpenSearch cluster.",
+    )
+    opensearch: OpenSearchSettings = Field(
+        default_factory=OpenSearchSettings, description="The OpenSearch backend."
     )
     index_dir: Path | None = Field(
         None, description="Directory of the tantivy index; default <data_dir>/lexical."

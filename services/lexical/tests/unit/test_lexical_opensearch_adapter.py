@@ -1,0 +1,213 @@
+"""The OpenSearch adapter without a server: query building, document ids, retries and error
+mapping over a scripted client, and how settings build it. The behaviour against a real
+server is tests/integration/contracts/test_lexical_opensearch_contract.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from unittest.mock import AsyncMock, MagicMock
+
+import pytest
+from opensearchpy.exceptions import ConnectionError as OSConnectionError
+from opensearchpy.exceptions import RequestError, TransportError
+
+from engram_core.errors import Internal, InvalidArgument, Unavailable
+from engram_core.model import Filter, TagMatch, TagMode, UpsertResult
+from engram_lexical.adapters import opensearch_schema as schema
+from engram_lexical.adapters.opensearch_index import OpenSearchOptions, OpenSearchTextIndex
+from engram_lexical.bootstrap import build_index
+from engram_lexical.config import Settings
+from engram_testing.contracts.lexical import T, mem
+
+FAST = OpenSearchOptions(index_prefix="unit", max_retries=2, retry_backoff_s=0.001, timeout_s=1)
+
+
+def scripted() -> MagicMock:
+    """A client whose set-up calls succeed; tests script the data calls."""
+    client = MagicMock()
+    client.indices.put_index_template = AsyncMock(return_value={"acknowledged": True})
+    client.indices.exists_alias = AsyncMock(return_value=True)
+    client.indices.create = AsyncMock()
+    client.indices.put_alias = AsyncMock()
+    client.indices.put_settings = AsyncMock(return_value={"acknowledged": True})
+    client.cluster.health = AsyncMock(return_value={"status": "green"})
+    client.close = AsyncMock()
+    return client
+
+
+def items(*statuses: int) -> dict[str, Any]:
+    return {"items": [{"index": {"status": s}} for s in statuses]}
+
+
+# -- schema ---------------------------------------------------------------------------------------
+
+
+def test_query_words_dedupe_drop_function_words_and_ignore_syntax() -> None:
+    assert schema.query_words("When did Sarah ship the BETA? beta!") == ["sarah", "ship", "beta"]
+    assert schema.query_words("to be or not to be") == ["to", "be", "or", "not"]
+    assert schema.query_words('foo:bar AND ( "x') == ["foo", "bar", "x"]
+    assert schema.query_words("{}()<>!?|&&||~^*") == []
+    assert len(schema.query_words(" ".join(f"w{i}" for i in range(500)))) == 64
+
+
+def test_doc_ids_keep_tenant_and_id_apart_and_fit_the_limit() -> None:
+    assert schema.doc_id("a:b", "c") != schema.doc_id("a", "b:c")
+    assert schema.access_id("t", "x") != schema.doc_id("t", "x")
+    long_key = schema.doc_id("t", "é" * 400)
+    assert len(long_key.encode()) <= 512
+    assert long_key != schema.doc_id("t", "é" * 401)
+
+
+def test_filter_query_mirrors_the_reference_semantics() -> None:
+    flt = Filter(
+        tags=("Project/Alpha", "lang"),
+        tag_mode=TagMode.ALL,
+        tag_match=TagMatch.PREFIX,
+        exclude_tags=("x/y",),
+        types=("Decision",),
+        exclude_types=("Context",),
+    )
+    q = schema.filter_query(T, flt)["bool"]
+    assert {"term": {"tag_prefixes": "project:alpha"}} in q["filter"]
+    assert {"term": {"tag_prefixes": "lang"}} in q["filter"]
+    assert {"term": {"kind": "memory"}} in q["filter"]
+    assert {"term": {"tenant": T}} in q["filter"]
+    assert {"terms": {"tag_prefixes": ["x:y"]}} in q["must_not"]
+    assert {"term": {"archived": True}} in q["must_not"]
+    assert {"terms": {"type": ["Context"]}} in q["must_not"]
+    archived = schema.filter_query(T, Filter(include_archived=True))["bool"]["must_not"]
+    assert archived == []
+
+
+def test_memory_source_indexes_tags_as_words_and_keeps_the_whole_memory() -> None:
+    m = mem("a", "hello", tags=("project:alpha", "entity:people:sarah_b"))
+    source = schema.memory_source(T, m)
+    assert source["content"] == ["hello", "project alpha", "entity people sarah b"]
+    assert source["memory"]["id"] == "a"
+    assert source["tag_prefixes"] == list(m.tag_prefixes)
+
+
+# -- retries and errors ---------------------------------------------------------------------------
+
+
+async def test_transient_failures_are_retried() -> None:
+    client = scripted()
+    client.count = AsyncMock(
+        side_effect=[
+            TransportError(503, "unavailable_shards_exception", {}),
+            OSConnectionError("N/A", "refused", OSError()),
+            {"count": 3},
+        ]
+    )
+    assert await OpenSearchTextIndex(client, FAST).count(T) == 3
+    assert client.count.await_count == 3
+
+
+async def test_retries_are_bounded_then_unavailable() -> None:
+    client = scripted()
+    client.count = AsyncMock(side_effect=TransportError(429, "too_many_requests", {}))
+    with pytest.raises(Unavailable, match="opensearch"):
+        await OpenSearchTextIndex(client, FAST).count(T)
+    assert client.count.await_count == 3
+
+
+async def test_a_bad_request_is_internal_and_not_retried() -> None:
+    client = scripted()
+    client.count = AsyncMock(side_effect=RequestError(400, "parsing_exception", {}))
+    with pytest.raises(Internal):
+        await OpenSearchTextIndex(client, FAST).count(T)
+    assert client.count.await_count == 1
+
+
+async def test_bulk_items_rejected_as_overloaded_are_sent_again() -> None:
+    client = scripted()
+    client.bulk = AsyncMock(side_effect=[items(201, 429, 409), items(201)])
+    index = OpenSearchTextIndex(client, FAST)
+    result = await index.upsert(T, [mem("a"), mem("b"), mem("c")])
+    assert result == UpsertResult(applied=2, skipped=1)
+    resent = client.bulk.await_args_list[1].kwargs["body"]
+    assert resent[0]["index"]["_id"] == schema.doc_id(T, "b")
+    assert len(resent) == 2
+    first = client.bulk.await_args_list[0].kwargs
+    assert first["refresh"] == "wait_for"
+    assert first["require_alias"] is True
+    assert first["body"][0]["index"] == {
+        "_id": schema.doc_id(T, "a"),
+        "routing": T,
+        "version": 1,
+        "version_type": "external",
+    }
+
+
+async def test_bulk_items_still_rejected_make_the_call_unavailable() -> None:
+    client = scripted()
+    client.bulk = AsyncMock(return_value=items(429))
+    with pytest.raises(Unavailable):
+        await OpenSearchTextIndex(client, FAST).upsert(T, [mem("a")])
+    assert client.bulk.await_count == 3
+
+
+async def test_a_document_the_mapping_rejects_names_the_memory() -> None:
+    client = scripted()
+    rejected = {"status": 400, "error": {"type": "mapper_parsing_exception", "reason": "bad"}}
+    response = {"items": [{"index": {"status": 201}}, {"index": rejected}]}
+    client.bulk = AsyncMock(return_value=response)
+    with pytest.raises(InvalidArgument) as err:
+        await OpenSearchTextIndex(client, FAST).upsert(T, [mem("a"), mem("b")])
+    assert err.value.field == "memories[1]"
+
+
+async def test_setup_treats_a_lost_creation_race_as_success() -> None:
+    client = scripted()
+    client.indices.exists_alias = AsyncMock(side_effect=[False, True])
+    client.indices.create = AsyncMock(
+        side_effect=RequestError(400, "resource_already_exists_exception", {})
+    )
+    client.count = AsyncMock(return_value={"count": 0})
+    index = await OpenSearchTextIndex(client, FAST).open()
+    assert await index.count(T) == 0
+    client.indices.put_alias.assert_not_awaited()
+    assert client.indices.put_index_template.await_count == 1
+
+
+async def test_a_deleted_index_is_set_up_again_on_the_next_call() -> None:
+    client = scripted()
+    missing = TransportError(404, "index_not_found_exception", {})
+    client.count = AsyncMock(side_effect=[missing, {"count": 0}])
+    index = OpenSearchTextIndex(client, FAST)
+    with pytest.raises(Unavailable):
+        await index.count(T)
+    assert await index.count(T) == 0
+    assert client.indices.put_index_template.await_count == 2
+
+
+# -- settings and bootstrap -----------------------------------------------------------------------
+
+
+def test_opensearch_settings_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    secret = tmp_path / "pw"
+    secret.write_text("s3cret\n")
+    monkeypatch.setenv("ENGRAM_LEXICAL_BACKEND", "opensearch")
+    monkeypatch.setenv("ENGRAM_LEXICAL_OPENSEARCH__URL", "http://a:9200,http://b:9200")
+    monkeypatch.setenv("ENGRAM_LEXICAL_OPENSEARCH__USERNAME", "engram")
+    monkeypatch.setenv("ENGRAM_LEXICAL_OPENSEARCH__PASSWORD_FILE", str(secret))
+    monkeypatch.setenv("ENGRAM_LEXICAL_OPENSEARCH__INDEX_PREFIX", "prod")
+    monkeypatch.setenv("ENGRAM_LEXICAL_OPENSEARCH__REFRESH", "true")
+    settings = Settings()
+    assert settings.backend == "opensearch"
+    assert settings.opensearch.index_prefix == "prod"
+    index = build_index(settings)
+    assert isinstance(index, OpenSearchTextIndex)
+    assert index.alias == "prod-memories"
+    hosts = index._client.transport.hosts
+    assert [(h["host"], h["port"]) for h in hosts] == [("a", 9200), ("b", 9200)]
+    assert index._client.transport.kwargs["http_auth"] == ("engram", "s3cret")
+
+
+def test_the_default_backend_stays_tantivy() -> None:
+    assert Settings().backend == "tantivy"
+    with pytest.raises(ValueError, match="index_prefix"):
+        Settings.model_validate({"opensearch": {"index_prefix": "Bad Prefix"}})

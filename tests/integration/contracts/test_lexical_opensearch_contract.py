@@ -1,0 +1,214 @@
+"""The OpenSearch text index passes the TextIndex contract against a real server, plus what only
+makes sense there: the alias, concurrent start-up, the server-side version guard, retries.
+
+Each test gets its own index prefix (so its own template, index and alias), deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from opensearchpy import AsyncOpenSearch
+
+from engram_core.errors import Unavailable
+from engram_core.model import AccessUpdate, Filter, UpsertResult
+from engram_lexical.adapters import opensearch_schema as schema
+from engram_lexical.adapters.opensearch_index import (
+    OpenSearchOptions,
+    OpenSearchTextIndex,
+    opensearch_client,
+)
+from engram_testing.contracts.lexical import BASE, T, TextIndexContract, full_memory, ids, mem
+
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def _options(prefix: str, **overrides: object) -> OpenSearchOptions:
+    base = OpenSearchOptions(
+        index_prefix=prefix, number_of_shards=1, number_of_replicas=0, timeout_s=10.0
+    )
+    return replace(base, **overrides)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"engram-test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+async def admin(opensearch_url: str, prefix: str) -> AsyncIterator[AsyncOpenSearch]:
+    """A raw client for assertions and for removing the test's indices and template."""
+    client = AsyncOpenSearch(hosts=[opensearch_url], timeout=30)
+    yield client
+    await client.indices.delete(index=f"{schema.alias_name(prefix)}-v*", ignore_unavailable=True)
+    await client.indices.delete_index_template(name=schema.template_name(prefix), ignore=[404])
+    await client.close()
+
+
+Make = Callable[..., OpenSearchTextIndex]
+
+
+@pytest.fixture
+async def make(opensearch_url: str, prefix: str, admin: AsyncOpenSearch) -> AsyncIterator[Make]:
+    """Adapters on the test's prefix (options overridable), all closed after the test."""
+    made: list[OpenSearchTextIndex] = []
+
+    def build(**overrides: object) -> OpenSearchTextIndex:
+        client = opensearch_client(opensearch_url, timeout_s=10.0)
+        made.append(OpenSearchTextIndex(client, _options(prefix, **overrides)))
+        return made[-1]
+
+    yield build
+    for index in made:
+        await index.close()
+
+
+class TestOpenSearchTextIndex(TextIndexContract):
+    @pytest.fixture
+    async def index(self, make: Make) -> OpenSearchTextIndex:
+        return await make().open()
+
+
+# -- what only makes sense on the server -------------------------------------------------------
+
+
+async def test_alias_points_at_the_versioned_index_with_strict_mappings(
+    make: Make, prefix: str, admin: AsyncOpenSearch
+) -> None:
+    await make().open()
+    alias = schema.alias_name(prefix)
+    aliases = await admin.indices.get_alias(name=alias)
+    assert list(aliases) == [f"{alias}-v1"]
+    assert aliases[f"{alias}-v1"]["aliases"][alias].get("is_write_index") is True
+    mapping = (await admin.indices.get_mapping(index=alias))[f"{alias}-v1"]["mappings"]
+    assert mapping["dynamic"] == "strict"
+    assert mapping["_routing"] == {"required": True}
+    assert mapping["properties"]["content"]["analyzer"] == "english"
+    assert mapping["properties"]["memory"]["enabled"] is False
+    settings = (await admin.indices.get_settings(index=alias))[f"{alias}-v1"]["settings"]
+    assert settings["index"]["refresh_interval"] == "200ms"
+    template = await admin.indices.get_index_template(name=schema.template_name(prefix))
+    assert template["index_templates"][0]["index_template"]["index_patterns"] == [f"{alias}-v*"]
+
+
+async def test_two_adapters_starting_at_once_both_succeed(
+    make: Make, prefix: str, admin: AsyncOpenSearch
+) -> None:
+    adapters = [make() for _ in range(4)]
+    await asyncio.gather(*(a.open() for a in adapters))
+    # Both write and read the same index.
+    await adapters[0].upsert(T, [mem("a", "started together")])
+    assert ids(await adapters[3].search(T, "together", Filter(), 5)) == ["a"]
+    assert len(await admin.indices.get(index=f"{schema.alias_name(prefix)}-v*")) == 1
+
+
+@pytest.mark.parametrize("refresh", ["wait_for", "true"])
+async def test_writes_are_searchable_when_they_return(make: Make, refresh: str) -> None:
+    # Read-your-writes: ingest acks after upsert returns, recall searches right after.
+    index = await make(refresh=refresh, refresh_interval_s=1.0).open()
+    for i in range(3):
+        await index.upsert(T, [mem(f"m{i}", f"round {i} marmalade", version=i + 1)])
+        assert len(await index.search(T, "marmalade", Filter(), 10)) == i + 1
+        assert await index.count(T) == i + 1
+    await index.delete(T, ["m0"], version=10)
+    assert "m0" not in ids(await index.search(T, "marmalade", Filter(), 10))
+    assert await index.count(T) == 2
+
+
+async def test_setup_happens_on_first_use_and_survives_an_existing_alias(make: Make) -> None:
+    first = make()  # never opened explicitly
+    assert await first.upsert(T, [mem("a", "lazy")]) == UpsertResult(1, 0)
+    second = await make().open()
+    assert await second.count(T) == 1
+
+
+async def test_a_stale_bulk_version_is_skipped_by_the_server(
+    make: Make, prefix: str, admin: AsyncOpenSearch
+) -> None:
+    index = await make().open()
+    await index.upsert(T, [mem("a", "newest", version=5), mem("b", "bee", version=1)])
+    # Two writers racing: the older one arrives last and loses, whatever the interleaving.
+    results = await asyncio.gather(
+        *(index.upsert(T, [mem("a", f"v{v}", version=v)]) for v in (3, 7, 4, 6))
+    )
+    assert sum(r.applied for r in results) <= 2
+    assert [(m.content, m.version) for m in await index.get(T, ["a"])] == [("v7", 7)]
+    doc = await admin.get(index=schema.alias_name(prefix), id=schema.doc_id(T, "a"), routing=T)
+    assert doc["_version"] == 7
+
+
+async def test_a_stale_tombstone_and_stale_access_are_refused(
+    make: Make, prefix: str, admin: AsyncOpenSearch
+) -> None:
+    index = await make().open()
+    await index.upsert(T, [mem("a", "kept", version=4)])
+    assert await index.delete(T, ["a"], version=4) == 0
+    late = AccessUpdate(id="a", last_accessed=NOW, access_count=9)
+    early = AccessUpdate(id="a", last_accessed=NOW - timedelta(days=1), access_count=3)
+    # The same access twice at once: a tie replaces (the incoming wins), so both apply.
+    both = await asyncio.gather(index.update_access(T, [late]), index.update_access(T, [late]))
+    assert both == [1, 1]
+    assert await index.update_access(T, [early]) == 0
+    [got] = await index.get(T, ["a"])
+    assert (got.content, got.version, got.access_count) == ("kept", 4, 9)
+    # The access statistics never touched the memory's version.
+    doc = await admin.get(index=schema.alias_name(prefix), id=schema.doc_id(T, "a"), routing=T)
+    assert doc["_version"] == 4
+
+
+async def test_a_recreated_memory_starts_with_its_own_access_statistics(make: Make) -> None:
+    index = await make().open()
+    await index.upsert(T, [mem("a", "first life")])
+    await index.update_access(T, [AccessUpdate(id="a", last_accessed=NOW, access_count=5)])
+    await index.delete(T, ["a"], version=2)
+    await index.upsert(T, [mem("a", "second life", version=3)])
+    [got] = await index.get(T, ["a"])
+    assert (got.content, got.last_accessed, got.access_count) == ("second life", None, 0)
+
+
+async def test_time_filters_are_exact_to_the_microsecond(make: Make) -> None:
+    index = await make().open()
+    at = BASE + timedelta(microseconds=500)
+    await index.upsert(T, [replace(mem("a", "tick"), timestamp=at)])
+    us = timedelta(microseconds=1)
+    assert ids(await index.search(T, "tick", Filter(start=at, end=at), 5)) == ["a"]
+    assert ids(await index.search(T, "tick", Filter(start=at + us), 5)) == []
+    assert ids(await index.search(T, "tick", Filter(end=at - us), 5)) == []
+
+
+async def test_long_ids_and_odd_tenants_stay_apart(make: Make) -> None:
+    index = await make().open()
+    long_id = "x" * 600
+    # (tenant "a:b", id "c") and (tenant "a", id "b:c") must not share a document.
+    await index.upsert("a:b", [mem("c", "colon tenant", tenant="a:b")])
+    await index.upsert("a", [mem("b:c", "colon id", tenant="a"), mem(long_id, "long id")])
+    assert [m.content for m in await index.get("a:b", ["c"])] == ["colon tenant"]
+    assert [m.content for m in await index.get("a", ["b:c", long_id])] == ["colon id", "long id"]
+    assert await index.count("a") == 2
+
+
+async def test_search_hits_carry_access_statistics(make: Make) -> None:
+    index = await make().open()
+    await index.upsert(T, [full_memory()])
+    m = full_memory()
+    await index.update_access(T, [AccessUpdate(id=m.id, last_accessed=NOW, access_count=30)])
+    [hit] = await index.search(T, "friday", Filter(include_archived=True), 5)
+    assert hit.memory == replace(m, last_accessed=NOW, access_count=30)
+
+
+async def test_a_server_that_does_not_answer_is_unavailable(prefix: str) -> None:
+    # Nothing listens on port 9 (discard); connection refused is retried, then Unavailable.
+    index = OpenSearchTextIndex(
+        opensearch_client("http://127.0.0.1:9", timeout_s=1.0),
+        _options(prefix, max_retries=2, retry_backoff_s=0.01, timeout_s=1.0),
+    )
+    with pytest.raises(Unavailable, match="opensearch"):
+        await index.count(T)
+    await index.close()
+    with pytest.raises(Unavailable):
+        await index.count(T)
