@@ -48,7 +48,7 @@ class TestServerStack(GatewayEndToEnd):
 
         async with AsyncGraphDatabase.driver(neo4j_url) as driver:
             records, _, _ = await driver.execute_query(
-                "MATCH (n) WHERE any(k IN keys(n) WHERE toString(n[k]) CONTAINS $id) "
+                "MATCH (n) WHERE any(k IN keys(n) WHERE toStringOrNull(n[k]) CONTAINS $id) "
                 "RETURN count(n) AS n",
                 id=stored.id,
             )

@@ -304,6 +304,7 @@ def service_env() -> dict[str, str]:
     return {
         "ENGRAM_LEXICAL_BACKEND": "opensearch",
         "ENGRAM_LEXICAL_OPENSEARCH__URL": s["opensearch"].url,
+        "ENGRAM_LEXICAL_OPENSEARCH__NUMBER_OF_REPLICAS": "0",  # one node: stay green
         "ENGRAM_GRAPH_BACKEND": "neo4j",
         "ENGRAM_GRAPH_NEO4J__URI": s["neo4j"].url,
         "ENGRAM_GATEWAY_CACHE__BACKEND": "redis",
