@@ -4,12 +4,34 @@ from __future__ import annotations
 
 from engram_core.ports import GraphStore
 from engram_graph.adapters.ladybug_store import LadybugGraphStore
-from engram_graph.config import Settings
+from engram_graph.adapters.neo4j_store import Neo4jGraphStore
+from engram_graph.config import Neo4jSettings, Settings
 from engram_graph.service import GraphService, Limits
 
 
+def neo4j_auth(cfg: Neo4jSettings) -> tuple[str, str] | None:
+    """(user, password) with the password read from its file, or None (no auth)."""
+    if cfg.password_file is None:
+        return None
+    return cfg.user, cfg.password_file.read_text(encoding="utf-8").rstrip("\r\n")
+
+
 def build_store(settings: Settings) -> GraphStore:
-    # `backend` has one value until Neo4j arrives; the Literal type rejects any other.
+    if settings.backend == "neo4j":
+        cfg = settings.neo4j
+        # Builds the driver only: it connects, and creates the schema, on the first call.
+        return Neo4jGraphStore(
+            cfg.uri,
+            auth=neo4j_auth(cfg),
+            database=cfg.database,
+            query_timeout_ms=settings.query_timeout_ms,
+            write_timeout_ms=settings.write_timeout_ms,
+            connect_timeout_s=cfg.connect_timeout_s,
+            acquire_timeout_s=cfg.acquire_timeout_s,
+            max_retry_time_s=cfg.max_retry_time_s,
+            pool_size=cfg.pool_size,
+            schema_wait_s=cfg.schema_wait_s,
+        )
     return LadybugGraphStore(
         settings.resolved_db_path(),
         query_timeout_ms=settings.query_timeout_ms,

@@ -5,10 +5,44 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
 
 from engram_platform.settings import ServiceSettings
+
+
+class Neo4jSettings(BaseModel):
+    """Where the Neo4j server is (``backend = "neo4j"``); env ``ENGRAM_GRAPH_NEO4J__<NAME>``.
+
+    The per-transaction timeouts are the service's ``query_timeout_ms`` (reads) and
+    ``write_timeout_ms`` (writes), shared with the embedded backend.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    uri: str = Field(
+        "bolt://127.0.0.1:7687",
+        description="bolt:// (one server) or neo4j:// (routing, a cluster); +s for TLS.",
+    )
+    user: str = Field("neo4j", description="User name, when password_file is set.")
+    password_file: Path | None = Field(
+        None, description="File holding the password (trailing newline ignored); none = no auth."
+    )
+    database: str = Field("neo4j", description="Database name (Community has one: neo4j).")
+    connect_timeout_s: float = Field(5.0, gt=0, description="Timeout of opening one connection.")
+    acquire_timeout_s: float = Field(
+        5.0, gt=0, description="Longest wait for a pooled connection (connecting included)."
+    )
+    max_retry_time_s: float = Field(
+        5.0,
+        ge=0,
+        description="How long a transaction is retried on transient errors (deadlock, leader "
+        "switch, lost connection) before the call fails UNAVAILABLE.",
+    )
+    pool_size: int = Field(32, ge=1, le=1000, description="Most connections to the server.")
+    schema_wait_s: float = Field(
+        60.0, gt=0, description="How long the first call waits for new indexes to come online."
+    )
 
 
 class Settings(ServiceSettings):
@@ -16,17 +50,26 @@ class Settings(ServiceSettings):
         env_prefix="ENGRAM_GRAPH_", env_nested_delimiter="__", extra="ignore"
     )
 
-    backend: Literal["ladybug"] = Field(
-        "ladybug", description="Graph backend: ladybug in-process (Neo4j comes with #3)."
+    backend: Literal["ladybug", "neo4j"] = Field(
+        "ladybug", description="Graph backend: ladybug in-process, or a Neo4j 5 server."
+    )
+    neo4j: Neo4jSettings = Field(
+        default_factory=Neo4jSettings, description="The Neo4j server, when backend is neo4j."
     )
     db_path: Path | None = Field(
         None, description="The ladybug database file; default <data_dir>/graph/graph.lbug."
     )
     query_timeout_ms: int = Field(
-        5_000, ge=1, description="Timeout of one read query (Related, Search, Get...)."
+        5_000,
+        ge=1,
+        description="Timeout of one read (Related, Search, Get...): a query on ladybug, a "
+        "transaction on Neo4j.",
     )
     write_timeout_ms: int = Field(
-        60_000, ge=1, description="Timeout of one write statement inside a batch."
+        60_000,
+        ge=1,
+        description="Timeout of one write: a statement inside a batch on ladybug, the whole "
+        "batch's transaction on Neo4j.",
     )
     readers: int = Field(2, ge=1, le=32, description="Read connections (and read threads).")
     buffer_pool_mb: int = Field(

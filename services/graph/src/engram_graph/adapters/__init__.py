@@ -1,1 +1,1 @@
-"""Implementations of `engram_core.ports.GraphStore`: ladybug in-process (Neo4j comes later)."""
+"""Implementations of `engram_core.ports.GraphStore`: ladybug in-process, Neo4j server."""
