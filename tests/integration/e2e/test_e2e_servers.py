@@ -11,7 +11,15 @@ from redis.asyncio import Redis
 
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2
-from engram_testing.e2e import AUTH, GatewayEndToEnd, ServerStack, Stub, wait_for_watermark
+from engram_platform.nats_server import free_port
+from engram_testing.e2e import (
+    AUTH,
+    GatewayEndToEnd,
+    ServerStack,
+    Stub,
+    store_corpus,
+    wait_for_watermark,
+)
 
 
 def _get_json(url: str) -> dict[str, object]:
@@ -60,3 +68,39 @@ class TestServerStack(GatewayEndToEnd):
         finally:
             await redis.aclose()
         assert any(server_stack.tenant.encode() in key for key in keys), keys[:20]
+
+    async def test_recall_degrades_when_opensearch_is_unreachable(
+        self, server_stack: ServerStack, gateway: Stub
+    ) -> None:
+        """The lexical service stays up but its server is gone: recall answers from the
+        other streams and names lexical as degraded; the stored data is untouched."""
+        ids, seq = await store_corpus(gateway, "suite:opensearch-down")
+        await wait_for_watermark(gateway, seq)
+        stack = server_stack.stack
+        served_by = stack.env["ENGRAM_LEXICAL_OPENSEARCH__URL"]
+        stack.stop_service("lexical")
+        stack.env["ENGRAM_LEXICAL_OPENSEARCH__URL"] = f"http://127.0.0.1:{free_port()}"
+        try:
+            stack.start_service("lexical")
+            reply = await gateway.Recall(
+                gateway_pb2.RecallRequest(
+                    query="Priya billing ledger Postgres", limit=3, tags=["suite:opensearch-down"]
+                ),
+                metadata=AUTH,
+                timeout=30,
+            )
+            assert "lexical" in reply.degraded
+            assert reply.results[0].memory.id == ids[42]
+        finally:
+            stack.stop_service("lexical")
+            stack.env["ENGRAM_LEXICAL_OPENSEARCH__URL"] = served_by
+            stack.start_service("lexical")
+        reply = await gateway.Recall(
+            gateway_pb2.RecallRequest(
+                query="Priya billing ledger Postgres", limit=3, tags=["suite:opensearch-down"]
+            ),
+            metadata=AUTH,
+            timeout=30,
+        )
+        assert not reply.degraded
+        assert reply.results[0].memory.id == ids[42]
