@@ -1,6 +1,7 @@
-"""What the store clients share. Upsert's reply, Delete, UpdateAccess and Count (and Get, on the
-indexes) carry the same fields in every store's proto; only the stub and the generated module
-holding the request classes differ, so one implementation serves them all.
+"""What the store clients share. Upsert's reply, Delete, UpdateAccess, Count, Scan and
+UpdateRelevance (and Get, on the indexes) carry the same fields in every store's proto; only the
+stub and the generated module holding the request classes differ, so one implementation serves
+them all.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import grpc
 
-from engram_core.model import AccessUpdate, Memory, UpsertResult
+from engram_core.model import AccessUpdate, Memory, RelevanceUpdate, ScanPage, UpsertResult
 from engram_platform.convert import access_update_to_proto, memory_from_proto
 from engram_platform.grpc_client import translate_errors
 
@@ -27,6 +28,8 @@ class StoreStub(Protocol):
     Delete: _Rpc
     UpdateAccess: _Rpc
     Count: _Rpc
+    Scan: _Rpc
+    UpdateRelevance: _Rpc
 
 
 class IndexStub(StoreStub, Protocol):
@@ -74,6 +77,29 @@ class StoreClient(Generic[StubT]):
     async def count(self, tenant: str, timeout: float | None = None) -> int:
         request = self._messages.CountRequest(tenant=tenant)
         return int((await self._call(self._stub.Count, request, timeout)).count)
+
+    async def scan(
+        self, tenant: str, cursor: str | None, limit: int, timeout: float | None = None
+    ) -> ScanPage:
+        """One page of the tenant's live memories; the proto's "" cursor is the port's None."""
+        request = self._messages.ScanRequest(tenant=tenant, cursor=cursor or "", limit=limit)
+        reply = await self._call(self._stub.Scan, request, timeout)
+        return ScanPage(
+            memories=[memory_from_proto(m) for m in reply.memories],
+            next_cursor=reply.next_cursor or None,
+        )
+
+    async def update_relevance(
+        self, tenant: str, updates: Sequence[RelevanceUpdate], timeout: float | None = None
+    ) -> int:
+        request = self._messages.UpdateRelevanceRequest(
+            tenant=tenant,
+            updates=[
+                self._messages.RelevanceUpdate(id=u.id, relevance_score=u.relevance_score)
+                for u in updates
+            ],
+        )
+        return int((await self._call(self._stub.UpdateRelevance, request, timeout)).updated)
 
 
 class IndexClient(StoreClient[IndexStubT]):

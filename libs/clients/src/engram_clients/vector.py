@@ -48,3 +48,17 @@ class VectorClient(IndexClient["vector_pb2_grpc.VectorServiceAsyncStub"]):
         )
         reply = await self._call(self._stub.Search, request, timeout)
         return [hit_from_proto(h) for h in reply.hits]
+
+    async def neighbours(
+        self,
+        tenant: str,
+        ids: Sequence[str],
+        limit: int,
+        min_score: float,
+        timeout: float | None = None,
+    ) -> dict[str, list[Hit]]:
+        request = vector_pb2.NeighboursRequest(
+            tenant=tenant, ids=list(ids), limit=limit, min_score=min_score
+        )
+        reply = await self._call(self._stub.Neighbours, request, timeout)
+        return {n.id: [hit_from_proto(h) for h in n.hits] for n in reply.neighbours}

@@ -1,5 +1,6 @@
-"""The calls the store clients share (Upsert's reply, Delete, UpdateAccess, Count, Get), each
-client against an in-process servicer that records what arrived."""
+"""The calls the store clients share (Upsert's reply, Delete, UpdateAccess, Count, Get, Scan,
+UpdateRelevance), each client against an in-process servicer that records what arrived; and
+the vector client's Neighbours."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import grpc
 import pytest
 
+from engram.common.v1 import common_pb2
 from engram.graph.v1 import graph_pb2, graph_pb2_grpc
 from engram.lexical.v1 import lexical_pb2, lexical_pb2_grpc
 from engram.vector.v1 import vector_pb2, vector_pb2_grpc
@@ -19,7 +21,7 @@ from engram_clients.graph import GraphClient
 from engram_clients.lexical import LexicalClient
 from engram_clients.vector import VectorClient
 from engram_core.errors import Unavailable
-from engram_core.model import AccessUpdate, Memory
+from engram_core.model import AccessUpdate, Hit, Memory, RelevanceUpdate, ScanPage
 from engram_platform.convert import access_update_from_proto, memory_to_proto
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
@@ -99,6 +101,17 @@ def recorder(kind: Kind) -> Any:
             ]
             return pb2.GetResponse(memories=found)
 
+        async def Scan(self, request: Any, context: Any) -> Any:  # noqa: N802
+            self.seen.append(request)
+            m = Memory(id="m1", tenant=request.tenant, content="c", timestamp=T0, updated_at=T0)
+            # A first page continues at "m1"; the page after it is the last.
+            more = "m1" if request.cursor == "" else ""
+            return pb2.ScanResponse(memories=[memory_to_proto(m)], next_cursor=more)
+
+        async def UpdateRelevance(self, request: Any, context: Any) -> Any:  # noqa: N802
+            self.seen.append(request)
+            return pb2.UpdateRelevanceResponse(updated=len(request.updates) + 30)
+
     return Recorder()
 
 
@@ -165,3 +178,65 @@ async def test_get_returns_the_memories(served: Served) -> None:
     got = await served.client.get("t", ["x", "y"])
     assert [(m.id, m.tenant, m.content) for m in got] == [("x", "t", "x"), ("y", "t", "y")]
     assert list(served.servicer.seen[-1].ids) == ["x", "y"]
+
+
+async def test_scan_maps_cursors_both_ways(served: Served) -> None:
+    first = await served.client.scan("t", None, 50)
+    sent = served.servicer.seen[-1]
+    assert (sent.tenant, sent.cursor, sent.limit) == ("t", "", 50)
+    assert [m.id for m in first.memories] == ["m1"]
+    assert first.next_cursor == "m1"
+    last = await served.client.scan("t", first.next_cursor, 50, timeout=5)
+    assert served.servicer.seen[-1].cursor == "m1"
+    assert last == ScanPage(memories=first.memories, next_cursor=None)
+
+
+async def test_update_relevance_sends_the_updates(served: Served) -> None:
+    updates = [RelevanceUpdate(id="a", relevance_score=0.25), RelevanceUpdate("b", 1.0)]
+    assert await served.client.update_relevance("t", updates) == 32
+    sent = served.servicer.seen[-1]
+    assert sent.tenant == "t"
+    assert [(u.id, u.relevance_score) for u in sent.updates] == [("a", 0.25), ("b", 1.0)]
+
+
+class NeighbourRecorder(vector_pb2_grpc.VectorServiceServicer):
+    def __init__(self) -> None:
+        self.seen: list[vector_pb2.NeighboursRequest] = []
+
+    async def Neighbours(self, request: Any, context: Any) -> Any:  # noqa: N802
+        self.seen.append(request)
+        return vector_pb2.NeighboursResponse(
+            neighbours=[
+                vector_pb2.Neighbours(
+                    id=i,
+                    hits=[common_pb2.Hit(id=f"{i}-n{k}", score=0.9 - k / 10) for k in range(2)],
+                )
+                for i in request.ids
+                if i != "gone"
+            ]
+        )
+
+
+async def test_vector_neighbours_map_to_a_dict_of_hits() -> None:
+    servicer = NeighbourRecorder()
+    server = grpc.aio.server()
+    vector_pb2_grpc.add_VectorServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        got = await VectorClient(channel).neighbours("t", ["a", "gone", "b"], 2, 0.5, timeout=5)
+    finally:
+        await channel.close()
+        await server.stop(0)
+    [sent] = servicer.seen
+    assert (sent.tenant, list(sent.ids), sent.limit, sent.min_score) == (
+        "t",
+        ["a", "gone", "b"],
+        2,
+        0.5,
+    )
+    assert got == {
+        "a": [Hit("a-n0", 0.9), Hit("a-n1", 0.8)],
+        "b": [Hit("b-n0", 0.9), Hit("b-n1", 0.8)],
+    }

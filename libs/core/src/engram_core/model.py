@@ -131,6 +131,22 @@ class AccessUpdate:
 
 
 @dataclass(frozen=True, slots=True)
+class RelevanceUpdate:
+    """A ``relevance_score`` the decay pass computed for one memory."""
+
+    id: str
+    relevance_score: float
+
+
+@dataclass(frozen=True, slots=True)
+class ScanPage:
+    """One page of a store's scan; ``next_cursor`` None means there is nothing after it."""
+
+    memories: list[Memory]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class RelatedHit:
     id: str
     type: str

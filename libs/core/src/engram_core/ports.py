@@ -4,6 +4,22 @@ and passes the shared contract suite in engram_testing.
 Writes are idempotent on (id, version): a write carrying a version that is not
 newer than what the store holds — or than a tombstone left by a delete — changes
 nothing. Every method is scoped to one tenant; no call can reach another's data.
+
+What the three memory stores share beyond that (the consolidation passes rely on it):
+
+- ``scan(tenant, cursor, limit)`` pages through every live memory of the tenant, archived
+  ones included, tombstones never, at most ``limit`` a page, in the order of the store's
+  key for each memory (the id, or a key made of tenant and id), so writes never move a
+  memory. ``cursor`` is opaque: None starts, a page's ``next_cursor`` continues, None there
+  means done. A memory written during a scan may or may not appear;
+  none appears twice.
+- ``update_relevance(tenant, updates)`` sets ``relevance_score`` of live memories and nothing
+  else: ``version`` stays, so the next upsert (version + 1) still applies. Unknown and deleted
+  ids are skipped; a repeated id counts once (its last score wins). Returns how many memories
+  it set.
+- An applied upsert keeps the derived state the store holds when the incoming memory carries
+  less: access statistics newer than its own (`engram_core.access`) and a ``relevance_score``
+  above its own. A memory re-created after a delete starts from what it is given.
 """
 
 from __future__ import annotations
@@ -20,6 +36,8 @@ from engram_core.model import (
     Memory,
     RelatedHit,
     Relation,
+    RelevanceUpdate,
+    ScanPage,
     UpsertResult,
 )
 
@@ -46,6 +64,18 @@ class VectorIndex(Protocol):
 
     async def count(self, tenant: str) -> int: ...
 
+    async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage: ...
+
+    async def update_relevance(self, tenant: str, updates: Sequence[RelevanceUpdate]) -> int: ...
+
+    async def neighbours(
+        self, tenant: str, ids: Sequence[str], limit: int, min_score: float
+    ) -> dict[str, list[Hit]]:
+        """For each id that is a live memory, its ``limit`` nearest other live memories
+        (archived included) with cosine >= ``min_score``, nearest first. Hits carry the id and
+        the cosine, no memory. Ids that are not live memories are absent from the answer."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -63,6 +93,10 @@ class TextIndex(Protocol):
     async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int: ...
 
     async def count(self, tenant: str) -> int: ...
+
+    async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage: ...
+
+    async def update_relevance(self, tenant: str, updates: Sequence[RelevanceUpdate]) -> int: ...
 
     async def close(self) -> None: ...
 
@@ -100,6 +134,10 @@ class GraphStore(Protocol):
     async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int: ...
 
     async def count(self, tenant: str) -> int: ...
+
+    async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage: ...
+
+    async def update_relevance(self, tenant: str, updates: Sequence[RelevanceUpdate]) -> int: ...
 
     async def close(self) -> None: ...
 

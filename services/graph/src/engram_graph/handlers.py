@@ -21,6 +21,8 @@ from engram_platform import request_checks as checks
 
 SERVICE_NAME: str = graph_pb2.DESCRIPTOR.services_by_name["GraphService"].full_name
 _Context = grpc.aio.ServicerContext[Any, Any]
+# A cursor is an id this service returned (ids are at most 128 characters).
+MAX_CURSOR_CHARS = 256
 
 
 def check_tenant(value: str) -> None:
@@ -108,3 +110,22 @@ class GraphHandlers(graph_pb2_grpc.GraphServiceServicer):
     ) -> graph_pb2.CountResponse:
         check_tenant(request.tenant)
         return graph_pb2.CountResponse(count=await self._service.count(request.tenant))
+
+    async def Scan(  # noqa: N802
+        self, request: graph_pb2.ScanRequest, context: _Context
+    ) -> graph_pb2.ScanResponse:
+        check_tenant(request.tenant)
+        if len(request.cursor) > MAX_CURSOR_CHARS:
+            raise InvalidArgument("cursor", "not a cursor this service returned")
+        page = await self._service.scan(request.tenant, request.cursor or None, request.limit)
+        return mapping.scan_response(page)
+
+    async def UpdateRelevance(  # noqa: N802
+        self, request: graph_pb2.UpdateRelevanceRequest, context: _Context
+    ) -> graph_pb2.UpdateRelevanceResponse:
+        check_tenant(request.tenant)
+        for i, u in enumerate(request.updates):
+            checks.check_id(f"updates[{i}].id", u.id)
+        updates = mapping.relevance_updates_from_proto(request.updates)
+        updated = await self._service.update_relevance(request.tenant, updates)
+        return graph_pb2.UpdateRelevanceResponse(updated=updated)

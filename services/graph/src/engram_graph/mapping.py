@@ -17,6 +17,8 @@ from engram_core.model import (
     Memory,
     RelatedHit,
     Relation,
+    RelevanceUpdate,
+    ScanPage,
     UpsertResult,
 )
 from engram_platform.convert import (
@@ -25,6 +27,7 @@ from engram_platform.convert import (
     filter_from_proto,
     hit_to_proto,
     memory_from_proto,
+    memory_to_proto,
     relation_from_proto,
     relation_to_proto,
 )
@@ -82,3 +85,15 @@ def search_response(hits: Iterable[Hit]) -> graph_pb2.SearchResponse:
 
 def relations_response(relations: Iterable[Relation]) -> graph_pb2.RelationsResponse:
     return graph_pb2.RelationsResponse(relations=[relation_to_proto(r) for r in relations])
+
+
+def relevance_updates_from_proto(
+    updates: Iterable[graph_pb2.RelevanceUpdate],
+) -> list[RelevanceUpdate]:
+    return [RelevanceUpdate(id=u.id, relevance_score=u.relevance_score) for u in updates]
+
+
+def scan_response(page: ScanPage) -> graph_pb2.ScanResponse:
+    return graph_pb2.ScanResponse(
+        memories=[memory_to_proto(m) for m in page.memories], next_cursor=page.next_cursor or ""
+    )

@@ -172,6 +172,12 @@ def _search(**fields: Any) -> graph_pb2.SearchRequest:
     return graph_pb2.SearchRequest(tenant=T, **fields)
 
 
+def _relevance(*updates: tuple[str, float]) -> graph_pb2.UpdateRelevanceRequest:
+    return graph_pb2.UpdateRelevanceRequest(
+        tenant=T, updates=[graph_pb2.RelevanceUpdate(id=i, relevance_score=r) for i, r in updates]
+    )
+
+
 BAD_ENTITY = graph_pb2.GraphMemory(
     memory=memory_to_proto(mem("x")),
     entities=[entity_to_proto(SARAH), common_pb2.Entity(kind="animals", slug="cat", name="Cat")],
@@ -252,6 +258,14 @@ BAD_ENTITY = graph_pb2.GraphMemory(
             "updates[0].last_accessed",
         ),
         ("Count", graph_pb2.CountRequest(tenant=""), "tenant"),
+        ("Scan", graph_pb2.ScanRequest(tenant="a/b", limit=5), "tenant"),
+        ("Scan", graph_pb2.ScanRequest(tenant=T, limit=0), "limit"),
+        ("Scan", graph_pb2.ScanRequest(tenant=T, limit=51), "limit"),
+        ("Scan", graph_pb2.ScanRequest(tenant=T, limit=5, cursor="c" * 257), "cursor"),
+        ("UpdateRelevance", _relevance(("a", 0.5), ("", 0.5)), "updates[1].id"),
+        ("UpdateRelevance", _relevance(("a", 1.5)), "updates[0].relevance_score"),
+        ("UpdateRelevance", _relevance(("a", float("inf"))), "updates[0].relevance_score"),
+        ("UpdateRelevance", _relevance(*[("a", 0.5)] * 4), "updates"),
     ],
 )
 async def test_invalid_argument_names_the_field(
@@ -274,3 +288,20 @@ async def test_bad_input_touches_nothing(stub: Stub) -> None:
         list((await stub.Relations(graph_pb2.RelationsRequest(tenant=T, ids=["a"]))).relations)
         == []
     )
+
+
+async def test_scan_and_update_relevance(stub: Stub) -> None:
+    m = full_memory()
+    await stub.Upsert(
+        _upsert(graph_memory(m, SARAH), graph_memory(mem("b")), graph_memory(mem("c")))
+    )
+    assert (await stub.UpdateRelevance(_relevance(("b", 0.75), ("ghost", 0.5)))).updated == 1
+    first = await stub.Scan(graph_pb2.ScanRequest(tenant=T, limit=2))
+    assert len(first.memories) == 2
+    assert first.next_cursor != ""
+    rest = await stub.Scan(graph_pb2.ScanRequest(tenant=T, limit=2, cursor=first.next_cursor))
+    assert rest.next_cursor == ""
+    scanned = {p.id: memory_from_proto(p) for p in [*first.memories, *rest.memories]}
+    assert sorted(scanned) == sorted([m.id, "b", "c"])
+    assert scanned["b"].relevance_score == 0.75
+    assert scanned[m.id] == m

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
+import ladybug
 import pytest
 
 from engram_core.errors import DeadlineExceeded, InvalidArgument, Unavailable
-from engram_core.model import Filter, UpsertResult
+from engram_core.model import Filter, RelevanceUpdate, UpsertResult
+from engram_graph.adapters.codec import NEVER, encode
 from engram_graph.adapters.ladybug_store import LadybugGraphStore, _rows
 from engram_testing.contracts.graph import (
     SARAH,
@@ -95,5 +98,62 @@ async def test_a_tenant_that_could_alias_keys_is_refused(tmp_path: Path) -> None
         with pytest.raises(InvalidArgument) as err:
             await store.upsert("a/b", [(mem("c"), [])])
         assert err.value.field == "tenant"
+    finally:
+        await store.close()
+
+
+async def test_a_database_from_before_the_relevance_column_opens_and_scores(
+    tmp_path: Path,
+) -> None:
+    """Nodes written before the ``relevance`` column existed read their score from the
+    document; the column is added at open and takes over once written."""
+    path = tmp_path / "graph.lbug"
+    db = ladybug.Database(str(path), buffer_pool_size=64 << 20)
+    conn = ladybug.Connection(db)
+    conn.execute(
+        "CREATE NODE TABLE Memory(key STRING, tenant STRING, id STRING, type STRING, "
+        "tags STRING[], tag_prefixes STRING[], ts INT64, archived BOOLEAN, version INT64, "
+        "deleted BOOLEAN, importance DOUBLE, last_accessed INT64, access_count INT64, "
+        "doc STRING, PRIMARY KEY(key))"
+    )
+    old = replace(mem("old"), relevance_score=0.25)
+    conn.execute(
+        "CREATE (:Memory {key: $k, tenant: $t, id: 'old', type: 'Memory', tags: [], "
+        "tag_prefixes: [], ts: 0, archived: false, version: 1, deleted: false, "
+        "importance: 0.5, last_accessed: $never, access_count: 0, doc: $doc})",
+        {"k": f"{T}/old", "t": T, "never": NEVER, "doc": encode(old)},
+    )
+    conn.close()
+    db.close()
+
+    store = LadybugGraphStore(path, buffer_pool_bytes=64 << 20)
+    try:
+        assert await store.get(T, ["old"]) == [old]
+        assert [m.id for m in (await store.scan(T, None, 10)).memories] == ["old"]
+        assert await store.update_relevance(T, [RelevanceUpdate("old", 0.75)]) == 1
+        assert [m.relevance_score for m in await store.get(T, ["old"])] == [0.75]
+    finally:
+        await store.close()
+
+
+async def test_more_scans_at_once_than_rests_kept_all_complete(tmp_path: Path) -> None:
+    # Twelve scans interleaved page by page: the eight rests kept between pages are pushed
+    # out, and a scan whose rest is gone walks again from its cursor.
+    store = LadybugGraphStore(tmp_path / "graph.lbug", buffer_pool_bytes=64 << 20)
+    names = sorted(f"m{i:03d}" for i in range(40))
+    await store.upsert(T, [(mem(n), []) for n in names])
+    cursors: list[str | None] = [None] * 12
+    seen: list[list[str]] = [[] for _ in cursors]
+    done = [False] * len(cursors)
+    try:
+        while not all(done):
+            for k in range(len(cursors)):
+                if done[k]:
+                    continue
+                page = await store.scan(T, cursors[k], 3)
+                seen[k] += [m.id for m in page.memories]
+                cursors[k] = page.next_cursor
+                done[k] = page.next_cursor is None
+        assert all(ids_ == names for ids_ in seen)
     finally:
         await store.close()

@@ -18,13 +18,17 @@ from engram_platform.request_checks import (
     check_access_updates,
     check_count,
     check_filter,
+    check_id,
     check_ids,
     check_memory,
     check_tenant,
+    check_unit,
 )
 
 SERVICE_NAME: str = lexical_pb2.DESCRIPTOR.services_by_name["LexicalService"].full_name
 _Context = grpc.aio.ServicerContext[Any, Any]
+# A cursor is an id this service returned (ids are at most 128 characters).
+MAX_CURSOR_CHARS = 256
 
 
 class LexicalHandlers(lexical_pb2_grpc.LexicalServiceServicer):
@@ -88,3 +92,26 @@ class LexicalHandlers(lexical_pb2_grpc.LexicalServiceServicer):
     ) -> lexical_pb2.CountResponse:
         check_tenant(request.tenant)
         return lexical_pb2.CountResponse(count=await self._service.count(request.tenant))
+
+    async def Scan(  # noqa: N802
+        self, request: lexical_pb2.ScanRequest, context: _Context
+    ) -> lexical_pb2.ScanResponse:
+        check_tenant(request.tenant)
+        if not 1 <= request.limit <= self._limits.max_limit:
+            raise InvalidArgument("limit", f"must be in 1..{self._limits.max_limit}")
+        if len(request.cursor) > MAX_CURSOR_CHARS:
+            raise InvalidArgument("cursor", "not a cursor this service returned")
+        page = await self._service.scan(request.tenant, request.cursor or None, request.limit)
+        return mapping.scan_response(page)
+
+    async def UpdateRelevance(  # noqa: N802
+        self, request: lexical_pb2.UpdateRelevanceRequest, context: _Context
+    ) -> lexical_pb2.UpdateRelevanceResponse:
+        check_tenant(request.tenant)
+        check_count("updates", len(request.updates), self._limits.max_batch)
+        for i, u in enumerate(request.updates):
+            check_id(f"updates[{i}].id", u.id)
+            check_unit(f"updates[{i}].relevance_score", u.relevance_score)
+        updates = mapping.relevance_updates_from_proto(request.updates)
+        updated = await self._service.update_relevance(request.tenant, updates)
+        return lexical_pb2.UpdateRelevanceResponse(updated=updated)

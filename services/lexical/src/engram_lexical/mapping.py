@@ -7,7 +7,15 @@ from collections.abc import Iterable
 
 from engram.common.v1 import common_pb2
 from engram.lexical.v1 import lexical_pb2
-from engram_core.model import AccessUpdate, Filter, Hit, Memory, UpsertResult
+from engram_core.model import (
+    AccessUpdate,
+    Filter,
+    Hit,
+    Memory,
+    RelevanceUpdate,
+    ScanPage,
+    UpsertResult,
+)
 from engram_platform.convert import (
     access_update_from_proto,
     filter_from_proto,
@@ -41,3 +49,15 @@ def search_response(hits: Iterable[Hit]) -> lexical_pb2.SearchResponse:
 
 def get_response(memories: Iterable[Memory]) -> lexical_pb2.GetResponse:
     return lexical_pb2.GetResponse(memories=[memory_to_proto(m) for m in memories])
+
+
+def relevance_updates_from_proto(
+    updates: Iterable[lexical_pb2.RelevanceUpdate],
+) -> list[RelevanceUpdate]:
+    return [RelevanceUpdate(id=u.id, relevance_score=u.relevance_score) for u in updates]
+
+
+def scan_response(page: ScanPage) -> lexical_pb2.ScanResponse:
+    return lexical_pb2.ScanResponse(
+        memories=[memory_to_proto(m) for m in page.memories], next_cursor=page.next_cursor or ""
+    )

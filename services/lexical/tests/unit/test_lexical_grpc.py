@@ -108,6 +108,13 @@ def _bad_ts() -> Any:
     return ts
 
 
+def _relevance(*updates: tuple[str, float]) -> lexical_pb2.UpdateRelevanceRequest:
+    return lexical_pb2.UpdateRelevanceRequest(
+        tenant=T,
+        updates=[lexical_pb2.RelevanceUpdate(id=i, relevance_score=r) for i, r in updates],
+    )
+
+
 @pytest.mark.parametrize(
     ("rpc", "request_", "field"),
     [
@@ -205,6 +212,15 @@ def _bad_ts() -> Any:
             "updates[0].last_accessed",
         ),
         ("Count", lexical_pb2.CountRequest(tenant=""), "tenant"),
+        ("Scan", lexical_pb2.ScanRequest(tenant="", limit=5), "tenant"),
+        ("Scan", lexical_pb2.ScanRequest(tenant=T, limit=0), "limit"),
+        ("Scan", lexical_pb2.ScanRequest(tenant=T, limit=51), "limit"),
+        ("Scan", lexical_pb2.ScanRequest(tenant=T, limit=5, cursor="c" * 257), "cursor"),
+        ("UpdateRelevance", _relevance(("a", 0.5), ("", 0.5)), "updates[1].id"),
+        ("UpdateRelevance", _relevance(("a", 1.5)), "updates[0].relevance_score"),
+        ("UpdateRelevance", _relevance(("a", -0.1)), "updates[0].relevance_score"),
+        ("UpdateRelevance", _relevance(("a", float("nan"))), "updates[0].relevance_score"),
+        ("UpdateRelevance", _relevance(*[("a", 0.5)] * 4), "updates"),
     ],
 )
 async def test_invalid_argument_names_the_field(
@@ -221,3 +237,20 @@ async def test_bad_input_touches_nothing(stub: Stub) -> None:
     with pytest.raises(grpc.aio.AioRpcError):
         await stub.Upsert(lexical_pb2.UpsertRequest(tenant=T, memories=bad))
     assert (await stub.Count(lexical_pb2.CountRequest(tenant=T))).count == 0
+
+
+async def test_scan_and_update_relevance(stub: Stub) -> None:
+    await stub.Upsert(lexical_pb2.UpsertRequest(tenant=T, memories=memories()))
+    reply = await stub.UpdateRelevance(_relevance(("b", 0.75), ("ghost", 0.5)))
+    assert reply.updated == 1
+    first = await stub.Scan(lexical_pb2.ScanRequest(tenant=T, limit=2))
+    assert len(first.memories) == 2
+    assert first.next_cursor != ""
+    rest = await stub.Scan(lexical_pb2.ScanRequest(tenant=T, limit=2, cursor=first.next_cursor))
+    assert rest.next_cursor == ""
+    scanned = {m.id: memory_from_proto(m) for m in [*first.memories, *rest.memories]}
+    assert sorted(scanned) == sorted([full_memory().id, "b", "c"])
+    assert scanned["b"].relevance_score == 0.75
+    assert scanned[full_memory().id] == full_memory()
+    empty = await stub.Scan(lexical_pb2.ScanRequest(tenant="tenant-b", limit=5))
+    assert (list(empty.memories), empty.next_cursor) == ([], "")

@@ -108,3 +108,24 @@ async def test_a_failing_write_fails_only_its_caller(tmp_path: Path) -> None:
     assert isinstance(bad, TypeError)
     assert [m.id for m in await index.get(T, ["good", "bad"])] == ["good"]
     await index.close()
+
+
+async def test_more_scans_at_once_than_rests_kept_all_complete(tmp_path: Path) -> None:
+    # Twelve scans interleaved page by page: the eight rests kept between pages are pushed
+    # out, and a scan whose rest is gone walks again from its cursor.
+    index = TantivyTextIndex(tmp_path / "lexical", writer_heap_bytes=20_000_000)
+    names = sorted(f"m{i:03d}" for i in range(40))
+    await index.upsert(T, [mem(n) for n in names])
+    cursors: list[str | None] = [None] * 12
+    seen: list[list[str]] = [[] for _ in cursors]
+    done = [False] * len(cursors)
+    while not all(done):
+        for k in random.Random(5).sample(range(len(cursors)), len(cursors)):
+            if done[k]:
+                continue
+            page = await index.scan(T, cursors[k], 3)
+            seen[k] += [m.id for m in page.memories]
+            cursors[k] = page.next_cursor
+            done[k] = page.next_cursor is None
+    assert all(ids_ == names for ids_ in seen)
+    await index.close()

@@ -16,7 +16,7 @@ import grpc
 from engram.vector.v1 import vector_pb2, vector_pb2_grpc
 from engram_core.errors import InvalidArgument
 from engram_core.ids import normalise_id
-from engram_core.model import AccessUpdate, Filter, Memory
+from engram_core.model import AccessUpdate, Filter, Memory, RelevanceUpdate
 from engram_platform import convert
 from engram_vector import mapping
 from engram_vector.service import VectorService
@@ -24,6 +24,8 @@ from engram_vector.service import VectorService
 SERVICE_NAME: str = vector_pb2.DESCRIPTOR.services_by_name["VectorService"].full_name
 MAX_ITEMS = 1000
 MAX_LIMIT = 1000
+MAX_NEIGHBOURS = 100  # per id; with MAX_ITEMS ids a reply stays a few MB (no memories in it)
+MAX_CURSOR_CHARS = 256
 if TYPE_CHECKING:
     Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 
@@ -102,6 +104,36 @@ def _updates(request: vector_pb2.UpdateAccessRequest) -> list[AccessUpdate]:
     return out
 
 
+def _scan_args(request: vector_pb2.ScanRequest) -> tuple[str | None, int]:
+    if not 1 <= request.limit <= MAX_LIMIT:
+        raise InvalidArgument("limit", f"must be within 1..{MAX_LIMIT}, got {request.limit}")
+    if len(request.cursor) > MAX_CURSOR_CHARS:
+        raise InvalidArgument("cursor", "not a cursor this service returned")
+    return request.cursor or None, request.limit
+
+
+def _relevance_updates(request: vector_pb2.UpdateRelevanceRequest) -> list[RelevanceUpdate]:
+    _count(len(request.updates), "updates")
+    out = []
+    for i, update in enumerate(mapping.relevance_updates_from_proto(request.updates)):
+        score = update.relevance_score
+        if not (math.isfinite(score) and 0.0 <= score <= 1.0):
+            raise InvalidArgument(f"updates[{i}].relevance_score", "must be within [0, 1]")
+        out.append(replace(update, id=_uuid(update.id, f"updates[{i}].id")))
+    return out
+
+
+def _neighbours_args(request: vector_pb2.NeighboursRequest) -> tuple[list[str], int, float]:
+    if not request.ids:
+        raise InvalidArgument("ids", "must not be empty")
+    ids = _ids(request.ids, "ids")
+    if not 1 <= request.limit <= MAX_NEIGHBOURS:
+        raise InvalidArgument("limit", f"must be within 1..{MAX_NEIGHBOURS}, got {request.limit}")
+    if not (math.isfinite(request.min_score) and -1.0 <= request.min_score <= 1.0):
+        raise InvalidArgument("min_score", "must be a cosine within [-1, 1]")
+    return ids, request.limit, request.min_score
+
+
 class VectorHandlers(vector_pb2_grpc.VectorServiceServicer):
     def __init__(self, service: VectorService) -> None:
         self._service = service
@@ -158,3 +190,25 @@ class VectorHandlers(vector_pb2_grpc.VectorServiceServicer):
     ) -> vector_pb2.CountResponse:
         tenant = _tenant(request.tenant)
         return vector_pb2.CountResponse(count=await self._service.count(tenant))
+
+    async def Scan(  # noqa: N802
+        self, request: vector_pb2.ScanRequest, context: Context
+    ) -> vector_pb2.ScanResponse:
+        tenant = _tenant(request.tenant)
+        cursor, limit = _scan_args(request)
+        return mapping.scan_response(await self._service.scan(tenant, cursor, limit))
+
+    async def UpdateRelevance(  # noqa: N802
+        self, request: vector_pb2.UpdateRelevanceRequest, context: Context
+    ) -> vector_pb2.UpdateRelevanceResponse:
+        tenant = _tenant(request.tenant)
+        updated = await self._service.update_relevance(tenant, _relevance_updates(request))
+        return vector_pb2.UpdateRelevanceResponse(updated=updated)
+
+    async def Neighbours(  # noqa: N802
+        self, request: vector_pb2.NeighboursRequest, context: Context
+    ) -> vector_pb2.NeighboursResponse:
+        tenant = _tenant(request.tenant)
+        ids, limit, min_score = _neighbours_args(request)
+        found = await self._service.neighbours(tenant, ids, limit, min_score)
+        return mapping.neighbours_response(found)

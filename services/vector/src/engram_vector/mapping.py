@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from engram.vector.v1 import vector_pb2
-from engram_core.model import AccessUpdate, Hit, Memory, UpsertResult
+from engram_core.model import AccessUpdate, Hit, Memory, RelevanceUpdate, ScanPage, UpsertResult
 from engram_platform import convert
 
 
@@ -33,3 +33,25 @@ def access_updates_from_proto(
     request: vector_pb2.UpdateAccessRequest,
 ) -> list[AccessUpdate]:
     return [convert.access_update_from_proto(u) for u in request.updates]
+
+
+def scan_response(page: ScanPage) -> vector_pb2.ScanResponse:
+    return vector_pb2.ScanResponse(
+        memories=[convert.memory_to_proto(m) for m in page.memories],
+        next_cursor=page.next_cursor or "",
+    )
+
+
+def relevance_updates_from_proto(
+    updates: Iterable[vector_pb2.RelevanceUpdate],
+) -> list[RelevanceUpdate]:
+    return [RelevanceUpdate(id=u.id, relevance_score=u.relevance_score) for u in updates]
+
+
+def neighbours_response(found: Mapping[str, Sequence[Hit]]) -> vector_pb2.NeighboursResponse:
+    return vector_pb2.NeighboursResponse(
+        neighbours=[
+            vector_pb2.Neighbours(id=id_, hits=[convert.hit_to_proto(h) for h in hits])
+            for id_, hits in found.items()
+        ]
+    )

@@ -109,6 +109,13 @@ async def _invalid(call: Awaitable[object]) -> tuple[str, str]:
 GOOD_ID = str(uuid.UUID(int=1))
 
 
+def _relevance(*updates: tuple[str, float]) -> vector_pb2.UpdateRelevanceRequest:
+    return vector_pb2.UpdateRelevanceRequest(
+        tenant=T,
+        updates=[vector_pb2.RelevanceUpdate(id=i, relevance_score=r) for i, r in updates],
+    )
+
+
 @pytest.mark.parametrize(
     ("rpc", "request_", "field"),
     [
@@ -160,6 +167,22 @@ GOOD_ID = str(uuid.UUID(int=1))
             ),
             "updates[0].last_accessed",
         ),
+        ("Scan", vector_pb2.ScanRequest(tenant=" ", limit=5), "tenant"),
+        ("Scan", vector_pb2.ScanRequest(tenant=T, limit=0), "limit"),
+        ("Scan", vector_pb2.ScanRequest(tenant=T, limit=1001), "limit"),
+        ("Scan", vector_pb2.ScanRequest(tenant=T, limit=5, cursor="c" * 257), "cursor"),
+        ("UpdateRelevance", _relevance((GOOD_ID, 0.5), ("nope", 0.5)), "updates[1].id"),
+        ("UpdateRelevance", _relevance((GOOD_ID, 1.01)), "updates[0].relevance_score"),
+        ("UpdateRelevance", _relevance((GOOD_ID, float("nan"))), "updates[0].relevance_score"),
+        ("Neighbours", vector_pb2.NeighboursRequest(tenant=T, limit=5), "ids"),
+        ("Neighbours", vector_pb2.NeighboursRequest(tenant=T, ids=["x"], limit=5), "ids[0]"),
+        ("Neighbours", vector_pb2.NeighboursRequest(tenant=T, ids=[GOOD_ID], limit=0), "limit"),
+        ("Neighbours", vector_pb2.NeighboursRequest(tenant=T, ids=[GOOD_ID], limit=101), "limit"),
+        (
+            "Neighbours",
+            vector_pb2.NeighboursRequest(tenant=T, ids=[GOOD_ID], limit=5, min_score=1.5),
+            "min_score",
+        ),
     ],
 )
 async def test_bad_requests_name_the_field(
@@ -175,3 +198,34 @@ async def test_oversized_batches_are_refused(stub: vector_pb2_grpc.VectorService
     ids = [str(uuid.UUID(int=i + 1)) for i in range(1001)]
     got, _ = await _invalid(stub.Get(vector_pb2.GetRequest(tenant=T, ids=ids)))
     assert got == "ids"
+
+
+async def test_scan_neighbours_and_update_relevance(
+    stub: vector_pb2_grpc.VectorServiceAsyncStub,
+) -> None:
+    points = [point(i, text) for i, text in DOCS.items()]
+    await stub.Upsert(vector_pb2.UpsertRequest(tenant=T, points=points))
+    deploy, lunch = str(uuid.UUID(int=1)), str(uuid.UUID(int=2))
+    ghost = str(uuid.UUID(int=99))
+
+    reply = await stub.UpdateRelevance(_relevance((deploy.upper(), 0.75), (ghost, 0.5)))
+    assert reply.updated == 1
+
+    first = await stub.Scan(vector_pb2.ScanRequest(tenant=T, limit=2))
+    assert len(first.memories) == 2
+    assert first.next_cursor != ""
+    rest = await stub.Scan(vector_pb2.ScanRequest(tenant=T, limit=2, cursor=first.next_cursor))
+    assert rest.next_cursor == ""
+    scanned = {m.id: memory_from_proto(m) for m in [*first.memories, *rest.memories]}
+    assert sorted(scanned) == sorted(DOCS)
+    assert scanned[deploy].relevance_score == 0.75
+
+    found = await stub.Neighbours(
+        vector_pb2.NeighboursRequest(tenant=T, ids=[lunch, ghost, deploy], limit=1, min_score=-1)
+    )
+    assert [n.id for n in found.neighbours] == [lunch, deploy]
+    for n in found.neighbours:
+        [hit] = n.hits
+        assert hit.id != n.id
+        assert not hit.HasField("memory")
+        assert -1.0 <= hit.score < 1.0

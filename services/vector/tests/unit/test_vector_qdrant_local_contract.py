@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 from qdrant_client import AsyncQdrantClient
 
-from engram_core.errors import Unavailable
+from engram_core.errors import InvalidArgument, Unavailable
 from engram_testing.contracts.vector import DIM, T, VectorIndexContract, axis, mem
 from engram_vector.adapters.qdrant_server import QdrantOptions, QdrantVectorIndex
 
@@ -67,3 +67,14 @@ async def test_a_server_that_is_down_is_unavailable(prefer_grpc: bool) -> None:
     with pytest.raises(Unavailable, match="qdrant"):
         await QdrantVectorIndex.open(client, QdrantOptions(dimension=DIM))
     await client.close()
+
+
+async def test_a_cursor_that_is_no_point_id_is_invalid_argument() -> None:
+    index = await QdrantVectorIndex.open(
+        AsyncQdrantClient(location=":memory:"), QdrantOptions(dimension=DIM)
+    )
+    await index.upsert(T, [(mem("a"), axis(0))])
+    with pytest.raises(InvalidArgument) as err:
+        await index.scan(T, "not-a-cursor", 10)
+    assert err.value.field == "cursor"
+    await index.close()

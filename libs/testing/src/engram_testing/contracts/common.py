@@ -8,12 +8,24 @@ the suite they run against.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import pytest
 
-from engram_core.model import AccessUpdate, Filter, Hit, Memory, TagMatch, TagMode, UpsertResult
+from engram_core.errors import InvalidArgument
+from engram_core.model import (
+    AccessUpdate,
+    Filter,
+    Hit,
+    Memory,
+    RelevanceUpdate,
+    ScanPage,
+    TagMatch,
+    TagMode,
+    UpsertResult,
+)
 from engram_core.tags import tag_prefixes
 
 T = "tenant-a"
@@ -180,6 +192,30 @@ class MemoryStore(Protocol):
     async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]: ...
     async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int: ...
     async def count(self, tenant: str) -> int: ...
+    async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage: ...
+    async def update_relevance(self, tenant: str, updates: Sequence[RelevanceUpdate]) -> int: ...
+
+
+async def scan_pages(port: MemoryStore, tenant: str, limit: int) -> list[ScanPage]:
+    """Every page of a full scan (bounded, so a cursor that never ends fails the test)."""
+    pages: list[ScanPage] = []
+    cursor: str | None = None
+    for _ in range(1000):
+        page = await port.scan(tenant, cursor, limit)
+        pages.append(page)
+        if page.next_cursor is None:
+            return pages
+        assert page.next_cursor != cursor, "the cursor must move"
+        cursor = page.next_cursor
+    raise AssertionError("the scan never ended")
+
+
+async def scan_ids(port: MemoryStore, tenant: str, limit: int = 3) -> list[str]:
+    return [m.id for page in await scan_pages(port, tenant, limit) for m in page.memories]
+
+
+def relevance(id_: str, score: float) -> RelevanceUpdate:
+    return RelevanceUpdate(id=id_, relevance_score=score)
 
 
 class MemoryStoreContract:
@@ -243,3 +279,178 @@ class MemoryStoreContract:
         await port.delete(T, ["f1", "f6"], version=2)
         assert await port.count(T) == len(FILTER_CORPUS) - 2
         assert await port.count(OTHER) == 0
+
+    # -- scan ----------------------------------------------------------------------------------
+
+    async def _scan_corpus(self, port: MemoryStore) -> set[str]:
+        """23 memories of T (every third archived) and two deleted, beside OTHER's memories of
+        the same ids and one of its own: what a scan of T must return, by id."""
+        names = [f"s{i:02d}" for i in range(23)]
+        items = [self.item(mem(n, archived=i % 3 == 0), i % 8) for i, n in enumerate(names)]
+        await port.upsert(T, items)
+        await port.delete(T, ["s04", "s17", "never-stored"], version=2)
+        await port.upsert(OTHER, [self.item(mem(n, tenant=OTHER), 0) for n in names[:5]])
+        await port.upsert(OTHER, [self.item(mem("other-only", tenant=OTHER), 1)])
+        return set(names) - {"s04", "s17"}
+
+    @pytest.mark.parametrize("limit", [1, 5, 7, 21, 100])
+    async def test_scan_pages_cover_every_live_memory_once(
+        self, port: MemoryStore, limit: int
+    ) -> None:
+        expected = await self._scan_corpus(port)
+        pages = await scan_pages(port, T, limit)
+        got = [m.id for page in pages for m in page.memories]
+        assert sorted(got) == sorted(expected)  # archived in, tombstones and OTHER out, no twins
+        # Pages are full but the last, and the last says so (no trailing empty page).
+        assert [len(p.memories) for p in pages[:-1]] == [limit] * (len(pages) - 1)
+        assert 1 <= len(pages[-1].memories) <= limit
+        assert all(m.tenant == T for page in pages for m in page.memories)
+
+    async def test_scan_order_is_stable_and_a_cursor_can_be_reused(self, port: MemoryStore) -> None:
+        await self._scan_corpus(port)
+        first = await scan_ids(port, T, 4)
+        assert await scan_ids(port, T, 4) == first
+        assert await scan_ids(port, T, 9) == first  # the order does not depend on the page size
+        # A run resumed from a checkpointed cursor sees the same continuation.
+        page = await port.scan(T, None, 6)
+        again = await port.scan(T, page.next_cursor, 6)
+        assert again == await port.scan(T, page.next_cursor, 6)
+        assert [m.id for m in again.memories] == first[6:12]
+
+    async def test_scan_survives_writes_between_pages(self, port: MemoryStore) -> None:
+        expected = await self._scan_corpus(port)
+        page = await port.scan(T, None, 8)
+        seen = [m.id for m in page.memories]
+        ahead = sorted(expected - set(seen))
+        # Between two pages: a memory already seen is edited, one not seen yet is deleted,
+        # new ones arrive. Nothing comes twice, the deleted one never, the rest all.
+        await port.upsert(T, [self.item(mem(seen[0], "edited", version=5), 0)])
+        await port.delete(T, [ahead[0]], version=5)
+        await port.upsert(T, [self.item(mem(f"new{i}"), i) for i in range(3)])
+        cursor = page.next_cursor
+        while cursor is not None:
+            page = await port.scan(T, cursor, 8)
+            seen += [m.id for m in page.memories]
+            cursor = page.next_cursor
+        assert len(seen) == len(set(seen))
+        assert ahead[0] not in seen
+        assert expected - {ahead[0]} <= set(seen) <= expected | {"new0", "new1", "new2"}
+
+    async def test_scan_returns_what_get_returns(self, port: MemoryStore) -> None:
+        await port.upsert(T, [self.item(mem(x, tags=("k:v",)), i) for i, x in enumerate("abc")])
+        seen = BASE + timedelta(days=3)
+        await port.update_access(T, [AccessUpdate(id="b", last_accessed=seen, access_count=6)])
+        await port.update_relevance(T, [relevance("c", 0.375)])
+        scanned = [m for page in await scan_pages(port, T, 2) for m in page.memories]
+        by_id = {m.id: m for m in scanned}
+        assert len(scanned) == len(by_id) == 3
+        assert await port.get(T, ["a", "b", "c"]) == [by_id[x] for x in "abc"]
+        assert (by_id["b"].last_accessed, by_id["b"].access_count) == (seen, 6)
+        assert by_id["c"].relevance_score == 0.375
+
+    async def test_scan_of_an_empty_tenant_is_one_empty_page(self, port: MemoryStore) -> None:
+        assert await port.scan(T, None, 10) == ScanPage(memories=[], next_cursor=None)
+        # Tombstones only, and another tenant's memories, are nothing to T either.
+        await port.upsert(T, [self.item(mem("gone"))])
+        await port.delete(T, ["gone", "never"], version=3)
+        await port.upsert(OTHER, [self.item(mem("theirs", tenant=OTHER))])
+        assert await port.scan(T, None, 10) == ScanPage(memories=[], next_cursor=None)
+
+    async def test_scan_limit_below_one_is_invalid_argument(self, port: MemoryStore) -> None:
+        await port.upsert(T, [self.item(mem("a"))])
+        for limit in (0, -1):
+            with pytest.raises(InvalidArgument) as err:
+                await port.scan(T, None, limit)
+            assert err.value.field == "limit"
+
+    # -- relevance -----------------------------------------------------------------------------
+
+    async def test_update_relevance_sets_the_score_and_nothing_else(
+        self, port: MemoryStore
+    ) -> None:
+        m = replace(mem("a", "scored", tags=("x:y",)), relevance_score=0.25)
+        await port.upsert(T, [self.item(m)])
+        [before] = await port.get(T, ["a"])
+        assert await port.update_relevance(T, [relevance("a", 0.8125)]) == 1
+        assert await port.get(T, ["a"]) == [replace(before, relevance_score=0.8125)]
+        # Down as well as up: the pass writes what it computed.
+        assert await port.update_relevance(T, [relevance("a", 0.0625)]) == 1
+        assert await port.get(T, ["a"]) == [replace(before, relevance_score=0.0625)]
+        # The version guard is untouched: the same version is still stale, the next applies.
+        assert await port.upsert(T, [self.item(replace(m, content="stale"))]) == UpsertResult(0, 1)
+        newer = replace(m, content="newer", version=m.version + 1)
+        assert await port.upsert(T, [self.item(newer)]) == UpsertResult(1, 0)
+        [got] = await port.get(T, ["a"])
+        assert (got.content, got.version) == ("newer", m.version + 1)
+
+    async def test_update_relevance_skips_unknown_and_deleted(self, port: MemoryStore) -> None:
+        await port.upsert(T, [self.item(mem("a"), 0), self.item(mem("b"), 1)])
+        await port.delete(T, ["b"], version=2)
+        updates = [relevance(i, 0.5) for i in ("a", "b", "missing")]
+        assert await port.update_relevance(T, updates) == 1
+        assert await port.get(T, ["b", "missing"]) == []
+        assert await port.count(T) == 1
+        assert await scan_ids(port, T) == ["a"]
+        # A memory re-created after the delete starts from the score it is given.
+        reborn = replace(mem("b", "reborn", version=3), relevance_score=0.125)
+        await port.upsert(T, [self.item(reborn, 1)])
+        assert [m.relevance_score for m in await port.get(T, ["b"])] == [0.125]
+
+    async def test_update_relevance_counts_each_memory_once(self, port: MemoryStore) -> None:
+        await port.upsert(T, [self.item(mem("a"), 0), self.item(mem("b"), 1)])
+        updates = [relevance("a", 0.2), relevance("b", 0.3), relevance("a", 0.7)]
+        assert await port.update_relevance(T, updates) == 2
+        got = {m.id: m.relevance_score for m in await port.get(T, ["a", "b"])}
+        assert got == {"a": 0.7, "b": 0.3}
+        assert await port.update_relevance(T, []) == 0
+
+    async def test_update_relevance_stays_in_its_tenant(self, port: MemoryStore) -> None:
+        await port.upsert(T, [self.item(mem("same"), 0), self.item(mem("t-only"), 1)])
+        await port.upsert(OTHER, [self.item(mem("same", tenant=OTHER), 0)])
+        assert await port.update_relevance(OTHER, [relevance("t-only", 0.9)]) == 0
+        assert await port.update_relevance(OTHER, [relevance("same", 0.9)]) == 1
+        assert [m.relevance_score for m in await port.get(T, ["same", "t-only"])] == [0.0, 0.0]
+        assert [m.relevance_score for m in await port.get(OTHER, ["same"])] == [0.9]
+        assert await port.count(OTHER) == 1
+
+    # -- derived state survives an upsert ------------------------------------------------------
+
+    async def test_upsert_keeps_derived_state(self, port: MemoryStore) -> None:
+        await port.upsert(T, [self.item(mem("a", "first draft"))])
+        seen = BASE + timedelta(hours=1)
+        await port.update_access(T, [AccessUpdate(id="a", last_accessed=seen, access_count=4)])
+        await port.update_relevance(T, [relevance("a", 0.6)])
+
+        def view(m: Memory) -> tuple[str, int, datetime | None, int, float]:
+            return (m.content, m.version, m.last_accessed, m.access_count, m.relevance_score)
+
+        # A content update carries no statistics and no score: the stored ones stay.
+        await port.upsert(T, [self.item(mem("a", "second draft", version=2))])
+        assert [view(m) for m in await port.get(T, ["a"])] == [("second draft", 2, seen, 4, 0.6)]
+        # Newer statistics replace the stored ones; a lower score does not.
+        later = seen + timedelta(hours=1)
+        third = replace(
+            mem("a", "third", version=3), last_accessed=later, access_count=9, relevance_score=0.4
+        )
+        await port.upsert(T, [self.item(third)])
+        assert [view(m) for m in await port.get(T, ["a"])] == [("third", 3, later, 9, 0.6)]
+        # A higher score replaces it, and is then what the next upsert is compared with.
+        await port.upsert(
+            T, [self.item(replace(mem("a", "fourth", version=4), relevance_score=0.8))]
+        )
+        await port.upsert(
+            T, [self.item(replace(mem("a", "fifth", version=5), relevance_score=0.1))]
+        )
+        assert [view(m) for m in await port.get(T, ["a"])] == [("fifth", 5, later, 9, 0.8)]
+        # A skipped (older) upsert changes nothing.
+        stale = replace(mem("a", "stale", version=5), last_accessed=later + timedelta(1))
+        assert await port.upsert(T, [self.item(replace(stale, relevance_score=1.0))]) == (
+            UpsertResult(0, 1)
+        )
+        assert [view(m) for m in await port.get(T, ["a"])] == [("fifth", 5, later, 9, 0.8)]
+        # A memory re-created after a delete starts from what it is given.
+        await port.delete(T, ["a"], version=6)
+        await port.upsert(
+            T, [self.item(replace(mem("a", "reborn", version=7), relevance_score=0.05))]
+        )
+        assert [view(m) for m in await port.get(T, ["a"])] == [("reborn", 7, None, 0, 0.05)]

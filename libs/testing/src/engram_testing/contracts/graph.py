@@ -8,7 +8,8 @@ Semantics pinned here (the fake and every adapter agree):
 - Upsert applies a memory only when its version is newer than the stored one and than any
   tombstone; an applied upsert replaces the memory's MENTIONS set with the given entities
   (entities are MERGE'd: one node per tenant/kind/slug, the first name seen is kept) and
-  keeps stored access statistics that are newer than the incoming ones.
+  keeps the derived state of `engram_core.ports` (newer access statistics, a higher
+  relevance_score); relations survive it.
 - UpdateAccess sets last_accessed and access_count of live memories unless the stored
   last_accessed is newer.
 - Delete applies when its version is newer than the stored one: the memory, its MENTIONS and
@@ -44,6 +45,7 @@ from engram_core.model import (
     Memory,
     RelatedHit,
     Relation,
+    RelevanceUpdate,
     UpsertResult,
 )
 from engram_core.ports import GraphStore
@@ -685,24 +687,6 @@ class GraphStoreContract(MemoryStoreContract):
             UpsertResult(1, 0)
         )
 
-    async def test_upsert_keeps_newer_access_statistics(self, store: GraphStore) -> None:
-        await store.upsert(T, [(mem("a", "first draft"), [])])
-        seen = BASE + timedelta(hours=1)
-        await store.update_access(T, [AccessUpdate(id="a", last_accessed=seen, access_count=4)])
-        # An update of the content carries no (or older) access statistics: the stored stay.
-        await store.upsert(T, [(mem("a", "second draft", version=2), [])])
-        [got] = await store.get(T, ["a"])
-        assert (got.content, got.last_accessed, got.access_count) == ("second draft", seen, 4)
-        later = seen + timedelta(hours=1)
-        third = replace(mem("a", "third draft", version=3), last_accessed=later, access_count=9)
-        await store.upsert(T, [(third, [])])
-        assert await store.get(T, ["a"]) == [third]
-        # A memory re-created after a delete starts from what it is given.
-        await store.delete(T, ["a"], version=4)
-        await store.upsert(T, [(mem("a", "reborn", version=5), [])])
-        [got] = await store.get(T, ["a"])
-        assert (got.last_accessed, got.access_count) == (None, 0)
-
     async def test_update_access_skips_unknown_and_deleted(self, store: GraphStore) -> None:
         await store.upsert(T, [(mem("a"), []), (mem("b"), [])])
         await store.delete(T, ["b"], version=2)
@@ -712,3 +696,20 @@ class GraphStoreContract(MemoryStoreContract):
         assert await store.update_access(T, updates) == 1
         assert await store.get(T, ["b", "missing"]) == []
         assert await store.count(T) == 1
+
+    # -- relevance -----------------------------------------------------------------------------
+
+    async def test_relevance_shows_in_search_hits(self, store: GraphStore) -> None:
+        m = replace(full_memory(), archived=False, relevance_score=0.5)
+        await store.upsert(T, [(m, [SARAH])])
+        assert await store.update_relevance(T, [RelevanceUpdate(m.id, 0.875)]) == 1
+        [hit] = await store.search(T, ["people:sarah"], [], Filter(), 5)
+        assert hit.memory == replace(m, relevance_score=0.875)
+        # An upsert carrying a lower score keeps the stored one, in hits too; so do the edges.
+        await store.upsert(T, [(mem("b"), [])])
+        await store.add_relations(T, [rel(m.id, "b")], 1)
+        edited = replace(m, content="edited", version=m.version + 1)
+        await store.upsert(T, [(edited, [BOB])])
+        [hit] = await store.search(T, ["people:bob"], [], Filter(), 5)
+        assert hit.memory == replace(edited, relevance_score=0.875)
+        assert edge_keys(await store.relations(T, [m.id])) == {(m.id, "b", "RELATES_TO")}

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from engram_core.filters import matches
-from engram_core.model import AccessUpdate, Filter, Memory, TagMatch, UpsertResult
+from engram_core.model import AccessUpdate, Filter, Memory, RelevanceUpdate, TagMatch, UpsertResult
 from engram_core.ports import TextIndex
 from engram_testing.contracts import common
 from engram_testing.contracts.common import (
@@ -360,19 +360,6 @@ class TextIndexContract(MemoryStoreContract):
         assert await index.upsert(T, [m]) == UpsertResult(0, 1)
         assert await index.upsert(T, [replace(m, version=m.version + 1)]) == UpsertResult(1, 0)
 
-    async def test_upsert_keeps_newer_access_statistics(self, index: TextIndex) -> None:
-        await index.upsert(T, [mem("a", "first draft")])
-        seen = BASE + timedelta(hours=1)
-        await index.update_access(T, [AccessUpdate(id="a", last_accessed=seen, access_count=4)])
-        # An update of the content carries no (or older) access statistics: the stored stay.
-        await index.upsert(T, [mem("a", "second draft", version=2)])
-        [got] = await index.get(T, ["a"])
-        assert (got.content, got.last_accessed, got.access_count) == ("second draft", seen, 4)
-        later = seen + timedelta(hours=1)
-        third = replace(mem("a", "third draft", version=3), last_accessed=later, access_count=9)
-        await index.upsert(T, [third])
-        assert await index.get(T, ["a"]) == [third]
-
     async def test_update_access_skips_unknown_and_deleted(self, index: TextIndex) -> None:
         await index.upsert(T, [mem("a", "x"), mem("b", "y")])
         await index.delete(T, ["b"], version=2)
@@ -382,3 +369,18 @@ class TextIndexContract(MemoryStoreContract):
         assert await index.update_access(T, updates) == 1
         assert await index.get(T, ["b", "missing"]) == []
         assert await index.count(T) == 1
+
+    # -- relevance -----------------------------------------------------------------------------
+
+    async def test_relevance_shows_in_search_hits(self, index: TextIndex) -> None:
+        m = replace(full_memory(), archived=False, relevance_score=0.5)
+        await index.upsert(T, [m])
+        assert await index.update_relevance(T, [RelevanceUpdate(m.id, 0.875)]) == 1
+        assert [h.memory for h in await index.search(T, "friday", Filter(), 5)] == [
+            replace(m, relevance_score=0.875)
+        ]
+        # An upsert carrying a lower score keeps the stored one, in hits too.
+        edited = replace(m, content="Ship the beta on Monday.", version=m.version + 1)
+        await index.upsert(T, [edited])
+        [hit] = await index.search(T, "monday", Filter(), 5)
+        assert hit.memory == replace(edited, relevance_score=0.875)

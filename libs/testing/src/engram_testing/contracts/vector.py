@@ -17,7 +17,7 @@ import pytest
 
 from engram_core.errors import InvalidArgument
 from engram_core.filters import matches
-from engram_core.model import AccessUpdate, Filter, Memory, UpsertResult
+from engram_core.model import AccessUpdate, Filter, Memory, RelevanceUpdate, UpsertResult
 from engram_core.ports import VectorIndex
 from engram_testing.contracts.common import (
     ALL,
@@ -323,3 +323,96 @@ class VectorIndexContract(MemoryStoreContract):
         assert await index.get(T, ["b", "missing"]) == []
         assert await index.count(T) == 1
         assert ids(await index.search(T, axis(1), Filter(), 10)) == ["a"]
+
+    # -- relevance -----------------------------------------------------------------------------
+
+    async def test_relevance_shows_in_search_hits(self, index: VectorIndex) -> None:
+        m = replace(full_memory(), archived=False, relevance_score=0.5)
+        await index.upsert(T, [(m, axis(0))])
+        assert await index.update_relevance(T, [RelevanceUpdate(m.id, 0.875)]) == 1
+        [hit] = await index.search(T, axis(0), Filter(), 5)
+        assert hit.memory == replace(m, relevance_score=0.875)
+        assert hit.score == pytest.approx(1.0, abs=1e-4)  # the vector is untouched
+        # An upsert carrying a lower score keeps the stored one, in hits too.
+        edited = replace(m, content="edited", version=m.version + 1)
+        await index.upsert(T, [(edited, axis(1))])
+        [hit] = await index.search(T, axis(1), Filter(), 5)
+        assert hit.memory == replace(edited, relevance_score=0.875)
+
+    # -- neighbours ----------------------------------------------------------------------------
+
+    _NEIGHBOURHOOD = {
+        "a": vec(1.0, 0.0, 0.0),
+        "twin": vec(3.0, 0.0, 0.0),  # a's direction exactly: a neighbour, not a itself
+        "near": vec(1.0, 0.2, 0.0),
+        "mid": vec(1.0, 1.0, 0.0),
+        "side": vec(0.0, 1.0, 0.0),
+        "away": vec(-1.0, 0.1, 0.0),
+    }
+
+    async def _neighbourhood(self, index: VectorIndex) -> None:
+        await index.upsert(T, [(mem(k), v) for k, v in self._NEIGHBOURHOOD.items()])
+
+    async def test_neighbours_are_nearest_first_without_the_memory_itself(
+        self, index: VectorIndex
+    ) -> None:
+        await self._neighbourhood(index)
+        got = await index.neighbours(T, ["a"], 10, -1.0)
+        assert list(got) == ["a"]
+        assert [h.id for h in got["a"]] == ["twin", "near", "mid", "side", "away"]
+        for h in got["a"]:
+            want = cosine(self._NEIGHBOURHOOD["a"], self._NEIGHBOURHOOD[h.id])
+            assert h.score == pytest.approx(want, abs=1e-4)
+        # Hits name the neighbour and its cosine; Get fetches memories when they are needed.
+        assert all(h.memory is None for h in got["a"])
+
+    async def test_neighbours_respect_limit_and_min_score(self, index: VectorIndex) -> None:
+        await self._neighbourhood(index)
+        assert [h.id for h in (await index.neighbours(T, ["a"], 2, -1.0))["a"]] == ["twin", "near"]
+        # cos(a, mid) ~ 0.707, cos(a, side) = 0: the threshold keeps the first three.
+        got = await index.neighbours(T, ["a"], 10, 0.5)
+        assert [h.id for h in got["a"]] == ["twin", "near", "mid"]
+        assert all(h.score >= 0.5 for h in got["a"])
+        # Nothing close enough: the memory is answered, with no neighbours.
+        assert await index.neighbours(T, ["side"], 10, 0.99) == {"side": []}
+
+    async def test_neighbours_of_several_ids_in_one_call(self, index: VectorIndex) -> None:
+        await self._neighbourhood(index)
+        await index.delete(T, ["away"], version=2)
+        got = await index.neighbours(T, ["side", "missing", "a", "away", "side"], 2, -1.0)
+        # Unknown and deleted ids are left out; a repeated id is answered once.
+        assert sorted(got) == ["a", "side"]
+        assert [h.id for h in got["a"]] == ["twin", "near"]
+        assert [h.id for h in got["side"]] == ["mid", "near"]
+        assert await index.neighbours(T, [], 5, 0.0) == {}
+        with pytest.raises(InvalidArgument) as err:
+            await index.neighbours(T, ["a"], 0, 0.0)
+        assert err.value.field == "limit"
+
+    async def test_neighbours_never_show_tombstones(self, index: VectorIndex) -> None:
+        await self._neighbourhood(index)
+        await index.delete(T, ["twin", "near"], version=2)
+        got = await index.neighbours(T, ["a"], 10, -1.0)
+        assert [h.id for h in got["a"]] == ["mid", "side", "away"]
+        assert await index.neighbours(T, ["twin"], 10, -1.0) == {}
+
+    async def test_neighbours_include_archived_memories(self, index: VectorIndex) -> None:
+        await index.upsert(
+            T, [(mem("a"), vec(1.0, 0.0)), (mem("old", archived=True), vec(1.0, 0.1))]
+        )
+        got = await index.neighbours(T, ["a", "old"], 5, 0.0)
+        assert {k: [h.id for h in v] for k, v in got.items()} == {"a": ["old"], "old": ["a"]}
+
+    async def test_neighbours_stay_in_the_tenant(self, index: VectorIndex) -> None:
+        # OTHER's points lie right on a's direction, and there are many of them: a search
+        # that took a top-k over every tenant and filtered afterwards would come back empty.
+        await index.upsert(T, [(mem("a"), vec(1.0, 0.0)), (mem("far"), vec(-1.0, 0.3))])
+        crowd = [(mem(f"o{i}", tenant=OTHER), vec(1.0, 0.001 * i)) for i in range(60)]
+        await index.upsert(OTHER, [*crowd, (mem("a", tenant=OTHER), vec(0.0, 1.0))])
+        got = await index.neighbours(T, ["a"], 1, -1.0)
+        assert [h.id for h in got["a"]] == ["far"]
+        assert got["a"][0].score == pytest.approx(cosine(vec(1.0), vec(-1.0, 0.3)), abs=1e-4)
+        # The same id in OTHER is OTHER's own memory, with OTHER's neighbours.
+        other = await index.neighbours(OTHER, ["a", "far"], 1, -1.0)
+        assert list(other) == ["a"]
+        assert other["a"][0].id == "o59"

@@ -1,5 +1,6 @@
 """The bookkeeping every in-memory store fake shares: per-tenant keys, the version guard,
-tombstones, get/count/update_access and a switch that makes every call fail."""
+tombstones, get/count/update_access/scan/update_relevance and a switch that makes every call
+fail."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from dataclasses import replace
 from typing import Generic, TypeVar
 
 from engram_core.access import apply_access, keep_access
-from engram_core.errors import EngramError
-from engram_core.model import AccessUpdate, Memory
+from engram_core.errors import EngramError, InvalidArgument
+from engram_core.model import AccessUpdate, Memory, RelevanceUpdate, ScanPage
 
 P = TypeVar("P")  # what a store keeps beside each memory (a unit vector, the mentions)
 _Key = tuple[str, str]  # tenant, id
@@ -21,9 +22,6 @@ class FakeStore(Generic[P]):
     ``_versions`` holds the version of the last write that applied to a key, a delete
     included: what remains of a deleted memory is that version, its tombstone.
     """
-
-    # An applied upsert keeps stored access statistics that are newer than the incoming ones.
-    keeps_access = True
 
     def __init__(self) -> None:
         self._stored: dict[_Key, tuple[Memory, P]] = {}
@@ -53,8 +51,8 @@ class FakeStore(Generic[P]):
             if key in self._versions and m.version <= self._versions[key]:
                 continue
             stored = replace(m, tenant=tenant)
-            if self.keeps_access and (old := self._stored.get(key)) is not None:
-                stored = keep_access(stored, old[0])
+            if (old := self._stored.get(key)) is not None:
+                stored = _keep_derived(stored, old[0])
             self._stored[key] = (stored, payload)
             self._versions[key] = m.version
             applied.append((stored, payload))
@@ -96,5 +94,38 @@ class FakeStore(Generic[P]):
         self._check()
         return sum(1 for _ in self._all_live(tenant))
 
+    async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
+        """By id; the cursor is the last id a page returned."""
+        self._check()
+        if limit < 1:
+            raise InvalidArgument("limit", f"must be >= 1, got {limit}")
+        after = sorted(m.id for m, _ in self._all_live(tenant) if cursor is None or m.id > cursor)
+        page = [self._stored[(tenant, i)][0] for i in after[:limit]]
+        more = len(after) > len(page)
+        return ScanPage(memories=page, next_cursor=page[-1].id if more else None)
+
+    async def update_relevance(self, tenant: str, updates: Sequence[RelevanceUpdate]) -> int:
+        self._check()
+        changed: set[str] = set()
+        for u in updates:
+            entry = self._live(tenant, u.id)
+            if entry is None:
+                continue
+            self._stored[(tenant, u.id)] = (
+                replace(entry[0], relevance_score=u.relevance_score),
+                entry[1],
+            )
+            changed.add(u.id)
+        return len(changed)
+
     async def close(self) -> None:
         return None
+
+
+def _keep_derived(new: Memory, old: Memory) -> Memory:
+    """``new`` (an upsert replacing ``old``) keeping the derived state ``old`` has more of:
+    newer access statistics, a higher relevance_score (`engram_core.ports`)."""
+    kept = keep_access(new, old)
+    if old.relevance_score > kept.relevance_score:
+        kept = replace(kept, relevance_score=old.relevance_score)
+    return kept

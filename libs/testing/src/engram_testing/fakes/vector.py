@@ -23,9 +23,6 @@ def _dot(a: Sequence[float], b: Sequence[float]) -> float:
 class FakeVectorIndex(FakeStore[tuple[float, ...]]):
     """Keeps each memory's unit vector. Set ``failure`` to make every call raise it."""
 
-    # As the vector adapters do: an upsert replaces the stored access statistics too.
-    keeps_access = False
-
     def __init__(self, dimension: int = 384) -> None:
         super().__init__()
         self._dimension = dimension
@@ -62,3 +59,23 @@ class FakeVectorIndex(FakeStore[tuple[float, ...]]):
         ]
         hits.sort(key=lambda h: (-h.score, h.id))
         return hits[: max(limit, 0)]
+
+    async def neighbours(
+        self, tenant: str, ids: Sequence[str], limit: int, min_score: float
+    ) -> dict[str, list[Hit]]:
+        self._check()
+        if limit < 1:
+            raise InvalidArgument("limit", f"must be >= 1, got {limit}")
+        out: dict[str, list[Hit]] = {}
+        for id_ in dict.fromkeys(ids):
+            entry = self._live(tenant, id_)
+            if entry is None:
+                continue
+            hits = [
+                Hit(id=m.id, score=score)
+                for m, unit in self._all_live(tenant)
+                if m.id != id_ and (score := _dot(entry[1], unit)) >= min_score
+            ]
+            hits.sort(key=lambda h: (-h.score, h.id))
+            out[id_] = hits[:limit]
+        return out

@@ -1,11 +1,13 @@
 """Memory <-> the JSON document kept on the graph's memory node, and time <-> microseconds.
 
 Access statistics live in their own columns (update_access changes them without rewriting the
-document), so they are not part of the document.
+document), so they are not part of the document. So does the relevance_score once written: the
+document keeps the score its upsert carried, the column (when set) is the one that counts.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from engram_core.codec import memory_from_json, memory_to_json
@@ -36,7 +38,10 @@ def encode(m: Memory) -> str:
     return memory_to_json(m, access=False)
 
 
-def decode(doc: str, last_accessed_us: int, access_count: int) -> Memory:
-    return memory_from_json(
+def decode(
+    doc: str, last_accessed_us: int, access_count: int, relevance: float | None = None
+) -> Memory:
+    m = memory_from_json(
         doc, last_accessed=access_time(last_accessed_us), access_count=access_count
     )
+    return m if relevance is None else replace(m, relevance_score=float(relevance))

@@ -25,7 +25,9 @@ SCHEMA = (
     "CREATE NODE TABLE IF NOT EXISTS Memory("
     "key STRING, tenant STRING, id STRING, type STRING, tags STRING[], tag_prefixes STRING[], "
     "ts INT64, archived BOOLEAN, version INT64, deleted BOOLEAN, importance DOUBLE, "
-    "last_accessed INT64, access_count INT64, doc STRING, PRIMARY KEY(key))",
+    "last_accessed INT64, access_count INT64, doc STRING, relevance DOUBLE, PRIMARY KEY(key))",
+    # Databases made before the column existed get it (NULL: the score in the doc counts).
+    "ALTER TABLE Memory ADD IF NOT EXISTS relevance DOUBLE",
     "CREATE NODE TABLE IF NOT EXISTS Entity("
     "key STRING, tenant STRING, kind STRING, slug STRING, name STRING, lname STRING, "
     "PRIMARY KEY(key))",
@@ -38,7 +40,7 @@ SCHEMA = (
 
 STATES = (
     "UNWIND $keys AS k MATCH (m:Memory {key: k}) "
-    "RETURN k, m.version, m.deleted, m.last_accessed, m.access_count"
+    "RETURN k, m.version, m.deleted, m.last_accessed, m.access_count, m.relevance"
 )
 MENTIONED = "MATCH (m:Memory {key: $k})-[:MENTIONS]->(e:Entity) RETURN e.key"
 MERGE_ENTITIES = (
@@ -51,7 +53,8 @@ MERGE_MEMORIES = (
     "SET m.tenant = r.tenant, m.id = r.id, m.type = r.type, m.tags = r.tags, "
     "m.tag_prefixes = r.tag_prefixes, m.ts = r.ts, m.archived = r.archived, "
     "m.version = r.version, m.deleted = false, m.importance = r.importance, "
-    "m.last_accessed = r.last_accessed, m.access_count = r.access_count, m.doc = r.doc"
+    "m.last_accessed = r.last_accessed, m.access_count = r.access_count, m.doc = r.doc, "
+    "m.relevance = r.relevance"
 )
 # Replacing a changed set wholesale: one DELETE per memory costs less than one per edge.
 UNMENTION_ALL = "MATCH (m:Memory {key: $k})-[x:MENTIONS]->(:Entity) DELETE x"
@@ -64,7 +67,7 @@ DETACH = "MATCH (m:Memory {key: $k}) DETACH DELETE m"
 TOMBSTONE = (
     "CREATE (:Memory {key: $k, tenant: $tenant, id: $id, type: '', tags: [], "
     "tag_prefixes: [], ts: 0, archived: false, version: $version, deleted: true, "
-    "importance: 0.0, last_accessed: $never, access_count: 0, doc: ''})"
+    "importance: 0.0, last_accessed: $never, access_count: 0, doc: '', relevance: 0.0})"
 )
 BUMP_TOMBSTONE = "MATCH (m:Memory {key: $k}) SET m.version = $version"
 EDGE = (
@@ -86,11 +89,23 @@ CREATE_EDGE = (
 EDGES = "MATCH (a:Memory {key: $k})-[r:RELATION]-(b:Memory) RETURN a.id, b.id, id(a), r"
 GET = (
     "UNWIND $keys AS k MATCH (m:Memory {key: k}) WHERE m.deleted = false "
-    "RETURN k, m.doc, m.last_accessed, m.access_count"
+    "RETURN k, m.doc, m.last_accessed, m.access_count, m.relevance"
+)
+# The tenant's live ids after one, in order: what a scan pages through. The only index is
+# the key's hash index, so this reads the whole table (every tenant): a scan runs it once
+# and keeps the rest between pages, whose memories are then got by key.
+LIVE_IDS = (
+    "MATCH (m:Memory) WHERE m.tenant = $tenant AND m.deleted = false AND m.id > $after "
+    "RETURN m.id ORDER BY m.id"
 )
 TOUCH = (
     "MATCH (m:Memory {key: $k}) WHERE m.deleted = false AND m.last_accessed <= $at "
     "SET m.last_accessed = $at, m.access_count = $count RETURN m.id"
+)
+# A batch of scores in one statement: UNWIND over keys alone keeps the key-index lookups.
+SCORE = (
+    "UNWIND $rows AS r MATCH (m:Memory {key: r.k}) WHERE m.deleted = false "
+    "SET m.relevance = r.score RETURN m.id"
 )
 COUNT = "MATCH (m:Memory) WHERE m.tenant = $tenant AND m.deleted = false RETURN count(*)"
 

@@ -12,6 +12,8 @@ import asyncio
 import json
 import logging
 import queue
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
@@ -32,6 +34,8 @@ from engram_core.model import (
     Memory,
     RelatedHit,
     Relation,
+    RelevanceUpdate,
+    ScanPage,
     UpsertResult,
 )
 from engram_core.tags import tag_prefixes
@@ -91,12 +95,41 @@ class _State:
     tombstone: bool
     last_accessed: int
     access_count: int
+    relevance: float  # NULL (a node from before the column): 0, what every upsert carried
 
 
 def _states(conn: ladybug.Connection, keys: list[str]) -> dict[str, _State]:
     """The memory nodes that exist among ``keys``."""
     rows = _rows(conn, cypher.STATES, {"keys": keys})
-    return {k: _State(int(v), bool(d), int(at), int(n)) for k, v, d, at, n in rows}
+    return {
+        k: _State(int(v), bool(d), int(at), int(n), float(r or 0.0)) for k, v, d, at, n, r in rows
+    }
+
+
+class _ScanRests:
+    """The ids that follow each scan page served, by (tenant, cursor), for the next call
+    with that cursor: a scan then walks its tenant once, not once per page. Bounded in
+    scans and in ids held; what is evicted is walked again when its cursor comes."""
+
+    def __init__(self, scans: int = 8, ids: int = 1_000_000) -> None:
+        self._rests: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
+        self._scans = scans
+        self._ids = ids
+        self._lock = threading.Lock()  # scans run on worker threads
+
+    def take(self, tenant: str, cursor: str) -> list[str] | None:
+        with self._lock:
+            return self._rests.pop((tenant, cursor), None)
+
+    def keep(self, tenant: str, cursor: str, rest: list[str]) -> None:
+        if len(rest) > self._ids:
+            return  # a tenant this large walks on every page
+        with self._lock:
+            self._rests[(tenant, cursor)] = rest
+            while len(self._rests) > self._scans or (
+                sum(map(len, self._rests.values())) > self._ids
+            ):
+                self._rests.popitem(last=False)
 
 
 class LadybugGraphStore:
@@ -128,6 +161,7 @@ class LadybugGraphStore:
             conn.set_query_timeout(query_timeout_ms)
             self._reader_conns.append(conn)
             self._readers.put(conn)
+        self._scan_rests = _ScanRests()
         self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="graph-write")
         self._read_pool = ThreadPoolExecutor(readers, thread_name_prefix="graph-read")
         self._closed = False
@@ -192,6 +226,13 @@ class LadybugGraphStore:
             return 0
         return await self._write(_update_access, tenant, list(updates))
 
+    async def update_relevance(self, tenant: str, updates: Sequence[RelevanceUpdate]) -> int:
+        _check_tenant(tenant)
+        latest = {u.id: u.relevance_score for u in updates}  # a repeated id: the last wins
+        if not latest:
+            return 0
+        return await self._write(_update_relevance, tenant, latest)
+
     # -- reads ---------------------------------------------------------------------------------
 
     async def related(
@@ -235,6 +276,34 @@ class LadybugGraphStore:
         rows = await self._read(_rows, cypher.COUNT, {"tenant": tenant})
         return int(rows[0][0])
 
+    async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
+        _check_tenant(tenant)
+        if limit < 1:
+            raise InvalidArgument("limit", f"must be >= 1, got {limit}")
+        return await self._read(self._scan, tenant, cursor, limit)
+
+    def _scan(
+        self, conn: ladybug.Connection, tenant: str, cursor: str | None, limit: int
+    ) -> ScanPage:
+        """The cursor is the page's last id. Its rest comes from the previous page when it is
+        still held, else from a walk of the table after the cursor ("" sorts first)."""
+        rest = None if cursor is None else self._scan_rests.take(tenant, cursor)
+        if rest is None:
+            params = {"tenant": tenant, "after": cursor or ""}
+            rest = [str(row[0]) for row in _rows(conn, cypher.LIVE_IDS, params)]
+        page: list[Memory] = []
+        taken = 0
+        # Ids deleted since the walk are skipped; the page fills from what follows them.
+        while len(page) < limit and taken < len(rest):
+            keys = [memory_key(tenant, i) for i in rest[taken : taken + limit - len(page)]]
+            taken += len(keys)
+            found = _documents(conn, keys)
+            page += [found[k] for k in keys if k in found]
+        if taken >= len(rest):
+            return ScanPage(page, None)
+        self._scan_rests.keep(tenant, page[-1].id, rest[taken:])
+        return ScanPage(page, page[-1].id)
+
     async def close(self) -> None:
         if self._closed:
             return
@@ -257,6 +326,7 @@ def _memory_row(tenant: str, key: str, m: Memory, state: _State | None) -> dict[
     stored = replace(m, tenant=tenant)
     last_accessed = NEVER if m.last_accessed is None else to_us(m.last_accessed)
     access_count = m.access_count
+    relevance = float(m.relevance_score)
     # An upsert carries content and, usually, older access statistics than the stored ones.
     if (
         state is not None
@@ -264,6 +334,9 @@ def _memory_row(tenant: str, key: str, m: Memory, state: _State | None) -> dict[
         and not is_newer_access(access_time(last_accessed), access_time(state.last_accessed))
     ):
         last_accessed, access_count = state.last_accessed, state.access_count
+    # ... and a score up to now; the stored one stays when higher.
+    if state is not None and not state.tombstone:
+        relevance = max(relevance, state.relevance)
     return {
         "key": key,
         "tenant": tenant,
@@ -279,6 +352,7 @@ def _memory_row(tenant: str, key: str, m: Memory, state: _State | None) -> dict[
         "last_accessed": last_accessed,
         "access_count": access_count,
         "doc": encode(stored),
+        "relevance": relevance,
     }
 
 
@@ -403,6 +477,12 @@ def _update_access(conn: ladybug.Connection, tenant: str, updates: list[AccessUp
     return updated
 
 
+def _update_relevance(conn: ladybug.Connection, tenant: str, latest: dict[str, float]) -> int:
+    rows = [{"k": memory_key(tenant, i), "score": float(r)} for i, r in latest.items()]
+    with _transaction(conn):
+        return len(_rows(conn, cypher.SCORE, {"rows": rows}))
+
+
 # -- the work, on a reader thread --------------------------------------------------------------
 
 
@@ -456,7 +536,7 @@ def _search(conn: ladybug.Connection, query: str, params: dict[str, Any]) -> lis
 
 def _documents(conn: ladybug.Connection, keys: list[str]) -> dict[str, Memory]:
     rows = _rows(conn, cypher.GET, {"keys": keys}) if keys else []
-    return {k: decode(doc, at, count) for k, doc, at, count in rows}
+    return {k: decode(doc, at, count, r) for k, doc, at, count, r in rows}
 
 
 def _relations(conn: ladybug.Connection, tenant: str, ids: list[str]) -> list[Relation]:

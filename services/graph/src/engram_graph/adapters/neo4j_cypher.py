@@ -41,8 +41,10 @@ AWAIT_INDEXES = "CALL db.awaitIndexes($seconds)"
 # $rows: {id, version, type, tags, tag_prefixes, timestamp, archived, doc, last_accessed,
 # access_count, entities: [{key, kind, slug, name, lname}]}, one row per distinct id.
 # A stored node (live or tombstone) at the same or a newer version is left as it is.
-# Stored access statistics newer than the incoming ones stay (not on a tombstone: a memory
-# re-created after a delete starts from what it is given). MENTIONS are replaced wholesale.
+# Stored access statistics newer than the incoming ones stay, so does a stored relevance
+# above the incoming one (not on a tombstone: a memory re-created after a delete starts from
+# what it is given). A node from before `relevance` existed has none: the 0 every upsert
+# carried then. MENTIONS are replaced wholesale.
 UPSERT = """
 UNWIND $rows AS row
 MERGE (m:Memory {tenant: $tenant, id: row.id})
@@ -52,10 +54,12 @@ WITH m, row
 WHERE m.version IS NULL OR m.version < row.version
 WITH m, row,
      coalesce(m.deleted, true) OR m.last_accessed IS NULL
-       OR (row.last_accessed IS NOT NULL AND row.last_accessed >= m.last_accessed) AS fresh
+       OR (row.last_accessed IS NOT NULL AND row.last_accessed >= m.last_accessed) AS fresh,
+     CASE WHEN coalesce(m.deleted, true) OR coalesce(m.relevance, 0.0) <= row.relevance
+          THEN row.relevance ELSE m.relevance END AS relevance
 SET m.version = row.version, m.deleted = false, m.type = row.type, m.tags = row.tags,
     m.tag_prefixes = row.tag_prefixes, m.timestamp = row.timestamp, m.archived = row.archived,
-    m.doc = row.doc,
+    m.doc = row.doc, m.relevance = relevance,
     m.last_accessed = CASE WHEN fresh THEN row.last_accessed ELSE m.last_accessed END,
     m.access_count = CASE WHEN fresh THEN row.access_count ELSE m.access_count END
 WITH m, row
@@ -139,6 +143,19 @@ SET m.last_accessed = row.last_accessed, m.access_count = row.access_count
 RETURN count(m) AS updated
 """
 
+# $rows: {id, relevance}, one per distinct id. The score only: version, doc and access stay.
+SCORE = """
+UNWIND $rows AS row
+MATCH (m:Memory {tenant: $tenant, id: row.id})
+WHERE m.deleted = false
+SET m._lock = true
+REMOVE m._lock
+WITH m, row
+WHERE m.deleted = false
+SET m.relevance = row.relevance
+RETURN count(m) AS updated
+"""
+
 # -- reads --------------------------------------------------------------------------------------
 
 # Reads answer with ONE record holding a list (collect): the async driver pays per record
@@ -150,7 +167,22 @@ UNWIND $ids AS id
 MATCH (m:Memory {tenant: $tenant, id: id})
 WHERE m.deleted = false
 RETURN collect([m.id, m.doc, m.last_accessed.epochSeconds * 1000000 + m.last_accessed.microsecond,
-                m.access_count]) AS found
+                m.access_count, m.relevance]) AS found
+"""
+
+# A page of a scan: the tenant's live memories after an id, in id order. The (tenant, id)
+# uniqueness constraint's range index serves the seek and the order: ordered by both its
+# properties the plan is seek → filter → limit; by the id alone the planner sorted every
+# remaining memory of the tenant for each page. $limit is one more than the page, to tell
+# whether anything follows.
+SCAN = """
+MATCH (m:Memory)
+WHERE m.tenant = $tenant AND m.id > $after AND m.deleted = false
+WITH m
+ORDER BY m.tenant, m.id
+LIMIT $limit
+RETURN collect([m.id, m.doc, m.last_accessed.epochSeconds * 1000000 + m.last_accessed.microsecond,
+                m.access_count, m.relevance]) AS found
 """
 
 COUNT = """
@@ -214,7 +246,7 @@ ORDER BY score DESC, m.timestamp DESC, m.id
 LIMIT $limit
 RETURN collect([m.id, score, m.doc,
                 m.last_accessed.epochSeconds * 1000000 + m.last_accessed.microsecond,
-                m.access_count]) AS hits
+                m.access_count, m.relevance]) AS hits
 """
 
 # `engram_core.filters.matches` as Cypher conditions on m, one constant fragment per part of

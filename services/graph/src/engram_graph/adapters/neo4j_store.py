@@ -54,6 +54,8 @@ from engram_core.model import (
     Memory,
     RelatedHit,
     Relation,
+    RelevanceUpdate,
+    ScanPage,
     TagMatch,
     TagMode,
     UpsertResult,
@@ -258,6 +260,15 @@ class Neo4jGraphStore:
         ]
         return await self._run("write", _single, cypher.TOUCH, tenant=tenant, rows=rows)
 
+    async def update_relevance(self, tenant: str, updates: Sequence[RelevanceUpdate]) -> int:
+        _check_tenant(tenant)
+        latest = {u.id: u.relevance_score for u in updates}  # a repeated id: the last wins
+        if not latest:
+            return 0
+        # Sorted: concurrent batches lock nodes in one order (fewer deadlocks to retry).
+        rows = [{"id": i, "relevance": float(r)} for i, r in sorted(latest.items())]
+        return await self._run("write", _single, cypher.SCORE, tenant=tenant, rows=rows)
+
     # -- reads ---------------------------------------------------------------------------------
 
     async def related(
@@ -284,8 +295,8 @@ class Neo4jGraphStore:
         params.update(tenant=tenant, keys=keys, words=words, limit=limit)
         rows = await self._run("read", _collected, cypher.search(parts), **params)
         return [
-            Hit(id=id_, score=float(score), memory=_decode(doc, at, count))
-            for id_, score, doc, at, count in rows
+            Hit(id=id_, score=float(score), memory=_decode(doc, at, count, r))
+            for id_, score, doc, at, count, r in rows
         ]
 
     async def relations(self, tenant: str, ids: Sequence[str]) -> list[Relation]:
@@ -313,8 +324,19 @@ class Neo4jGraphStore:
             return []
         wanted = list(dict.fromkeys(ids))
         rows = await self._run("read", _collected, cypher.GET, tenant=tenant, ids=wanted)
-        found = {id_: _decode(doc, at, count) for id_, doc, at, count in rows}
+        found = {id_: _decode(doc, at, count, r) for id_, doc, at, count, r in rows}
         return [found[i] for i in wanted if i in found]
+
+    async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
+        _check_tenant(tenant)
+        if limit < 1:
+            raise InvalidArgument("limit", f"must be >= 1, got {limit}")
+        # The cursor is the last id of the page before; "" sorts before every id.
+        rows = await self._run(
+            "read", _collected, cypher.SCAN, tenant=tenant, after=cursor or "", limit=limit + 1
+        )
+        page = [_decode(doc, at, count, r) for _, doc, at, count, r in rows[:limit]]
+        return ScanPage(page, page[-1].id if len(rows) > limit else None)
 
     async def count(self, tenant: str) -> int:
         _check_tenant(tenant)
@@ -345,6 +367,7 @@ def _memory_row(tenant: str, m: Memory, entities: Sequence[Entity]) -> dict[str,
         "archived": m.archived,
         # Access statistics live in properties of their own (UpdateAccess leaves the doc be).
         "doc": memory_to_json(replace(m, tenant=tenant), access=False),
+        "relevance": float(m.relevance_score),
         "last_accessed": None if m.last_accessed is None else _utc(m.last_accessed),
         "access_count": m.access_count,
         "entities": [
@@ -380,9 +403,14 @@ def _edge_row(r: Relation) -> dict[str, Any]:
     }
 
 
-def _decode(doc: str, last_accessed_us: int | None, access_count: int | None) -> Memory:
+def _decode(
+    doc: str, last_accessed_us: int | None, access_count: int | None, relevance: float | None
+) -> Memory:
+    """The node's document with its access statistics and, once one was written (a node from
+    before that keeps the document's), its relevance_score."""
     at = None if last_accessed_us is None else from_us(last_accessed_us)
-    return memory_from_json(doc, last_accessed=at, access_count=int(access_count or 0))
+    m = memory_from_json(doc, last_accessed=at, access_count=int(access_count or 0))
+    return m if relevance is None else replace(m, relevance_score=float(relevance))
 
 
 def _filter(flt: Filter) -> tuple[tuple[str, ...], dict[str, Any]]:

@@ -21,6 +21,8 @@ from engram_core.model import (
     Memory,
     RelatedHit,
     Relation,
+    RelevanceUpdate,
+    ScanPage,
     UpsertResult,
 )
 from engram_core.ports import GraphStore
@@ -161,6 +163,18 @@ class GraphService:
 
     async def count(self, tenant: str) -> int:
         return await self._store.count(tenant)
+
+    async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
+        if not 1 <= limit <= self.limits.max_limit:
+            raise InvalidArgument("limit", f"must be within 1..{self.limits.max_limit}")
+        return await self._store.scan(tenant, cursor, limit)
+
+    async def update_relevance(self, tenant: str, updates: Sequence[RelevanceUpdate]) -> int:
+        _check_count("updates", len(updates), self.limits.max_batch)
+        for i, u in enumerate(updates):
+            if not (math.isfinite(u.relevance_score) and 0.0 <= u.relevance_score <= 1.0):
+                raise InvalidArgument(f"updates[{i}].relevance_score", "must be within [0, 1]")
+        return await self._store.update_relevance(tenant, updates)
 
     async def close(self) -> None:
         await self._store.close()

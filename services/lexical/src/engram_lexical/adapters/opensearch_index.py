@@ -4,8 +4,9 @@ Several replicas may write at once, so the version guard is the server's: every 
 tombstone is written with ``version_type=external`` and the event's version, and OpenSearch
 refuses (409) a write whose version is not above the stored one. Access statistics live in
 documents of their own, versioned by their ``last_accessed`` time with ``external_gte``, so
-they only move forward whoever writes them and never touch a memory's version. Layout and
-queries: `opensearch_schema`.
+they only move forward whoever writes them and never touch a memory's version; so does the
+relevance_score once one is written (a document per memory, raised by upserts, set by
+UpdateRelevance). Layout and queries: `opensearch_schema`.
 
 Writes of memories and tombstones ask for ``refresh`` (``wait_for`` by default): they return
 once a search can see them, which read-your-writes through the watermark relies on. Reads by
@@ -31,7 +32,15 @@ from opensearchpy.exceptions import OpenSearchException, TransportError
 from engram_core.access import is_newer_access
 from engram_core.codec import memory_from_json
 from engram_core.errors import Internal, InvalidArgument, Unavailable
-from engram_core.model import AccessUpdate, Filter, Hit, Memory, UpsertResult
+from engram_core.model import (
+    AccessUpdate,
+    Filter,
+    Hit,
+    Memory,
+    RelevanceUpdate,
+    ScanPage,
+    UpsertResult,
+)
 from engram_lexical.adapters import opensearch_schema as schema
 
 log = logging.getLogger(__name__)
@@ -39,6 +48,9 @@ R = TypeVar("R")
 Refresh = Literal["wait_for", "true", "false"]
 _TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
 _CONFLICT = 409
+# A scripted update of a relevance document retries this often when another write to the
+# same document lands between its read and its write (a version conflict).
+_RELEVANCE_RETRIES = 5
 _DYNAMIC = ("number_of_replicas", "refresh_interval")
 
 
@@ -83,6 +95,14 @@ def opensearch_client(
 class _Access:
     last_accessed: datetime
     access_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Derived:
+    """What a memory's own documents beside it hold: access statistics, relevance_score."""
+
+    access: _Access | None
+    relevance: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,11 +172,31 @@ class OpenSearchTextIndex:
                 applied.append(m)
             elif status != _CONFLICT:
                 self._item_error(item, f"memories[{i}]")
-        # Statistics an upsert carries count like an UpdateAccess (the newer pair is kept).
-        carried = [(m, m.last_accessed) for m in applied if m.last_accessed is not None]
-        if carried:
-            ops = [self._access_op(tenant, m.id, _Access(t, m.access_count)) for m, t in carried]
-            await self._bulk(ops, refresh=False)
+        # Statistics an upsert carries count like an UpdateAccess (the newer pair is kept), and
+        # its score lifts the relevance document (a score of 0 would never change it).
+        derived = [
+            self._access_op(tenant, m.id, _Access(m.last_accessed, m.access_count))
+            for m in applied
+            if m.last_accessed is not None
+        ]
+        derived += [
+            (
+                {
+                    "update": {
+                        **self._meta(schema.relevance_id(tenant, m.id), tenant),
+                        "retry_on_conflict": _RELEVANCE_RETRIES,
+                    }
+                },
+                schema.raise_relevance(tenant, m.id, m.relevance_score),
+            )
+            for m in applied
+            if m.relevance_score > 0
+        ]
+        if derived:
+            for item in await self._bulk(derived, refresh=False):
+                status = int(item.get("status", 500))
+                if status >= 300 and status != _CONFLICT:
+                    self._item_error(item, "memories")
         return UpsertResult(applied=len(applied), skipped=len(memories) - len(applied))
 
     async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int:
@@ -185,11 +225,12 @@ class OpenSearchTextIndex:
             prior = stored.get(i)
             deleted += prior is not None and prior.memory is not None
         if removed:
-            # A memory re-created later starts with its own statistics, as on tantivy.
+            # A memory re-created later starts with its own statistics and score, as on tantivy.
             await self._bulk(
                 [
-                    ({"delete": self._meta(schema.access_id(tenant, i), tenant)}, None)
+                    ({"delete": self._meta(doc(tenant, i), tenant)}, None)
                     for i in removed
+                    for doc in (schema.access_id, schema.relevance_id)
                 ],
                 refresh=False,
             )
@@ -202,7 +243,7 @@ class OpenSearchTextIndex:
                 latest[u.id] = u
         if not latest:
             return 0
-        stored = await self._read(tenant, list(latest), with_access=True)
+        stored = await self._read(tenant, list(latest), with_derived=True)
         ops = []
         for id_, u in latest.items():
             prior = stored.get(id_)
@@ -224,6 +265,46 @@ class OpenSearchTextIndex:
                 self._item_error(item, "updates")
         return updated
 
+    async def update_relevance(self, tenant: str, updates: Sequence[RelevanceUpdate]) -> int:
+        latest = {u.id: u.relevance_score for u in updates}  # a repeated id: the last wins
+        if not latest:
+            return 0
+        # Read first: unknown and deleted ids get no relevance document. The write is a plain
+        # index of that document (the last writer wins), never of the memory.
+        stored = await self._read(tenant, list(latest))
+        live = [i for i in latest if (s := stored.get(i)) is not None and s.memory is not None]
+        if not live:
+            return 0
+        ops = [
+            (
+                {"index": self._meta(schema.relevance_id(tenant, i), tenant)},
+                schema.relevance_source(tenant, i, latest[i]),
+            )
+            for i in live
+        ]
+        for item in await self._bulk(ops, refresh=False):
+            if int(item.get("status", 500)) >= 300:
+                self._item_error(item, "updates")
+        return len(live)
+
+    async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
+        if limit < 1:
+            raise InvalidArgument("limit", f"must be >= 1, got {limit}")
+        # One more than the page: whether anything follows is known without another call.
+        body = schema.scan_body(tenant, cursor, limit + 1)
+        response = await self._call(
+            lambda: self._client.search(index=self._alias, body=body, routing=tenant)
+        )
+        found = response["hits"]["hits"]
+        page = found[:limit]
+        ids = [str(h["_source"]["memory"]["id"]) for h in page]
+        derived = await self._read_derived(tenant, ids) if ids else {}
+        memories = [
+            _decode(h["_source"]["memory"], derived.get(id_))
+            for h, id_ in zip(page, ids, strict=True)
+        ]
+        return ScanPage(memories, ids[-1] if len(found) > limit else None)
+
     async def search(self, tenant: str, query: str, flt: Filter, limit: int) -> list[Hit]:
         words = schema.query_words(query)
         if limit <= 0 or not words:
@@ -236,10 +317,10 @@ class OpenSearchTextIndex:
         if not found:
             return []
         ids = [str(h["_source"]["memory"]["id"]) for h in found]
-        access = await self._read_access(tenant, ids)
+        derived = await self._read_derived(tenant, ids)
         hits = []
         for h, id_ in zip(found, ids, strict=True):
-            m = _decode(h["_source"]["memory"], access.get(id_))
+            m = _decode(h["_source"]["memory"], derived.get(id_))
             hits.append(Hit(id=id_, score=float(h["_score"]), memory=m))
         return hits
 
@@ -247,7 +328,7 @@ class OpenSearchTextIndex:
         unique = list(dict.fromkeys(ids))
         if not unique:
             return []
-        stored = await self._read(tenant, unique, with_access=True)
+        stored = await self._read(tenant, unique, with_derived=True)
         return [
             _decode(s.memory, None)
             for i in unique
@@ -269,20 +350,18 @@ class OpenSearchTextIndex:
     # -- reads ----------------------------------------------------------------------------------
 
     async def _read(
-        self, tenant: str, ids: Sequence[str], *, with_access: bool = False
+        self, tenant: str, ids: Sequence[str], *, with_derived: bool = False
     ) -> dict[str, _Stored]:
         """The stored document of each id (memory or tombstone) in one real-time mget; with
-        ``with_access`` each live memory carries its effective access statistics."""
+        ``with_derived`` each live memory carries its effective access statistics and score."""
         docs: list[dict[str, Any]] = [{"_id": schema.doc_id(tenant, i)} for i in ids]
-        if with_access:
-            docs += [
-                {"_id": schema.access_id(tenant, i), "_source": ["last_accessed", "access_count"]}
-                for i in ids
-            ]
+        if with_derived:
+            docs += _derived_docs(tenant, ids)
         response = await self._call(
             lambda: self._client.mget(index=self._alias, body={"docs": docs}, routing=tenant)
         )
         found = response["docs"]
+        derived = _parse_derived(ids, found[len(ids) :]) if with_derived else {}
         out: dict[str, _Stored] = {}
         for k, id_ in enumerate(ids):
             doc = found[k]
@@ -290,28 +369,17 @@ class OpenSearchTextIndex:
                 continue
             source = doc["_source"]
             memory = source.get("memory") if source.get("kind") == schema.MEMORY else None
-            if memory is not None and with_access:
-                extra = found[len(ids) + k]
-                access = _parse_access(extra["_source"]) if extra.get("found") else None
-                memory = _merged(memory, access)
+            if memory is not None and with_derived:
+                memory = _merged(memory, derived.get(id_))
             out[id_] = _Stored(version=int(doc["_version"]), memory=memory)
         return out
 
-    async def _read_access(self, tenant: str, ids: Sequence[str]) -> dict[str, _Access]:
-        docs = [{"_id": schema.access_id(tenant, i)} for i in ids]
+    async def _read_derived(self, tenant: str, ids: Sequence[str]) -> dict[str, _Derived]:
+        docs = _derived_docs(tenant, ids)
         response = await self._call(
-            lambda: self._client.mget(
-                index=self._alias,
-                body={"docs": docs},
-                routing=tenant,
-                _source_includes="last_accessed,access_count",
-            )
+            lambda: self._client.mget(index=self._alias, body={"docs": docs}, routing=tenant)
         )
-        return {
-            i: _parse_access(d["_source"])
-            for i, d in zip(ids, response["docs"], strict=True)
-            if d.get("found")
-        }
+        return _parse_derived(ids, response["docs"])
 
     # -- writes ---------------------------------------------------------------------------------
 
@@ -476,22 +544,49 @@ def _parse_access(source: Mapping[str, Any]) -> _Access:
     return _Access(datetime.fromisoformat(source["last_accessed"]), int(source["access_count"]))
 
 
+def _derived_docs(tenant: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+    """The access documents of ``ids``, then their relevance documents (one mget)."""
+    return [
+        {"_id": schema.access_id(tenant, i), "_source": ["last_accessed", "access_count"]}
+        for i in ids
+    ] + [{"_id": schema.relevance_id(tenant, i), "_source": ["relevance_score"]} for i in ids]
+
+
+def _parse_derived(ids: Sequence[str], docs: Sequence[Mapping[str, Any]]) -> dict[str, _Derived]:
+    """``docs`` as `_derived_docs` asked for them: access documents, then relevance ones."""
+    out: dict[str, _Derived] = {}
+    for k, id_ in enumerate(ids):
+        access, scored = docs[k], docs[len(ids) + k]
+        if access.get("found") or scored.get("found"):
+            out[id_] = _Derived(
+                access=_parse_access(access["_source"]) if access.get("found") else None,
+                relevance=float(scored["_source"]["relevance_score"])
+                if scored.get("found")
+                else None,
+            )
+    return out
+
+
 def _effective_access(memory: Mapping[str, Any]) -> datetime | None:
     value = memory.get("last_accessed")
     return None if value is None else datetime.fromisoformat(value)
 
 
-def _merged(memory: Mapping[str, Any], access: _Access | None) -> Mapping[str, Any]:
+def _merged(memory: Mapping[str, Any], derived: _Derived | None) -> Mapping[str, Any]:
     """The memory with the statistics of its access document when those are at least as
-    recent as the ones it was written with (an upsert carries content, not access)."""
-    if access is None or not is_newer_access(access.last_accessed, _effective_access(memory)):
+    recent as the ones it was written with (an upsert carries content, not access), and the
+    score of its relevance document when there is one (upserts only ever raise it)."""
+    if derived is None:
         return memory
-    return {
-        **memory,
-        "last_accessed": access.last_accessed.isoformat(),
-        "access_count": access.access_count,
-    }
+    merged = dict(memory)
+    access = derived.access
+    if access is not None and is_newer_access(access.last_accessed, _effective_access(memory)):
+        merged["last_accessed"] = access.last_accessed.isoformat()
+        merged["access_count"] = access.access_count
+    if derived.relevance is not None:
+        merged["relevance_score"] = derived.relevance
+    return merged
 
 
-def _decode(memory: Mapping[str, Any], access: _Access | None) -> Memory:
-    return memory_from_json(json.dumps(_merged(memory, access)))
+def _decode(memory: Mapping[str, Any], derived: _Derived | None) -> Memory:
+    return memory_from_json(json.dumps(_merged(memory, derived)))

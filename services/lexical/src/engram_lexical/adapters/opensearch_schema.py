@@ -8,6 +8,10 @@ One index (behind an alias) holds three kinds of documents, all routed by tenant
   cannot resurrect it (same ``_id`` as the memory, so the server's version check sees it).
 - ``access``: the access statistics of (tenant, id), their ``_version`` the ``last_accessed``
   instant in microseconds, so the server itself keeps the newest (``external_gte``).
+- ``relevance``: the relevance_score of (tenant, id) once one was written (by UpdateRelevance,
+  or by an upsert carrying a score above zero), kept beside the memory like ``access`` so
+  writing it never touches the memory's version. An upsert raises it to its own score by a
+  script (``RAISE_RELEVANCE``), never lowers it.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from engram_core.model import Filter, Memory, TagMatch, TagMode
 from engram_core.tags import normalise_tag, tag_prefixes
 from engram_lexical.adapters.tantivy_schema import MAX_QUERY_TERMS, QUERY_STOPWORDS
 
-MEMORY, TOMBSTONE, ACCESS = "memory", "tombstone", "access"
+MEMORY, TOMBSTONE, ACCESS, RELEVANCE = "memory", "tombstone", "access", "relevance"
 # Bumped when the template's mappings change; a new concrete index gets the new number.
 TEMPLATE_VERSION = 1
 INDEX_GENERATION = 1
@@ -63,6 +67,10 @@ def doc_id(tenant: str, id_: str) -> str:
 
 def access_id(tenant: str, id_: str) -> str:
     return "a" + doc_id(tenant, id_)
+
+
+def relevance_id(tenant: str, id_: str) -> str:
+    return "r" + doc_id(tenant, id_)
 
 
 def micros(dt: datetime) -> int:
@@ -175,6 +183,27 @@ def access_source(tenant: str, id_: str, last_accessed: datetime, count: int) ->
     }
 
 
+def relevance_source(tenant: str, id_: str, score: float) -> dict[str, Any]:
+    return {"kind": RELEVANCE, "tenant": tenant, "id": id_, "relevance_score": score}
+
+
+# An upsert's score replaces the stored one only when higher (ports: derived state survives).
+RAISE_RELEVANCE = (
+    "if (ctx._source.relevance_score == null"
+    " || params.score > ctx._source.relevance_score) {"
+    " ctx._source.relevance_score = params.score } else { ctx.op = 'noop' }"
+)
+
+
+def raise_relevance(tenant: str, id_: str, score: float) -> dict[str, Any]:
+    """The body of a bulk ``update`` that lifts the relevance document to ``score``, creating
+    it when missing."""
+    return {
+        "script": {"source": RAISE_RELEVANCE, "lang": "painless", "params": {"score": score}},
+        "upsert": relevance_source(tenant, id_, score),
+    }
+
+
 def query_words(query: str) -> list[str]:
     """The distinct words of a query, lower-cased, without function words unless it has
     nothing else, at most `MAX_QUERY_TERMS` (the tantivy adapter's rules). Never parsed as
@@ -249,3 +278,18 @@ def search_body(tenant: str, words: Sequence[str], flt: Filter, limit: int) -> d
 
 def count_body(tenant: str) -> dict[str, Any]:
     return {"query": {"bool": {"filter": live(tenant)}}}
+
+
+def scan_body(tenant: str, after: str | None, size: int) -> dict[str, Any]:
+    """The tenant's live memories in id order after ``after`` (keyword sort + search_after:
+    each page is a fresh query from where the last one ended, nothing held on the server)."""
+    body: dict[str, Any] = {
+        "size": size,
+        "track_total_hits": False,
+        "_source": ["memory"],
+        "sort": [{"id": "asc"}],
+        "query": {"bool": {"filter": live(tenant)}},
+    }
+    if after is not None:
+        body["search_after"] = [after]
+    return body

@@ -5,11 +5,20 @@ its last commit, plans each in turn against the committed index plus the uncommi
 planned before it (so the version guard sees them), and commits once. A commit with its fsyncs
 costs 40-130 ms on this machine's disk, so concurrent callers share one instead of queueing for
 one each. Reads use the last committed snapshot. Blocking calls run in worker threads.
+
+A scan pages by id. tantivy has no range query on text, so the tenant's live ids come from a
+walk of the ``key`` terms (``terms_with_prefix``, filtered to live documents, ~3 us a term);
+what follows a page is kept for the next call with its cursor (`_ScanRests`), so a scan
+walks once, not once per page. A cursor met without its rest (another process, a
+restart, an evicted or reused cursor) walks again from the cursor: same pages, same order.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,8 +28,16 @@ import tantivy
 
 from engram_core.access import apply_access, is_newer_access, keep_access
 from engram_core.codec import memory_from_json, memory_to_json
-from engram_core.errors import Internal, Unavailable
-from engram_core.model import AccessUpdate, Filter, Hit, Memory, UpsertResult
+from engram_core.errors import Internal, InvalidArgument, Unavailable
+from engram_core.model import (
+    AccessUpdate,
+    Filter,
+    Hit,
+    Memory,
+    RelevanceUpdate,
+    ScanPage,
+    UpsertResult,
+)
 from engram_lexical.adapters.tantivy_schema import (
     MAX_QUERY_TERMS,
     QUERY_STOPWORDS,
@@ -42,6 +59,32 @@ class _Stored:
     version: int
     deleted: bool
     raw: bytes | None
+
+
+class _ScanRests:
+    """The ids that follow each scan page served, by (tenant, cursor), for the next call
+    with that cursor: a scan then walks its tenant once, not once per page. Bounded in
+    scans and in ids held; what is evicted is walked again when its cursor comes."""
+
+    def __init__(self, scans: int = 8, ids: int = 1_000_000) -> None:
+        self._rests: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
+        self._scans = scans
+        self._ids = ids
+        self._lock = threading.Lock()  # scans run on worker threads
+
+    def take(self, tenant: str, cursor: str) -> list[str] | None:
+        with self._lock:
+            return self._rests.pop((tenant, cursor), None)
+
+    def keep(self, tenant: str, cursor: str, rest: list[str]) -> None:
+        if len(rest) > self._ids:
+            return  # a tenant this large walks on every page
+        with self._lock:
+            self._rests[(tenant, cursor)] = rest
+            while len(self._rests) > self._scans or (
+                sum(map(len, self._rests.values())) > self._ids
+            ):
+                self._rests.popitem(last=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +135,7 @@ class TantivyTextIndex:
         self._queries = Queries(self._schema)
         self._analyzer = query_analyzer()
         self._keywords = query_analyzer(QUERY_STOPWORDS)
+        self._scan_rests = _ScanRests()
         self._pending: list[tuple[_Plan, asyncio.Future[Any]]] = []
         self._drainer: asyncio.Task[None] | None = None
         self._closed = False
@@ -115,6 +159,17 @@ class TantivyTextIndex:
         if not batch:
             return 0
         return await self._write(lambda read: self._plan_access(read, tenant, batch))
+
+    async def update_relevance(self, tenant: str, updates: Sequence[RelevanceUpdate]) -> int:
+        latest = {u.id: u.relevance_score for u in updates}  # a repeated id: the last wins
+        if not latest:
+            return 0
+        return await self._write(lambda read: self._plan_relevance(read, tenant, latest))
+
+    async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
+        if limit < 1:
+            raise InvalidArgument("limit", f"must be >= 1, got {limit}")
+        return await _in_thread(self._scan, tenant, cursor, limit)
 
     async def search(self, tenant: str, query: str, flt: Filter, limit: int) -> list[Hit]:
         terms = self.terms(query)
@@ -248,7 +303,7 @@ class TantivyTextIndex:
                 continue
             fresh = m if m.tenant == tenant else replace(m, tenant=tenant)
             if prior is not None and prior.raw is not None:
-                fresh = keep_access(fresh, memory_from_json(prior.raw))
+                fresh = _keep_derived(fresh, memory_from_json(prior.raw))
             writes.append(self._live_write(tenant, fresh))
         return UpsertResult(applied=len(writes), skipped=len(memories) - len(writes)), writes
 
@@ -289,7 +344,46 @@ class TantivyTextIndex:
                 writes.append(self._live_write(tenant, seen))
         return len(writes), writes
 
+    def _plan_relevance(
+        self, read: _Reader, tenant: str, latest: dict[str, float]
+    ) -> tuple[int, list[_Write]]:
+        stored = read(tenant, list(latest))
+        writes: list[_Write] = []
+        for id_, score in latest.items():
+            prior = stored.get(id_)
+            if prior is not None and prior.raw is not None:
+                scored = replace(memory_from_json(prior.raw), relevance_score=score)
+                writes.append(self._live_write(tenant, scored))
+        return len(writes), writes
+
     # -- reads (worker thread) -------------------------------------------------------------------
+
+    def _scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
+        searcher = self._index.searcher()
+        rest = None if cursor is None else self._scan_rests.take(tenant, cursor)
+        if rest is None:
+            rest = self._live_ids(searcher, tenant)
+            if cursor is not None:
+                rest = rest[bisect.bisect_right(rest, cursor) :]
+        page: list[Memory] = []
+        taken = 0
+        # Ids deleted since the walk are skipped; the page fills from what follows them.
+        while len(page) < limit and taken < len(rest):
+            chunk = rest[taken : taken + limit - len(page)]
+            taken += len(chunk)
+            stored = self._read(searcher, tenant, chunk)
+            page += [memory_from_json(s.raw) for i in chunk if (s := stored.get(i)) and s.raw]
+        if taken >= len(rest):
+            return ScanPage(page, None)
+        next_cursor = page[-1].id
+        self._scan_rests.keep(tenant, next_cursor, rest[taken:])
+        return ScanPage(page, next_cursor)
+
+    def _live_ids(self, searcher: tantivy.Searcher, tenant: str) -> list[str]:
+        """The tenant's live ids in order: its ``key`` terms held by a live document."""
+        prefix = doc_key(tenant, "")
+        terms = searcher.terms_with_prefix("key", prefix, filter_query=self._queries.live(tenant))
+        return sorted(str(term)[len(prefix) :] for term, count in terms if count > 0)
 
     def _search(self, tenant: str, terms: list[str], flt: Filter, limit: int) -> list[Hit]:
         searcher = self._index.searcher()
@@ -306,3 +400,12 @@ class TantivyTextIndex:
     def _count(self, tenant: str) -> int:
         result = self._index.searcher().search(self._queries.live(tenant), 1, count=True)
         return int(cast(Any, result).count)  # present at run time, missing from the stub
+
+
+def _keep_derived(new: Memory, old: Memory) -> Memory:
+    """``new`` (an upsert replacing the live ``old``) keeping what ``old`` has more of:
+    newer access statistics, a higher relevance_score (the rule of `engram_core.ports`)."""
+    kept = keep_access(new, old)
+    if old.relevance_score > kept.relevance_score:
+        kept = replace(kept, relevance_score=old.relevance_score)
+    return kept

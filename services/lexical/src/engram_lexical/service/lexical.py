@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from engram_core.model import AccessUpdate, Filter, Hit, Memory, UpsertResult
+from engram_core.model import (
+    AccessUpdate,
+    Filter,
+    Hit,
+    Memory,
+    RelevanceUpdate,
+    ScanPage,
+    UpsertResult,
+)
 from engram_core.ports import TextIndex
 from engram_core.tags import tag_prefixes
 
@@ -50,6 +58,12 @@ class LexicalService:
 
     async def count(self, tenant: str) -> int:
         return await self._index.count(tenant)
+
+    async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
+        return await self._index.scan(tenant, cursor, limit)
+
+    async def update_relevance(self, tenant: str, updates: Sequence[RelevanceUpdate]) -> int:
+        return await self._index.update_relevance(tenant, updates)
 
     async def close(self) -> None:
         await self._index.close()

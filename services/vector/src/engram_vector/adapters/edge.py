@@ -23,8 +23,8 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -32,7 +32,15 @@ import qdrant_edge as qe
 
 from engram_core.access import apply_access
 from engram_core.errors import Unavailable
-from engram_core.model import AccessUpdate, Filter, Hit, Memory, UpsertResult
+from engram_core.model import (
+    AccessUpdate,
+    Filter,
+    Hit,
+    Memory,
+    RelevanceUpdate,
+    ScanPage,
+    UpsertResult,
+)
 from engram_vector.adapters import payload as pl
 
 log = logging.getLogger(__name__)
@@ -264,6 +272,62 @@ class EdgeVectorIndex:
         )
         return int(await self._read(lambda s: s.count(request)))
 
+    async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
+        # Scroll pages by point id (uuid5 of tenant and id): writes never move a point.
+        request = qe.ScrollRequest(
+            offset=pl.scan_offset(cursor, limit),
+            limit=limit,
+            filter=edge_filter(pl.Conditions(tuple(pl.live_conditions(tenant)), ())),
+            with_payload=qe.PayloadSelector.Include([pl.MEMORY]),
+            with_vector=False,
+        )
+        records, next_offset = await self._read(lambda s: s.scroll(request))
+        memories = [pl.memory_from_json((r.payload or {})[pl.MEMORY]) for r in records]
+        return ScanPage(memories, None if next_offset is None else str(next_offset))
+
+    async def neighbours(
+        self, tenant: str, ids: Sequence[str], limit: int, min_score: float
+    ) -> dict[str, list[Hit]]:
+        """The stored vector of each id, then one batch of nearest-vector queries (the
+        shard plans them together), each without the point itself."""
+        pl.check_neighbour_limit(limit)
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return {}
+
+        def run(shard: qe.EdgeShard) -> dict[str, list[Hit]]:
+            pids: list[qe.PointId] = [pl.point_id(tenant, i) for i in wanted]
+            found = {
+                str(r.id): vector
+                for r in shard.retrieve(pids, with_payload=[pl.TENANT], with_vector=True)
+                if (r.payload or {}).get(pl.TENANT) == tenant
+                and (vector := _vector(r.vector).get(pl.VECTOR_NAME))
+            }
+            live = [(i, pid) for i, pid in zip(wanted, pids, strict=True) if str(pid) in found]
+            if not live:
+                return {}
+            requests = [
+                qe.QueryRequest(
+                    limit=limit,
+                    query=qe.Query.Nearest(list(found[str(pid)]), using=pl.VECTOR_NAME),
+                    filter=qe.Filter(
+                        must=[qe.FieldCondition(pl.TENANT, match=qe.MatchValue(tenant))],
+                        must_not=[qe.HasIdCondition({pid})],
+                    ),
+                    score_threshold=min_score,
+                    with_payload=qe.PayloadSelector.Include([pl.ID]),
+                    params=self._search_params,
+                )
+                for _, pid in live
+            ]
+            answers = shard.query_batch(qe.QueryBatchRequest(requests))
+            return {
+                id_: [_neighbour(p) for p in points]
+                for (id_, _), points in zip(live, answers, strict=True)
+            }
+
+        return await self._read(run)
+
     @staticmethod
     def _stored(shard: qe.EdgeShard, tenant: str, ids: Sequence[str]) -> dict[str, pl.Stored]:
         pids: list[qe.PointId] = [pl.point_id(tenant, i) for i in ids]
@@ -315,6 +379,8 @@ class EdgeVectorIndex:
                 st = current.get(pid)
                 if st is not None and memory.version <= st.version:
                     continue
+                if st is not None and st.memory is not None:
+                    memory = pl.keep_derived(memory, st.memory)
                 payload = pl.memory_payload(tenant, memory)
                 points.append(qe.Point(pid, {pl.VECTOR_NAME: [float(x) for x in vector]}, payload))
             if points:
@@ -360,16 +426,39 @@ class EdgeVectorIndex:
                     continue
                 changed[pid] = after
                 updated += 1
-            if changed:
-
-                def write(s: qe.EdgeShard) -> None:
-                    for pid, memory in changed.items():
-                        payload = {pl.MEMORY: pl.memory_to_json(memory)}
-                        s.update(qe.UpdateOperation.set_payload([pid], payload))
-
-                await asyncio.to_thread(write, shard)
-                self._wrote(list(changed))
+            await self._set_memories(shard, changed)
         return updated
+
+    async def update_relevance(self, tenant: str, updates: Sequence[RelevanceUpdate]) -> int:
+        latest = {u.id: u.relevance_score for u in updates}  # a repeated id: the last wins
+        if not latest:
+            return 0
+        async with self._write_lock:
+            self._check_open()
+            shard = self._gen.shard
+            current = await asyncio.to_thread(self._stored, shard, tenant, list(latest))
+            changed: dict[str, Memory] = {}
+            for id_, score in latest.items():
+                pid = pl.point_id(tenant, id_)
+                st = current.get(pid)
+                if st is not None and st.memory is not None:
+                    changed[pid] = replace(st.memory, relevance_score=score)
+            await self._set_memories(shard, changed)
+        return len(changed)
+
+    async def _set_memories(self, shard: qe.EdgeShard, changed: Mapping[str, Memory]) -> None:
+        """Rewrite the memory JSON of live points, leaving their vector and version alone.
+        Called under the write lock."""
+        if not changed:
+            return
+
+        def write(s: qe.EdgeShard) -> None:
+            for pid, memory in changed.items():
+                payload = {pl.MEMORY: pl.memory_to_json(memory)}
+                s.update(qe.UpdateOperation.set_payload([pid], payload))
+
+        await asyncio.to_thread(write, shard)
+        self._wrote(list(changed))
 
     # -- HNSW rebuild ------------------------------------------------------------------
 
@@ -539,3 +628,7 @@ def _replay(source: qe.EdgeShard, target: qe.EdgeShard, pids: Sequence[str]) -> 
 
 def _vector(value: Any) -> dict[str, Any]:
     return dict(value) if isinstance(value, dict) else {}
+
+
+def _neighbour(point: qe.ScoredPoint) -> Hit:
+    return Hit(id=str((point.payload or {})[pl.ID]), score=float(point.score))

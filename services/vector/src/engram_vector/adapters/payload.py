@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from engram_core.access import keep_access
 from engram_core.errors import InvalidArgument
 from engram_core.model import Filter, Memory, TagMatch, TagMode
 from engram_core.tags import normalise_tag, tag_prefixes
@@ -184,6 +185,33 @@ def newest_per_id(
         if seen is None or memory.version > seen[0].version:
             newest[memory.id] = (memory, vector)
     return newest
+
+
+def keep_derived(new: Memory, old: Memory) -> Memory:
+    """``new`` (an upsert replacing the live ``old``) keeping what ``old`` has more of:
+    newer access statistics, a higher relevance_score (the rule of `engram_core.ports`)."""
+    kept = keep_access(new, old)
+    if old.relevance_score > kept.relevance_score:
+        kept = replace(kept, relevance_score=old.relevance_score)
+    return kept
+
+
+def scan_offset(cursor: str | None, limit: int) -> str | None:
+    """The point id a scan resumes from (None: the start), after checking the page size. The
+    cursor is the next page's first point id, the ``next_page_offset`` Qdrant returned."""
+    if limit < 1:
+        raise InvalidArgument("limit", f"must be >= 1, got {limit}")
+    if cursor is None:
+        return None
+    try:
+        return str(uuid.UUID(cursor))
+    except ValueError:
+        raise InvalidArgument("cursor", "not a cursor this index returned") from None
+
+
+def check_neighbour_limit(limit: int) -> None:
+    if limit < 1:
+        raise InvalidArgument("limit", f"must be >= 1, got {limit}")
 
 
 def check_vector(vector: Any, dimension: int, field: str = "vector") -> list[float]:

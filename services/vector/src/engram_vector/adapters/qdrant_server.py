@@ -16,8 +16,8 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections import defaultdict
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import grpc
@@ -26,7 +26,15 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from engram_core.access import apply_access
 from engram_core.errors import Internal, Unavailable
-from engram_core.model import AccessUpdate, Filter, Hit, Memory, UpsertResult
+from engram_core.model import (
+    AccessUpdate,
+    Filter,
+    Hit,
+    Memory,
+    RelevanceUpdate,
+    ScanPage,
+    UpsertResult,
+)
 from engram_vector.adapters import payload as pl
 
 
@@ -219,6 +227,10 @@ class QdrantVectorIndex:
             st = current.get(pid)
             if st is not None and memory.version <= st.version:
                 continue
+            if st is not None and st.memory is not None:
+                # From the read above: statistics or a score written between that read and
+                # this write are overwritten (the version guard itself is the server's).
+                memory = pl.keep_derived(memory, st.memory)
             point = models.PointStruct(
                 id=pid,
                 vector={pl.VECTOR_NAME: [float(x) for x in vector]},
@@ -292,31 +304,118 @@ class QdrantVectorIndex:
                 continue
             changed[pid] = (after, st.version)
             updated += 1
-        if changed:
-            # Only if the point still holds the version we read: a concurrent newer
-            # upsert wins over these statistics.
-            operations: list[Any] = [
-                models.SetPayloadOperation(
-                    set_payload=models.SetPayload(
-                        payload={pl.MEMORY: pl.memory_to_json(memory)},
-                        filter=models.Filter(
-                            must=[
-                                models.HasIdCondition(has_id=[pid]),
-                                models.FieldCondition(
-                                    key=pl.VERSION, match=models.MatchValue(value=version)
-                                ),
-                                models.FieldCondition(
-                                    key=pl.DELETED, match=models.MatchValue(value=0)
-                                ),
-                            ]
-                        ),
-                    )
-                )
-                for pid, (memory, version) in changed.items()
-            ]
-            async with _translated():
-                await self._client.batch_update_points(self._collection, operations, wait=True)
+        await self._set_memories(changed)
         return updated
+
+    async def update_relevance(self, tenant: str, updates: Sequence[RelevanceUpdate]) -> int:
+        latest = {u.id: u.relevance_score for u in updates}  # a repeated id: the last wins
+        if not latest:
+            return 0
+        current = await self._stored(tenant, list(latest))
+        changed: dict[str, tuple[Memory, int]] = {}
+        for id_, score in latest.items():
+            pid = pl.point_id(tenant, id_)
+            st = current.get(pid)
+            if st is not None and st.memory is not None:
+                changed[pid] = (replace(st.memory, relevance_score=score), st.version)
+        await self._set_memories(changed)
+        return len(changed)
+
+    async def _set_memories(self, changed: Mapping[str, tuple[Memory, int]]) -> None:
+        """Rewrite the memory JSON of points (vector and ``version`` untouched), each only if
+        it still holds the version read: a concurrent newer upsert or delete wins."""
+        if not changed:
+            return
+        operations: list[Any] = [
+            models.SetPayloadOperation(
+                set_payload=models.SetPayload(
+                    payload={pl.MEMORY: pl.memory_to_json(memory)},
+                    filter=models.Filter(
+                        must=[
+                            models.HasIdCondition(has_id=[pid]),
+                            models.FieldCondition(
+                                key=pl.VERSION, match=models.MatchValue(value=version)
+                            ),
+                            models.FieldCondition(key=pl.DELETED, match=models.MatchValue(value=0)),
+                        ]
+                    ),
+                )
+            )
+            for pid, (memory, version) in changed.items()
+        ]
+        async with _translated():
+            await self._client.batch_update_points(self._collection, operations, wait=True)
+
+    async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
+        # Scroll pages by point id (uuid5 of tenant and id): writes never move a point.
+        offset = pl.scan_offset(cursor, limit)
+        conds = pl.Conditions(tuple(pl.live_conditions(tenant)), ())
+        async with _translated():
+            records, next_offset = await self._client.scroll(
+                self._collection,
+                scroll_filter=qdrant_filter(conds),
+                limit=limit,
+                offset=offset,
+                with_payload=[pl.MEMORY],
+                with_vectors=False,
+            )
+        memories = [pl.memory_from_json((r.payload or {})[pl.MEMORY]) for r in records]
+        return ScanPage(memories, None if next_offset is None else str(next_offset))
+
+    async def neighbours(
+        self, tenant: str, ids: Sequence[str], limit: int, min_score: float
+    ) -> dict[str, list[Hit]]:
+        """One batch of queries by point id: Qdrant searches with the vector it holds, so no
+        vector crosses the wire. Querying a point that has no vector fails the whole batch,
+        so the live ids are read first; one deleted in between makes the batch fail, and it
+        is read and tried once more."""
+        pl.check_neighbour_limit(limit)
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return {}
+        for attempt in (1, 2):
+            current = await self._stored(tenant, wanted)
+            live = [
+                (i, pid)
+                for i in wanted
+                if (st := current.get(pid := pl.point_id(tenant, i))) and st.memory is not None
+            ]
+            if not live:
+                return {}
+            requests = [
+                models.QueryRequest(
+                    query=pid,
+                    using=pl.VECTOR_NAME,
+                    filter=models.Filter(
+                        must=[
+                            models.FieldCondition(
+                                key=pl.TENANT, match=models.MatchValue(value=tenant)
+                            )
+                        ],
+                        must_not=[models.HasIdCondition(has_id=[pid])],
+                    ),
+                    score_threshold=min_score,
+                    limit=limit,
+                    params=self._search_params,
+                    with_payload=[pl.ID],
+                )
+                for _, pid in live
+            ]
+            try:
+                async with _translated():
+                    answers = await self._client.query_batch_points(self._collection, requests)
+            except Internal:
+                if attempt == 2:
+                    raise
+                continue
+            return {
+                id_: [
+                    Hit(id=str((p.payload or {})[pl.ID]), score=float(p.score))
+                    for p in answer.points
+                ]
+                for (id_, _), answer in zip(live, answers, strict=True)
+            }
+        raise AssertionError("unreachable")
 
     async def count(self, tenant: str) -> int:
         conds = pl.Conditions(tuple(pl.live_conditions(tenant)), ())

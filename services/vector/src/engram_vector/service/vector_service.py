@@ -1,4 +1,5 @@
-"""Upsert, delete, search, get, access stats and count over a VectorIndex.
+"""Upsert, delete, search, get, access stats, count, and what consolidation reads and writes
+(scan, neighbours, relevance) over a VectorIndex.
 
 Search takes a query text or a vector. A text is embedded with the query Embedder
 (the same model the ingest worker embeds documents with); its embedding is cached
@@ -15,7 +16,15 @@ import math
 from collections.abc import Sequence
 
 from engram_core.errors import InvalidArgument
-from engram_core.model import AccessUpdate, Filter, Hit, Memory, UpsertResult
+from engram_core.model import (
+    AccessUpdate,
+    Filter,
+    Hit,
+    Memory,
+    RelevanceUpdate,
+    ScanPage,
+    UpsertResult,
+)
 from engram_core.ports import Cache, Embedder, VectorIndex
 
 log = logging.getLogger(__name__)
@@ -113,6 +122,17 @@ class VectorService:
 
     async def count(self, tenant: str) -> int:
         return await self._index.count(tenant)
+
+    async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
+        return await self._index.scan(tenant, cursor, limit)
+
+    async def update_relevance(self, tenant: str, updates: Sequence[RelevanceUpdate]) -> int:
+        return await self._index.update_relevance(tenant, updates)
+
+    async def neighbours(
+        self, tenant: str, ids: Sequence[str], limit: int, min_score: float
+    ) -> dict[str, list[Hit]]:
+        return await self._index.neighbours(tenant, ids, limit, min_score)
 
     async def close(self) -> None:
         await self._index.close()

@@ -76,6 +76,16 @@ class GraphServiceStub:
                 request_serializer=engram_dot_graph_dot_v1_dot_graph__pb2.CountRequest.SerializeToString,
                 response_deserializer=engram_dot_graph_dot_v1_dot_graph__pb2.CountResponse.FromString,
                 _registered_method=True)
+        self.Scan = channel.unary_unary(
+                '/engram.graph.v1.GraphService/Scan',
+                request_serializer=engram_dot_graph_dot_v1_dot_graph__pb2.ScanRequest.SerializeToString,
+                response_deserializer=engram_dot_graph_dot_v1_dot_graph__pb2.ScanResponse.FromString,
+                _registered_method=True)
+        self.UpdateRelevance = channel.unary_unary(
+                '/engram.graph.v1.GraphService/UpdateRelevance',
+                request_serializer=engram_dot_graph_dot_v1_dot_graph__pb2.UpdateRelevanceRequest.SerializeToString,
+                response_deserializer=engram_dot_graph_dot_v1_dot_graph__pb2.UpdateRelevanceResponse.FromString,
+                _registered_method=True)
 
 
 class GraphServiceServicer:
@@ -142,6 +152,24 @@ class GraphServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Scan(self, request, context):
+        """Every live memory of the tenant (archived included, tombstones never), `limit` at a
+        time in id order; `next_cursor` continues, "" when done.
+        Codes: OK, INVALID_ARGUMENT (tenant, limit, cursor), UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateRelevance(self, request, context):
+        """Sets relevance_score of live memories, nothing else (version untouched); unknown and
+        deleted ids are skipped. Codes: OK, INVALID_ARGUMENT (tenant, updates,
+        updates[i].id, updates[i].relevance_score), UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GraphServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -184,6 +212,16 @@ def add_GraphServiceServicer_to_server(servicer, server):
                     servicer.Count,
                     request_deserializer=engram_dot_graph_dot_v1_dot_graph__pb2.CountRequest.FromString,
                     response_serializer=engram_dot_graph_dot_v1_dot_graph__pb2.CountResponse.SerializeToString,
+            ),
+            'Scan': grpc.unary_unary_rpc_method_handler(
+                    servicer.Scan,
+                    request_deserializer=engram_dot_graph_dot_v1_dot_graph__pb2.ScanRequest.FromString,
+                    response_serializer=engram_dot_graph_dot_v1_dot_graph__pb2.ScanResponse.SerializeToString,
+            ),
+            'UpdateRelevance': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateRelevance,
+                    request_deserializer=engram_dot_graph_dot_v1_dot_graph__pb2.UpdateRelevanceRequest.FromString,
+                    response_serializer=engram_dot_graph_dot_v1_dot_graph__pb2.UpdateRelevanceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -404,6 +442,60 @@ class GraphService:
             '/engram.graph.v1.GraphService/Count',
             engram_dot_graph_dot_v1_dot_graph__pb2.CountRequest.SerializeToString,
             engram_dot_graph_dot_v1_dot_graph__pb2.CountResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Scan(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.graph.v1.GraphService/Scan',
+            engram_dot_graph_dot_v1_dot_graph__pb2.ScanRequest.SerializeToString,
+            engram_dot_graph_dot_v1_dot_graph__pb2.ScanResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateRelevance(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.graph.v1.GraphService/UpdateRelevance',
+            engram_dot_graph_dot_v1_dot_graph__pb2.UpdateRelevanceRequest.SerializeToString,
+            engram_dot_graph_dot_v1_dot_graph__pb2.UpdateRelevanceResponse.FromString,
             options,
             channel_credentials,
             insecure,

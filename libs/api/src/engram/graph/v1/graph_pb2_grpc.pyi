@@ -57,6 +57,16 @@ class GraphServiceStub:
     """Codes: OK, UNAVAILABLE."""
     Count: _grpc.UnaryUnaryMultiCallable[_graph_pb2.CountRequest, _graph_pb2.CountResponse]
     """Codes: OK, UNAVAILABLE."""
+    Scan: _grpc.UnaryUnaryMultiCallable[_graph_pb2.ScanRequest, _graph_pb2.ScanResponse]
+    """Every live memory of the tenant (archived included, tombstones never), `limit` at a
+    time in id order; `next_cursor` continues, "" when done.
+    Codes: OK, INVALID_ARGUMENT (tenant, limit, cursor), UNAVAILABLE.
+    """
+    UpdateRelevance: _grpc.UnaryUnaryMultiCallable[_graph_pb2.UpdateRelevanceRequest, _graph_pb2.UpdateRelevanceResponse]
+    """Sets relevance_score of live memories, nothing else (version untouched); unknown and
+    deleted ids are skipped. Codes: OK, INVALID_ARGUMENT (tenant, updates,
+    updates[i].id, updates[i].relevance_score), UNAVAILABLE.
+    """
 
 @_typing.type_check_only
 class GraphServiceAsyncStub(GraphServiceStub):
@@ -87,6 +97,16 @@ class GraphServiceAsyncStub(GraphServiceStub):
     """Codes: OK, UNAVAILABLE."""
     Count: _aio.UnaryUnaryMultiCallable[_graph_pb2.CountRequest, _graph_pb2.CountResponse]  # type: ignore[assignment]
     """Codes: OK, UNAVAILABLE."""
+    Scan: _aio.UnaryUnaryMultiCallable[_graph_pb2.ScanRequest, _graph_pb2.ScanResponse]  # type: ignore[assignment]
+    """Every live memory of the tenant (archived included, tombstones never), `limit` at a
+    time in id order; `next_cursor` continues, "" when done.
+    Codes: OK, INVALID_ARGUMENT (tenant, limit, cursor), UNAVAILABLE.
+    """
+    UpdateRelevance: _aio.UnaryUnaryMultiCallable[_graph_pb2.UpdateRelevanceRequest, _graph_pb2.UpdateRelevanceResponse]  # type: ignore[assignment]
+    """Sets relevance_score of live memories, nothing else (version untouched); unknown and
+    deleted ids are skipped. Codes: OK, INVALID_ARGUMENT (tenant, updates,
+    updates[i].id, updates[i].relevance_score), UNAVAILABLE.
+    """
 
 class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
     """Owns the knowledge graph: memory nodes, entities, MENTIONS and typed
@@ -162,5 +182,27 @@ class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_graph_pb2.CountResponse, _abc.Awaitable[_graph_pb2.CountResponse]]:
         """Codes: OK, UNAVAILABLE."""
+
+    @_abc_1.abstractmethod
+    def Scan(
+        self,
+        request: _graph_pb2.ScanRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_graph_pb2.ScanResponse, _abc.Awaitable[_graph_pb2.ScanResponse]]:
+        """Every live memory of the tenant (archived included, tombstones never), `limit` at a
+        time in id order; `next_cursor` continues, "" when done.
+        Codes: OK, INVALID_ARGUMENT (tenant, limit, cursor), UNAVAILABLE.
+        """
+
+    @_abc_1.abstractmethod
+    def UpdateRelevance(
+        self,
+        request: _graph_pb2.UpdateRelevanceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_graph_pb2.UpdateRelevanceResponse, _abc.Awaitable[_graph_pb2.UpdateRelevanceResponse]]:
+        """Sets relevance_score of live memories, nothing else (version untouched); unknown and
+        deleted ids are skipped. Codes: OK, INVALID_ARGUMENT (tenant, updates,
+        updates[i].id, updates[i].relevance_score), UNAVAILABLE.
+        """
 
 def add_GraphServiceServicer_to_server(servicer: GraphServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -280,3 +280,118 @@ class CountResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CountResponse: _TypeAlias = CountResponse  # noqa: Y015
+
+@_typing.final
+class ScanRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    cursor: _builtins.str
+    """"" = from the start; else a next_cursor, opaque"""
+    limit: _builtins.int
+    """1..max"""
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        cursor: _builtins.str = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "limit", b"limit", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ScanRequest: _TypeAlias = ScanRequest  # noqa: Y015
+
+@_typing.final
+class ScanResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORIES_FIELD_NUMBER: _builtins.int
+    NEXT_CURSOR_FIELD_NUMBER: _builtins.int
+    next_cursor: _builtins.str
+    """"" = no more"""
+    @_builtins.property
+    def memories(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Memory]: ...
+    def __init__(
+        self,
+        *,
+        memories: _abc.Iterable[_common_pb2.Memory] | None = ...,
+        next_cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memories", b"memories", "next_cursor", b"next_cursor"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ScanResponse: _TypeAlias = ScanResponse  # noqa: Y015
+
+@_typing.final
+class RelevanceUpdate(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    RELEVANCE_SCORE_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    relevance_score: _builtins.float
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        relevance_score: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "relevance_score", b"relevance_score"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RelevanceUpdate: _TypeAlias = RelevanceUpdate  # noqa: Y015
+
+@_typing.final
+class UpdateRelevanceRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    UPDATES_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    @_builtins.property
+    def updates(self) -> _containers.RepeatedCompositeFieldContainer[Global___RelevanceUpdate]: ...
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        updates: _abc.Iterable[Global___RelevanceUpdate] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tenant", b"tenant", "updates", b"updates"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateRelevanceRequest: _TypeAlias = UpdateRelevanceRequest  # noqa: Y015
+
+@_typing.final
+class UpdateRelevanceResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    UPDATED_FIELD_NUMBER: _builtins.int
+    updated: _builtins.int
+    def __init__(
+        self,
+        *,
+        updated: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["updated", b"updated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateRelevanceResponse: _TypeAlias = UpdateRelevanceResponse  # noqa: Y015

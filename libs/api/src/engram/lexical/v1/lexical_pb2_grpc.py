@@ -66,6 +66,16 @@ class LexicalServiceStub:
                 request_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.CountRequest.SerializeToString,
                 response_deserializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.CountResponse.FromString,
                 _registered_method=True)
+        self.Scan = channel.unary_unary(
+                '/engram.lexical.v1.LexicalService/Scan',
+                request_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.ScanRequest.SerializeToString,
+                response_deserializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.ScanResponse.FromString,
+                _registered_method=True)
+        self.UpdateRelevance = channel.unary_unary(
+                '/engram.lexical.v1.LexicalService/UpdateRelevance',
+                request_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.UpdateRelevanceRequest.SerializeToString,
+                response_deserializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.UpdateRelevanceResponse.FromString,
+                _registered_method=True)
 
 
 class LexicalServiceServicer:
@@ -116,6 +126,24 @@ class LexicalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Scan(self, request, context):
+        """Every live memory of the tenant (archived included, tombstones never), `limit` at a
+        time in id order; `next_cursor` continues, "" when done.
+        Codes: OK, INVALID_ARGUMENT (tenant, limit, cursor), UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateRelevance(self, request, context):
+        """Sets relevance_score of live memories, nothing else (version untouched); unknown and
+        deleted ids are skipped. Codes: OK, INVALID_ARGUMENT (tenant, updates,
+        updates[i].id, updates[i].relevance_score), UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LexicalServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -148,6 +176,16 @@ def add_LexicalServiceServicer_to_server(servicer, server):
                     servicer.Count,
                     request_deserializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.CountRequest.FromString,
                     response_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.CountResponse.SerializeToString,
+            ),
+            'Scan': grpc.unary_unary_rpc_method_handler(
+                    servicer.Scan,
+                    request_deserializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.ScanRequest.FromString,
+                    response_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.ScanResponse.SerializeToString,
+            ),
+            'UpdateRelevance': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateRelevance,
+                    request_deserializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.UpdateRelevanceRequest.FromString,
+                    response_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.UpdateRelevanceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -314,6 +352,60 @@ class LexicalService:
             '/engram.lexical.v1.LexicalService/Count',
             engram_dot_lexical_dot_v1_dot_lexical__pb2.CountRequest.SerializeToString,
             engram_dot_lexical_dot_v1_dot_lexical__pb2.CountResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Scan(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.lexical.v1.LexicalService/Scan',
+            engram_dot_lexical_dot_v1_dot_lexical__pb2.ScanRequest.SerializeToString,
+            engram_dot_lexical_dot_v1_dot_lexical__pb2.ScanResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateRelevance(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.lexical.v1.LexicalService/UpdateRelevance',
+            engram_dot_lexical_dot_v1_dot_lexical__pb2.UpdateRelevanceRequest.SerializeToString,
+            engram_dot_lexical_dot_v1_dot_lexical__pb2.UpdateRelevanceResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -49,6 +49,16 @@ class LexicalServiceStub:
     """Codes: OK, INVALID_ARGUMENT (tenant, updates[i].id), UNAVAILABLE."""
     Count: _grpc.UnaryUnaryMultiCallable[_lexical_pb2.CountRequest, _lexical_pb2.CountResponse]
     """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
+    Scan: _grpc.UnaryUnaryMultiCallable[_lexical_pb2.ScanRequest, _lexical_pb2.ScanResponse]
+    """Every live memory of the tenant (archived included, tombstones never), `limit` at a
+    time in id order; `next_cursor` continues, "" when done.
+    Codes: OK, INVALID_ARGUMENT (tenant, limit, cursor), UNAVAILABLE.
+    """
+    UpdateRelevance: _grpc.UnaryUnaryMultiCallable[_lexical_pb2.UpdateRelevanceRequest, _lexical_pb2.UpdateRelevanceResponse]
+    """Sets relevance_score of live memories, nothing else (version untouched); unknown and
+    deleted ids are skipped. Codes: OK, INVALID_ARGUMENT (tenant, updates,
+    updates[i].id, updates[i].relevance_score), UNAVAILABLE.
+    """
 
 @_typing.type_check_only
 class LexicalServiceAsyncStub(LexicalServiceStub):
@@ -71,6 +81,16 @@ class LexicalServiceAsyncStub(LexicalServiceStub):
     """Codes: OK, INVALID_ARGUMENT (tenant, updates[i].id), UNAVAILABLE."""
     Count: _aio.UnaryUnaryMultiCallable[_lexical_pb2.CountRequest, _lexical_pb2.CountResponse]  # type: ignore[assignment]
     """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
+    Scan: _aio.UnaryUnaryMultiCallable[_lexical_pb2.ScanRequest, _lexical_pb2.ScanResponse]  # type: ignore[assignment]
+    """Every live memory of the tenant (archived included, tombstones never), `limit` at a
+    time in id order; `next_cursor` continues, "" when done.
+    Codes: OK, INVALID_ARGUMENT (tenant, limit, cursor), UNAVAILABLE.
+    """
+    UpdateRelevance: _aio.UnaryUnaryMultiCallable[_lexical_pb2.UpdateRelevanceRequest, _lexical_pb2.UpdateRelevanceResponse]  # type: ignore[assignment]
+    """Sets relevance_score of live memories, nothing else (version untouched); unknown and
+    deleted ids are skipped. Codes: OK, INVALID_ARGUMENT (tenant, updates,
+    updates[i].id, updates[i].relevance_score), UNAVAILABLE.
+    """
 
 class LexicalServiceServicer(metaclass=_abc_1.ABCMeta):
     """Owns the text index (BM25). Writes are idempotent on (id, version): a write
@@ -126,5 +146,27 @@ class LexicalServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_lexical_pb2.CountResponse, _abc.Awaitable[_lexical_pb2.CountResponse]]:
         """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
+
+    @_abc_1.abstractmethod
+    def Scan(
+        self,
+        request: _lexical_pb2.ScanRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_lexical_pb2.ScanResponse, _abc.Awaitable[_lexical_pb2.ScanResponse]]:
+        """Every live memory of the tenant (archived included, tombstones never), `limit` at a
+        time in id order; `next_cursor` continues, "" when done.
+        Codes: OK, INVALID_ARGUMENT (tenant, limit, cursor), UNAVAILABLE.
+        """
+
+    @_abc_1.abstractmethod
+    def UpdateRelevance(
+        self,
+        request: _lexical_pb2.UpdateRelevanceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_lexical_pb2.UpdateRelevanceResponse, _abc.Awaitable[_lexical_pb2.UpdateRelevanceResponse]]:
+        """Sets relevance_score of live memories, nothing else (version untouched); unknown and
+        deleted ids are skipped. Codes: OK, INVALID_ARGUMENT (tenant, updates,
+        updates[i].id, updates[i].relevance_score), UNAVAILABLE.
+        """
 
 def add_LexicalServiceServicer_to_server(servicer: LexicalServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

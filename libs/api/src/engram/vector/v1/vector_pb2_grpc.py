@@ -66,6 +66,21 @@ class VectorServiceStub:
                 request_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.CountRequest.SerializeToString,
                 response_deserializer=engram_dot_vector_dot_v1_dot_vector__pb2.CountResponse.FromString,
                 _registered_method=True)
+        self.Scan = channel.unary_unary(
+                '/engram.vector.v1.VectorService/Scan',
+                request_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.ScanRequest.SerializeToString,
+                response_deserializer=engram_dot_vector_dot_v1_dot_vector__pb2.ScanResponse.FromString,
+                _registered_method=True)
+        self.UpdateRelevance = channel.unary_unary(
+                '/engram.vector.v1.VectorService/UpdateRelevance',
+                request_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.UpdateRelevanceRequest.SerializeToString,
+                response_deserializer=engram_dot_vector_dot_v1_dot_vector__pb2.UpdateRelevanceResponse.FromString,
+                _registered_method=True)
+        self.Neighbours = channel.unary_unary(
+                '/engram.vector.v1.VectorService/Neighbours',
+                request_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.NeighboursRequest.SerializeToString,
+                response_deserializer=engram_dot_vector_dot_v1_dot_vector__pb2.NeighboursResponse.FromString,
+                _registered_method=True)
 
 
 class VectorServiceServicer:
@@ -116,6 +131,34 @@ class VectorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Scan(self, request, context):
+        """Every live memory of the tenant (archived included, tombstones never), `limit` at a
+        time in point-id order; `next_cursor` continues, "" when done.
+        Codes: OK, INVALID_ARGUMENT (tenant, limit, cursor), UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateRelevance(self, request, context):
+        """Sets relevance_score of live memories, nothing else (version untouched); unknown and
+        deleted ids are skipped. Codes: OK, INVALID_ARGUMENT (tenant, updates,
+        updates[i].id, updates[i].relevance_score), UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Neighbours(self, request, context):
+        """For each id that is a live memory, its nearest other live memories by the vectors the
+        index holds (cosine >= min_score, nearest first; hits carry id and score, no memory).
+        Codes: OK, INVALID_ARGUMENT (tenant, ids, ids[i], limit, min_score), UNAVAILABLE,
+        DEADLINE_EXCEEDED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_VectorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -148,6 +191,21 @@ def add_VectorServiceServicer_to_server(servicer, server):
                     servicer.Count,
                     request_deserializer=engram_dot_vector_dot_v1_dot_vector__pb2.CountRequest.FromString,
                     response_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.CountResponse.SerializeToString,
+            ),
+            'Scan': grpc.unary_unary_rpc_method_handler(
+                    servicer.Scan,
+                    request_deserializer=engram_dot_vector_dot_v1_dot_vector__pb2.ScanRequest.FromString,
+                    response_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.ScanResponse.SerializeToString,
+            ),
+            'UpdateRelevance': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateRelevance,
+                    request_deserializer=engram_dot_vector_dot_v1_dot_vector__pb2.UpdateRelevanceRequest.FromString,
+                    response_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.UpdateRelevanceResponse.SerializeToString,
+            ),
+            'Neighbours': grpc.unary_unary_rpc_method_handler(
+                    servicer.Neighbours,
+                    request_deserializer=engram_dot_vector_dot_v1_dot_vector__pb2.NeighboursRequest.FromString,
+                    response_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.NeighboursResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -314,6 +372,87 @@ class VectorService:
             '/engram.vector.v1.VectorService/Count',
             engram_dot_vector_dot_v1_dot_vector__pb2.CountRequest.SerializeToString,
             engram_dot_vector_dot_v1_dot_vector__pb2.CountResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Scan(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.vector.v1.VectorService/Scan',
+            engram_dot_vector_dot_v1_dot_vector__pb2.ScanRequest.SerializeToString,
+            engram_dot_vector_dot_v1_dot_vector__pb2.ScanResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateRelevance(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.vector.v1.VectorService/UpdateRelevance',
+            engram_dot_vector_dot_v1_dot_vector__pb2.UpdateRelevanceRequest.SerializeToString,
+            engram_dot_vector_dot_v1_dot_vector__pb2.UpdateRelevanceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Neighbours(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.vector.v1.VectorService/Neighbours',
+            engram_dot_vector_dot_v1_dot_vector__pb2.NeighboursRequest.SerializeToString,
+            engram_dot_vector_dot_v1_dot_vector__pb2.NeighboursResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -49,6 +49,22 @@ class VectorServiceStub:
     """Codes: OK, INVALID_ARGUMENT (tenant, updates[i].id), UNAVAILABLE."""
     Count: _grpc.UnaryUnaryMultiCallable[_vector_pb2.CountRequest, _vector_pb2.CountResponse]
     """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
+    Scan: _grpc.UnaryUnaryMultiCallable[_vector_pb2.ScanRequest, _vector_pb2.ScanResponse]
+    """Every live memory of the tenant (archived included, tombstones never), `limit` at a
+    time in point-id order; `next_cursor` continues, "" when done.
+    Codes: OK, INVALID_ARGUMENT (tenant, limit, cursor), UNAVAILABLE.
+    """
+    UpdateRelevance: _grpc.UnaryUnaryMultiCallable[_vector_pb2.UpdateRelevanceRequest, _vector_pb2.UpdateRelevanceResponse]
+    """Sets relevance_score of live memories, nothing else (version untouched); unknown and
+    deleted ids are skipped. Codes: OK, INVALID_ARGUMENT (tenant, updates,
+    updates[i].id, updates[i].relevance_score), UNAVAILABLE.
+    """
+    Neighbours: _grpc.UnaryUnaryMultiCallable[_vector_pb2.NeighboursRequest, _vector_pb2.NeighboursResponse]
+    """For each id that is a live memory, its nearest other live memories by the vectors the
+    index holds (cosine >= min_score, nearest first; hits carry id and score, no memory).
+    Codes: OK, INVALID_ARGUMENT (tenant, ids, ids[i], limit, min_score), UNAVAILABLE,
+    DEADLINE_EXCEEDED.
+    """
 
 @_typing.type_check_only
 class VectorServiceAsyncStub(VectorServiceStub):
@@ -71,6 +87,22 @@ class VectorServiceAsyncStub(VectorServiceStub):
     """Codes: OK, INVALID_ARGUMENT (tenant, updates[i].id), UNAVAILABLE."""
     Count: _aio.UnaryUnaryMultiCallable[_vector_pb2.CountRequest, _vector_pb2.CountResponse]  # type: ignore[assignment]
     """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
+    Scan: _aio.UnaryUnaryMultiCallable[_vector_pb2.ScanRequest, _vector_pb2.ScanResponse]  # type: ignore[assignment]
+    """Every live memory of the tenant (archived included, tombstones never), `limit` at a
+    time in point-id order; `next_cursor` continues, "" when done.
+    Codes: OK, INVALID_ARGUMENT (tenant, limit, cursor), UNAVAILABLE.
+    """
+    UpdateRelevance: _aio.UnaryUnaryMultiCallable[_vector_pb2.UpdateRelevanceRequest, _vector_pb2.UpdateRelevanceResponse]  # type: ignore[assignment]
+    """Sets relevance_score of live memories, nothing else (version untouched); unknown and
+    deleted ids are skipped. Codes: OK, INVALID_ARGUMENT (tenant, updates,
+    updates[i].id, updates[i].relevance_score), UNAVAILABLE.
+    """
+    Neighbours: _aio.UnaryUnaryMultiCallable[_vector_pb2.NeighboursRequest, _vector_pb2.NeighboursResponse]  # type: ignore[assignment]
+    """For each id that is a live memory, its nearest other live memories by the vectors the
+    index holds (cosine >= min_score, nearest first; hits carry id and score, no memory).
+    Codes: OK, INVALID_ARGUMENT (tenant, ids, ids[i], limit, min_score), UNAVAILABLE,
+    DEADLINE_EXCEEDED.
+    """
 
 class VectorServiceServicer(metaclass=_abc_1.ABCMeta):
     """Owns the vector store. Writes are idempotent on (id, version): a write
@@ -126,5 +158,39 @@ class VectorServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_vector_pb2.CountResponse, _abc.Awaitable[_vector_pb2.CountResponse]]:
         """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
+
+    @_abc_1.abstractmethod
+    def Scan(
+        self,
+        request: _vector_pb2.ScanRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vector_pb2.ScanResponse, _abc.Awaitable[_vector_pb2.ScanResponse]]:
+        """Every live memory of the tenant (archived included, tombstones never), `limit` at a
+        time in point-id order; `next_cursor` continues, "" when done.
+        Codes: OK, INVALID_ARGUMENT (tenant, limit, cursor), UNAVAILABLE.
+        """
+
+    @_abc_1.abstractmethod
+    def UpdateRelevance(
+        self,
+        request: _vector_pb2.UpdateRelevanceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vector_pb2.UpdateRelevanceResponse, _abc.Awaitable[_vector_pb2.UpdateRelevanceResponse]]:
+        """Sets relevance_score of live memories, nothing else (version untouched); unknown and
+        deleted ids are skipped. Codes: OK, INVALID_ARGUMENT (tenant, updates,
+        updates[i].id, updates[i].relevance_score), UNAVAILABLE.
+        """
+
+    @_abc_1.abstractmethod
+    def Neighbours(
+        self,
+        request: _vector_pb2.NeighboursRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vector_pb2.NeighboursResponse, _abc.Awaitable[_vector_pb2.NeighboursResponse]]:
+        """For each id that is a live memory, its nearest other live memories by the vectors the
+        index holds (cosine >= min_score, nearest first; hits carry id and score, no memory).
+        Codes: OK, INVALID_ARGUMENT (tenant, ids, ids[i], limit, min_score), UNAVAILABLE,
+        DEADLINE_EXCEEDED.
+        """
 
 def add_VectorServiceServicer_to_server(servicer: VectorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
