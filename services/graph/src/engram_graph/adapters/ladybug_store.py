@@ -41,6 +41,7 @@ from engram_core.model import (
 from engram_core.tags import tag_prefixes
 from engram_graph.adapters import ladybug_cypher as cypher
 from engram_graph.adapters.codec import NEVER, access_time, decode, encode, from_us, to_us
+from engram_graph.adapters.walk import Walk
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -489,39 +490,28 @@ def _update_relevance(conn: ladybug.Connection, tenant: str, latest: dict[str, f
 def _related(
     conn: ladybug.Connection, tenant: str, start: str, depth: int, types: list[str], limit: int
 ) -> list[RelatedHit]:
-    """Breadth-first, one key lookup per expanded node: each level is complete before the
-    next (nearest first), and the walk stops at the level that fills ``limit`` — so the work
-    is bounded by the answer, where a variable-length Cypher pattern enumerates every path."""
+    """Breadth-first (`Walk`), one key lookup per expanded node."""
     state = _states(conn, [memory_key(tenant, start)]).get(memory_key(tenant, start))
     if state is None or state.tombstone:
         raise NotFound(f"memory {start} not found")
     query = cypher.neighbours(typed=bool(types))
-    seen = {start}
-    frontier: dict[str, tuple[float, str]] = {start: (1.0, "")}
-    hits: list[RelatedHit] = []
+    walk = Walk(start)
     for d in range(1, depth + 1):
-        level: dict[str, tuple[float, str]] = {}
-        for node in sorted(frontier):
-            strength, first = frontier[node]
-            params: dict[str, Any] = {"k": memory_key(tenant, node), "tenant": tenant}
-            if types:
-                params["types"] = types
-            for other, type_, s in _rows(conn, query, params):
-                if other in seen:
-                    continue
-                candidate = (strength * float(s), first or type_)
-                best = level.get(other)
-                if best is None or (-candidate[0], candidate[1]) < (-best[0], best[1]):
-                    level[other] = candidate
-        if not level:
+        edges = [
+            (node, other, type_, s)
+            for node in sorted(walk.frontier)
+            for other, type_, s in _rows(conn, query, _neighbour_params(tenant, node, types))
+        ]
+        if not walk.add_level(d, edges, limit):
             break
-        seen.update(level)
-        ranked = sorted(level.items(), key=lambda kv: (-kv[1][0], kv[0]))
-        hits.extend(RelatedHit(id=k, type=v[1], strength=v[0], depth=d) for k, v in ranked)
-        if len(hits) >= limit:
-            break
-        frontier = level
-    return hits[: max(limit, 0)]
+    return walk.result(limit)
+
+
+def _neighbour_params(tenant: str, node: str, types: list[str]) -> dict[str, Any]:
+    params: dict[str, Any] = {"k": memory_key(tenant, node), "tenant": tenant}
+    if types:
+        params["types"] = types
+    return params
 
 
 def _search(conn: ladybug.Connection, query: str, params: dict[str, Any]) -> list[Hit]:

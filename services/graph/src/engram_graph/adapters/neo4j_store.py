@@ -63,6 +63,7 @@ from engram_core.model import (
 from engram_core.tags import normalise_tag, tag_prefixes
 from engram_graph.adapters import neo4j_cypher as cypher
 from engram_graph.adapters.codec import from_us
+from engram_graph.adapters.walk import Walk
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -495,39 +496,20 @@ async def _related(
     types: list[str],
     limit: int,
 ) -> list[RelatedHit]:
-    """Breadth-first, one statement per level (so at most ``depth`` round trips): each level
-    is complete before the next (nearest first), a node keeps the strongest product over its
-    shortest paths (ties: the smaller first type), and the walk stops at the level that fills
-    ``limit`` — the work is bounded by the answer, where a variable-length pattern would
-    enumerate every path."""
-    seen = {start}
-    frontier: dict[str, tuple[float, str]] = {start: (1.0, "")}
-    hits: list[RelatedHit] = []
+    """Breadth-first (`Walk`), one statement per level: at most ``depth`` round trips."""
+    walk = Walk(start)
     for d in range(1, depth + 1):
         rows = await _collected(
             tx,
             cypher.RELATED,
             tenant=tenant,
-            frontier=sorted(frontier),
+            frontier=sorted(walk.frontier),
             types=types,
-            seen=sorted(seen),
+            seen=sorted(walk.seen),
         )
         if d == 1 and not rows:
             raise NotFound(f"memory {start} not found")
-        level: dict[str, tuple[float, str]] = {}
-        for source, edges in rows:
-            strength, first = frontier[source]
-            for other, type_, s in edges:
-                candidate = (strength * float(s), first or type_)
-                best = level.get(other)
-                if best is None or (-candidate[0], candidate[1]) < (-best[0], best[1]):
-                    level[other] = candidate
-        if not level:
+        edges = [(source, other, t, s) for source, out in rows for other, t, s in out]
+        if not walk.add_level(d, edges, limit):
             break
-        seen.update(level)
-        ranked = sorted(level.items(), key=lambda kv: (-kv[1][0], kv[0]))
-        hits.extend(RelatedHit(id=k, type=v[1], strength=v[0], depth=d) for k, v in ranked)
-        if len(hits) >= limit:
-            break
-        frontier = level
-    return hits[: max(limit, 0)]
+    return walk.result(limit)
