@@ -12,8 +12,6 @@ import asyncio
 import json
 import logging
 import queue
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
@@ -42,6 +40,7 @@ from engram_core.tags import tag_prefixes
 from engram_graph.adapters import ladybug_cypher as cypher
 from engram_graph.adapters.codec import NEVER, access_time, decode, encode, from_us, to_us
 from engram_graph.adapters.walk import Walk
+from engram_platform.paging import ScanRests
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -107,32 +106,6 @@ def _states(conn: ladybug.Connection, keys: list[str]) -> dict[str, _State]:
     }
 
 
-class _ScanRests:
-    """The ids that follow each scan page served, by (tenant, cursor), for the next call
-    with that cursor: a scan then walks its tenant once, not once per page. Bounded in
-    scans and in ids held; what is evicted is walked again when its cursor comes."""
-
-    def __init__(self, scans: int = 8, ids: int = 1_000_000) -> None:
-        self._rests: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
-        self._scans = scans
-        self._ids = ids
-        self._lock = threading.Lock()  # scans run on worker threads
-
-    def take(self, tenant: str, cursor: str) -> list[str] | None:
-        with self._lock:
-            return self._rests.pop((tenant, cursor), None)
-
-    def keep(self, tenant: str, cursor: str, rest: list[str]) -> None:
-        if len(rest) > self._ids:
-            return  # a tenant this large walks on every page
-        with self._lock:
-            self._rests[(tenant, cursor)] = rest
-            while len(self._rests) > self._scans or (
-                sum(map(len, self._rests.values())) > self._ids
-            ):
-                self._rests.popitem(last=False)
-
-
 class LadybugGraphStore:
     """The graph in ``path`` (a file; its directory is created). Persisted across restarts."""
 
@@ -162,7 +135,7 @@ class LadybugGraphStore:
             conn.set_query_timeout(query_timeout_ms)
             self._reader_conns.append(conn)
             self._readers.put(conn)
-        self._scan_rests = _ScanRests()
+        self._scan_rests = ScanRests()
         self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="graph-write")
         self._read_pool = ThreadPoolExecutor(readers, thread_name_prefix="graph-read")
         self._closed = False

@@ -8,7 +8,7 @@ one each. Reads use the last committed snapshot. Blocking calls run in worker th
 
 A scan pages by id. tantivy has no range query on text, so the tenant's live ids come from a
 walk of the ``key`` terms (``terms_with_prefix``, filtered to live documents, ~3 us a term);
-what follows a page is kept for the next call with its cursor (`_ScanRests`), so a scan
+what follows a page is kept for the next call with its cursor (`ScanRests`), so a scan
 walks once, not once per page. A cursor met without its rest (another process, a
 restart, an evicted or reused cursor) walks again from the cursor: same pages, same order.
 """
@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -48,6 +46,7 @@ from engram_lexical.adapters.tantivy_schema import (
     query_analyzer,
     tombstone_document,
 )
+from engram_platform.paging import ScanRests
 
 R = TypeVar("R")
 
@@ -59,32 +58,6 @@ class _Stored:
     version: int
     deleted: bool
     raw: bytes | None
-
-
-class _ScanRests:
-    """The ids that follow each scan page served, by (tenant, cursor), for the next call
-    with that cursor: a scan then walks its tenant once, not once per page. Bounded in
-    scans and in ids held; what is evicted is walked again when its cursor comes."""
-
-    def __init__(self, scans: int = 8, ids: int = 1_000_000) -> None:
-        self._rests: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
-        self._scans = scans
-        self._ids = ids
-        self._lock = threading.Lock()  # scans run on worker threads
-
-    def take(self, tenant: str, cursor: str) -> list[str] | None:
-        with self._lock:
-            return self._rests.pop((tenant, cursor), None)
-
-    def keep(self, tenant: str, cursor: str, rest: list[str]) -> None:
-        if len(rest) > self._ids:
-            return  # a tenant this large walks on every page
-        with self._lock:
-            self._rests[(tenant, cursor)] = rest
-            while len(self._rests) > self._scans or (
-                sum(map(len, self._rests.values())) > self._ids
-            ):
-                self._rests.popitem(last=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +108,7 @@ class TantivyTextIndex:
         self._queries = Queries(self._schema)
         self._analyzer = query_analyzer()
         self._keywords = query_analyzer(QUERY_STOPWORDS)
-        self._scan_rests = _ScanRests()
+        self._scan_rests = ScanRests()
         self._pending: list[tuple[_Plan, asyncio.Future[Any]]] = []
         self._drainer: asyncio.Task[None] | None = None
         self._closed = False
