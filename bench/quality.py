@@ -243,27 +243,33 @@ def table(report: Mapping[str, Mapping[str, Any]]) -> str:
 async def ingest(
     stub: Any, conversations: Sequence[Conversation], batch: int, in_flight: int
 ) -> tuple[float, int]:
-    """StoreBatch every turn; seconds until the watermark covers them, and the memory count."""
+    """StoreBatch every turn; seconds until the watermark covers them, and the memory count.
+
+    Each conversation is stored in order, batch after batch, as a client writing a
+    conversation down would (ids are time-ordered, so the order of storing is the timeline
+    the context step reads); conversations go in parallel.
+    """
     started = time.perf_counter()
-    chunks = [
-        (conv, conv.turns[i : i + batch])
-        for conv in conversations
-        for i in range(0, len(conv.turns), batch)
-    ]
     total = sum(len(c.turns) for c in conversations)
     sem = asyncio.Semaphore(in_flight)
     sent = 0
 
-    async def send(conv: Conversation, turns: Sequence[Turn]) -> int:
+    async def send(conv: Conversation) -> int:
         nonlocal sent
-        request = gateway_pb2.StoreBatchRequest(memories=[memory_input(conv, t) for t in turns])
+        last = 0
         async with sem:
-            reply = await stub.StoreBatch(request, metadata=auth(conv.token), timeout=120)
-        sent += len(turns)
-        print(f"  ingest: stored {sent}/{total} (sequence {reply.sequence})", flush=True)
-        return int(reply.sequence)
+            for i in range(0, len(conv.turns), batch):
+                turns = conv.turns[i : i + batch]
+                request = gateway_pb2.StoreBatchRequest(
+                    memories=[memory_input(conv, t) for t in turns]
+                )
+                reply = await stub.StoreBatch(request, metadata=auth(conv.token), timeout=120)
+                sent += len(turns)
+                last = int(reply.sequence)
+                print(f"  ingest: stored {sent}/{total} (sequence {last})", flush=True)
+        return last
 
-    last = max(await asyncio.gather(*(send(c, t) for c, t in chunks)))
+    last = max(await asyncio.gather(*(send(c) for c in conversations)))
     await wait_watermark(stub, last, auth(conversations[0].token))
     return time.perf_counter() - started, total
 

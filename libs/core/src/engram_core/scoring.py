@@ -2,19 +2,27 @@
 
 ``rank`` turns merged candidates into an ordered, truncated list. Each candidate gets
 every component in [0, 1] (``COMPONENTS``); ``Fusion.WEIGHTED`` sums weight × component,
-``Fusion.RRF`` sums per-stream weight / (k + rank). Later signals (context bonus,
-relevance gate, recency bias — issue #4) extend this module by adding a component to
-``COMPONENTS`` with its weight in ``Weights``, or a post-step in ``rank``; the types stay.
+``Fusion.RRF`` sums per-stream weight / (k + rank). Then one post-step, the same for both
+fusions: a candidate whose timeline neighbours (``Candidate.neighbours``, found by the
+gateway) scored well gains ``context`` — in a conversation the answer is often the turn
+right after the one that matches the question.
+
+The stream components (vector, keyword, graph) are normalised over the candidate set
+(``Normalisation``): by default each stream's scores become standard scores, so a stream
+whose scores bunch together (cosines of 0.3-0.5) weighs as much as one that spreads
+(BM25 of 2-20). Measured on LoCoMo (bench/quality.py) — see services/scoring/README.md.
 """
 
 from __future__ import annotations
 
+import calendar
 import heapq
 import math
 import re
+import statistics
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any
 
@@ -30,6 +38,10 @@ STREAMS: tuple[str, ...] = (STREAM_VECTOR, STREAM_KEYWORD, STREAM_GRAPH)
 DEFAULT_RRF_K = 60.0
 DEFAULT_RECENCY_WINDOW_DAYS = 180.0
 DEFAULT_RECENCY_HALF_LIFE_DAYS = 30.0
+DEFAULT_TIME_HALF_LIFE_DAYS = 3.0
+DEFAULT_CONTEXT_DECAY = 0.5
+# Standard scores map linearly onto [0, 1] over ±Z_SPAN/2 deviations around 0.5.
+Z_SPAN = 6.0
 MIN_TOKEN_LENGTH = 3
 _SECONDS_PER_DAY = 86_400.0
 _TOKEN = re.compile(r"\w+")
@@ -38,6 +50,17 @@ _TOKEN = re.compile(r"\w+")
 class Fusion(Enum):
     WEIGHTED = "weighted"
     RRF = "rrf"
+
+
+class Normalisation(Enum):
+    """How a stream's raw scores become its component in [0, 1], over the candidate set."""
+
+    # vector: the cosine clamped to [0, 1]; keyword and graph: score / best score.
+    RAW = "raw"
+    # Every stream: 0.5 + z / Z_SPAN clamped to [0, 1], z the standard score among the
+    # candidates the stream returned; a candidate it did not return gets the stream's
+    # lowest value (it ranked below all of them).
+    ZSCORE = "zscore"
 
 
 class RecencyMode(Enum):
@@ -54,6 +77,8 @@ class Weights:
     metadata: float = 0.35
     relation: float = 0.25
     tag: float = 0.20
+    # The query names a client tag's last part (no request tags needed).
+    label: float = 0.3
     exact: float = 0.20
     recency: float = 0.10
     importance: float = 0.10
@@ -63,6 +88,10 @@ class Weights:
     # many turns (every turn naming the speaker), and at 0.25 hybrid turn R@10 fell
     # from 0.625 to 0.512 (make bench-quality, 2026-11-30).
     graph: float = 0.0
+    # A date the query names ("on 8 May, 2023", "in March 2024") and the memory's timestamp.
+    time: float = 0.3
+    # Post-step: this × the best timeline neighbour's (decayed) lead over the lowest score.
+    context: float = 0.4
     rrf_vector: float = 1.0
     rrf_keyword: float = 1.0
     rrf_graph: float = 1.0
@@ -109,6 +138,9 @@ class Candidate:
     memory: Memory
     streams: Mapping[str, StreamScore] = field(default_factory=dict)
     relation: float = 0.0  # summed strength of relations to other candidates
+    # Other candidates next to this one on the tenant's timeline: id → distance (1 = the
+    # memory right before or after). Feeds the ``context`` post-step.
+    neighbours: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,10 +171,17 @@ class Params:
     recency_window_days: float = DEFAULT_RECENCY_WINDOW_DAYS
     recency_half_life_days: float = DEFAULT_RECENCY_HALF_LIFE_DAYS
     rrf_k: float = DEFAULT_RRF_K
+    normalisation: Normalisation = Normalisation.ZSCORE
+    time_half_life_days: float = DEFAULT_TIME_HALF_LIFE_DAYS
+    context_decay: float = DEFAULT_CONTEXT_DECAY  # per step of distance beyond the first
 
     def __post_init__(self) -> None:
         if self.limit < 1:
             raise InvalidArgument("limit", f"must be >= 1, got {self.limit}")
+        if not self.time_half_life_days > 0:
+            raise InvalidArgument("time_half_life_days", "must be > 0")
+        if not 0.0 <= self.context_decay <= 1.0:
+            raise InvalidArgument("context_decay", "must be within [0, 1]")
         if not self.recency_window_days > 0:
             raise InvalidArgument("recency_window_days", "must be > 0")
         if not self.recency_half_life_days > 0:
@@ -160,7 +199,18 @@ class _Context:
     phrase: str  # normalised query text, "" when too short to count as an exact match
     tokens: frozenset[str]
     tags: tuple[str, ...]
-    stream_max: Mapping[str, float]
+    streams: Mapping[str, _StreamStats]
+    periods: tuple[tuple[datetime, datetime], ...]  # dates the query names, [start, end)
+
+
+@dataclass(frozen=True, slots=True)
+class _StreamStats:
+    """One stream's scores over the candidates that carry it."""
+
+    top: float
+    low: float
+    mean: float
+    std: float
 
 
 def normalise_text(text: str) -> str:
@@ -189,22 +239,34 @@ def _clamp(x: float) -> float:
     return 0.0 if not x > 0.0 else min(1.0, x)
 
 
+def _zscore(score: float, st: _StreamStats) -> float:
+    if st.std <= 0.0:  # one candidate, or all equal: each is the stream's best
+        return 1.0
+    return _clamp(0.5 + (score - st.mean) / (Z_SPAN * st.std))
+
+
 def _normalised_stream(c: Candidate, ctx: _Context, stream: str) -> float:
     hit = c.streams.get(stream)
-    top = ctx.stream_max.get(stream, 0.0)
-    if hit is None or top <= 0.0:
+    st = ctx.streams.get(stream)
+    if st is None:
         return 0.0
-    return _clamp(hit.score / top)
+    if ctx.params.normalisation is Normalisation.ZSCORE:
+        return _zscore(st.low if hit is None else hit.score, st)
+    if hit is None or st.top <= 0.0:
+        return 0.0
+    return _clamp(hit.score / st.top)
 
 
 def _vector(c: Candidate, ctx: _Context) -> float:
+    if ctx.params.normalisation is Normalisation.ZSCORE:
+        return _normalised_stream(c, ctx, STREAM_VECTOR)
     # The score is a cosine similarity; a negative cosine means unrelated, so 0.
     hit = c.streams.get(STREAM_VECTOR)
     return 0.0 if hit is None else _clamp(hit.score)
 
 
 def _keyword(c: Candidate, ctx: _Context) -> float:
-    # BM25 is unbounded and query-dependent; only its ratio to the best candidate means much.
+    # BM25 is unbounded and query-dependent; only its place among the candidates means much.
     return _normalised_stream(c, ctx, STREAM_KEYWORD)
 
 
@@ -225,6 +287,25 @@ def _tag(c: Candidate, ctx: _Context) -> float:
     # tag_prefixes holds every tag and every prefix of it, so one lookup covers both.
     have = set(c.memory.tag_prefixes) or set(tag_prefixes(c.memory.tags))
     return sum(1 for t in ctx.tags if t in have) / len(ctx.tags)
+
+
+ENTITY_TAG_PREFIX = "entity:"
+
+
+def _label(c: Candidate, ctx: _Context) -> float:
+    """1 when the query names the last part of one of the client's own tags: "Sarah" and
+    ``person:sarah``, "alpha" and ``project:alpha``. Entity tags are the extractor's, not
+    the client's (the graph stream covers them): a memory that mentions Sarah is tagged
+    ``entity:people:sarah`` while one tagged ``person:sarah`` is about her."""
+    if not ctx.tokens:
+        return 0.0
+    for tag in c.memory.tags:
+        if tag.startswith(ENTITY_TAG_PREFIX):
+            continue
+        leaf = tag.rsplit(":", 1)[-1].replace("-", " ")
+        if tokens(leaf) and tokens(leaf) <= ctx.tokens:
+            return 1.0
+    return 0.0
 
 
 def _exact(c: Candidate, ctx: _Context) -> float:
@@ -255,6 +336,19 @@ def _relation(c: Candidate, ctx: _Context) -> float:
     return _clamp(c.relation)
 
 
+def _time(c: Candidate, ctx: _Context) -> float:
+    """1 inside a period the query names, halving every ``time_half_life_days`` outside."""
+    best = 0.0
+    ts = c.memory.timestamp
+    for start, end in ctx.periods:
+        if start <= ts < end:
+            return 1.0
+        gap = (start - ts) if ts < start else (ts - end)
+        days = gap.total_seconds() / _SECONDS_PER_DAY
+        best = max(best, 0.5 ** (days / ctx.params.time_half_life_days))
+    return best
+
+
 Component = Callable[[Candidate, _Context], float]
 
 COMPONENTS: Mapping[str, Component] = {
@@ -263,25 +357,39 @@ COMPONENTS: Mapping[str, Component] = {
     "graph": _graph,
     "metadata": _metadata,
     "tag": _tag,
+    "label": _label,
     "exact": _exact,
     "recency": _recency,
     "importance": _importance,
     "confidence": _confidence,
     "relevance": _relevance,
     "relation": _relation,
+    "time": _time,
 }
 """Every component by name; each name is also the name of its weight in ``Weights``."""
+
+CONTEXT = "context"
+"""The post-step's component (and weight) name: not in ``COMPONENTS``, as it needs every
+other candidate's score first."""
 
 RRF_WEIGHTS: Mapping[str, str] = {s: f"rrf_{s}" for s in STREAMS}
 """Stream name → name of its RRF weight in ``Weights``."""
 
 
-def _context(candidates: Sequence[Candidate], query: Query, params: Params) -> _Context:
-    stream_max: dict[str, float] = {}
+def _stream_stats(candidates: Sequence[Candidate]) -> dict[str, _StreamStats]:
+    scores: dict[str, list[float]] = {}
     for c in candidates:
         for name, hit in c.streams.items():
-            if hit.score > stream_max.get(name, 0.0):
-                stream_max[name] = hit.score
+            scores.setdefault(name, []).append(hit.score)
+    return {
+        name: _StreamStats(
+            top=max(v), low=min(v), mean=statistics.fmean(v), std=statistics.pstdev(v)
+        )
+        for name, v in scores.items()
+    }
+
+
+def _context(candidates: Sequence[Candidate], query: Query, params: Params) -> _Context:
     phrase = normalise_text(query.text)
     return _Context(
         query=query,
@@ -289,7 +397,8 @@ def _context(candidates: Sequence[Candidate], query: Query, params: Params) -> _
         phrase=phrase if len(phrase) >= MIN_TOKEN_LENGTH else "",
         tokens=tokens(query.text),
         tags=tuple(dict.fromkeys(normalise_tag(t) for t in query.tags if t.strip())),
-        stream_max=stream_max,
+        streams=_stream_stats(candidates),
+        periods=mentioned_periods(query.text),
     )
 
 
@@ -316,6 +425,105 @@ def rank(candidates: Sequence[Candidate], query: Query, params: Params) -> list[
         components = {name: fn(c, ctx) for name, fn in COMPONENTS.items()}
         score = _rrf(c, params) if rrf else sum(w * components[name] for name, w in weights)
         scored.append(ScoredCandidate(c.memory, score, components, c.streams))
+    scored = _with_context(candidates, scored, params)
     return heapq.nsmallest(
         params.limit, scored, key=lambda s: (-s.score, -s.memory.timestamp.timestamp(), s.memory.id)
     )
+
+
+def _with_context(
+    candidates: Sequence[Candidate], scored: list[ScoredCandidate], params: Params
+) -> list[ScoredCandidate]:
+    """Let each candidate borrow from its best timeline neighbour.
+
+    ``context`` = the neighbour's lead over the set's lowest score, as a share of the best
+    lead, times ``context_decay`` per step of distance beyond the first; in [0, 1]. The
+    score gains weight × context × the best lead, i.e. weight × the neighbour's (decayed)
+    lead: the same whatever the fusion's scale (weighted sums near 1, RRF sums near 0.03),
+    and a neighbour that is merely present, at the bottom, lends nothing.
+    """
+    weight = params.weights.get(CONTEXT)
+    base = {s.memory.id: s.score for s in scored}
+    floor = min(base.values(), default=0.0)
+    span = max(base.values(), default=0.0) - floor
+    out: list[ScoredCandidate] = []
+    for c, s in zip(candidates, scored, strict=True):
+        best = 0.0
+        if span > 0.0:
+            for other, distance in c.neighbours.items():
+                score = base.get(other)
+                if score is not None and distance >= 1 and other != c.memory.id:
+                    lead = (score - floor) / span
+                    best = max(best, lead * params.context_decay ** (distance - 1))
+        value = _clamp(best)
+        out.append(
+            replace(
+                s,
+                score=s.score + weight * span * value,
+                components={**s.components, CONTEXT: value},
+            )
+        )
+    return out
+
+
+# --- dates named in the query text ------------------------------------------------------
+
+_MONTHS: dict[str, int] = {
+    **{m.lower(): i for i, m in enumerate(calendar.month_name) if m},
+    **{m.lower(): i for i, m in enumerate(calendar.month_abbr) if m},
+    "sept": 9,
+}
+_MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_ORD = r"(?:st|nd|rd|th)?"
+_DATE_FORMS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("iso", re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")),
+    ("dmy", re.compile(rf"\b(\d{{1,2}}){_ORD}\s+(?:of\s+)?({_MONTH})\.?,?\s+(\d{{4}})\b", re.I)),
+    ("mdy", re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}}){_ORD},?\s+(\d{{4}})\b", re.I)),
+    ("my", re.compile(rf"\b({_MONTH})\.?,?\s+(?:of\s+)?(\d{{4}})\b", re.I)),
+    ("y", re.compile(r"\b((?:19|20)\d{2})\b")),
+)
+MAX_PERIODS = 8
+
+
+def _day(year: int, month: int, day: int) -> tuple[datetime, datetime] | None:
+    try:
+        start = datetime(year, month, day, tzinfo=UTC)
+    except ValueError:
+        return None
+    return start, start + timedelta(days=1)
+
+
+def _period(kind: str, g: tuple[str, ...]) -> tuple[datetime, datetime] | None:
+    if kind == "iso":
+        return _day(int(g[0]), int(g[1]), int(g[2]))
+    if kind == "dmy":
+        return _day(int(g[2]), _MONTHS[g[1].lower()], int(g[0]))
+    if kind == "mdy":
+        return _day(int(g[2]), _MONTHS[g[0].lower()], int(g[1]))
+    if kind == "my":
+        year, month = int(g[1]), _MONTHS[g[0].lower()]
+        if not 1 <= year <= 9998:
+            return None
+        start = datetime(year, month, 1, tzinfo=UTC)
+        return start, datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+    year = int(g[0])
+    return datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
+
+
+def mentioned_periods(text: str) -> tuple[tuple[datetime, datetime], ...]:
+    """Calendar dates, months and years written in ``text`` as UTC periods [start, end).
+
+    The most specific form wins a stretch of text ("8 May, 2023" is that day, not May nor
+    2023). Relative phrases ("last week") are the request's ``time_query``, not this.
+    """
+    claimed: list[tuple[int, int]] = []
+    out: list[tuple[datetime, datetime]] = []
+    for kind, rx in _DATE_FORMS:
+        for m in rx.finditer(text):
+            if any(m.start() < e and s < m.end() for s, e in claimed):
+                continue
+            period = _period(kind, m.groups())
+            if period is not None:
+                claimed.append((m.start(), m.end()))
+                out.append(period)
+    return tuple(dict.fromkeys(out))[:MAX_PERIODS]

@@ -4,6 +4,7 @@ the module docstring / services/scoring/README.md, never taken from a run of the
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,14 +14,17 @@ from engram_core.errors import InvalidArgument
 from engram_core.model import Memory
 from engram_core.scoring import (
     COMPONENTS,
+    CONTEXT,
     Candidate,
     Fusion,
+    Normalisation,
     Params,
     Query,
     RecencyMode,
     ScoredCandidate,
     StreamScore,
     Weights,
+    mentioned_periods,
     rank,
 )
 from engram_core.tags import tag_prefixes
@@ -70,6 +74,9 @@ def run(
     tags: tuple[str, ...] = (),
     **params: Any,
 ) -> list[ScoredCandidate]:
+    # The hand-worked numbers below use the raw stream components; the default (standard
+    # scores) has tests of its own.
+    params.setdefault("normalisation", Normalisation.RAW)
     return rank(candidates, Query(now=NOW, text=text, tags=tags), Params(**params))
 
 
@@ -94,12 +101,15 @@ def test_default_weights_are_the_documented_vector() -> None:
         "metadata": 0.35,
         "relation": 0.25,
         "tag": 0.20,
+        "label": 0.30,
         "exact": 0.20,
         "recency": 0.10,
         "importance": 0.10,
         "confidence": 0.05,
         "relevance": 0.0,
         "graph": 0.0,
+        "time": 0.30,
+        "context": 0.40,
         "rrf_vector": 1.0,
         "rrf_keyword": 1.0,
         "rrf_graph": 1.0,
@@ -107,7 +117,7 @@ def test_default_weights_are_the_documented_vector() -> None:
 
 
 def test_every_component_has_a_weight_of_the_same_name() -> None:
-    assert set(COMPONENTS) == {n for n in Weights.names() if not n.startswith("rrf_")}
+    assert set(COMPONENTS) | {CONTEXT} == {n for n in Weights.names() if not n.startswith("rrf_")}
 
 
 def test_override_replaces_only_the_named_weight() -> None:
@@ -167,6 +177,9 @@ def test_weighted_score_of_every_component_by_hand() -> None:
             "confidence": 0.6,
             "relevance": 0.5,
             "relation": 0.4,
+            "label": 0.0,  # "ci" and "python": the query names neither
+            "time": 0.0,  # the query names no date
+            "context": 0.0,  # no timeline neighbours
         },
         abs=EXACT,
     )
@@ -380,3 +393,180 @@ def test_ties_break_by_newer_timestamp_then_id() -> None:
 def test_limit_keeps_the_best() -> None:
     cands = [cand(mem(f"m{i}"), vector=(i / 10, 10 - i)) for i in range(10)]
     assert ids(run(cands, limit=3, weights=only(vector=1.0))) == ["m9", "m8", "m7"]
+
+
+# --- standard-score normalisation (the default) ------------------------------------------
+
+
+def test_default_normalisation_is_zscore() -> None:
+    assert Params().normalisation is Normalisation.ZSCORE
+
+
+def test_zscore_weighs_a_bunched_stream_like_a_spread_one() -> None:
+    # Cosines bunch (0.40-0.50), BM25 spreads (2-20). Raw, BM25's best wins on its ratio
+    # alone; as standard scores each stream's best is worth the same.
+    cands = [
+        cand(mem("v"), vector=(0.50, 1), keyword=(2.0, 3)),
+        cand(mem("k"), vector=(0.40, 3), keyword=(20.0, 1)),
+        cand(mem("m"), vector=(0.45, 2), keyword=(11.0, 2)),
+    ]
+    raw = run(cands, weights=only(vector=1.0, keyword=1.0))
+    # v: .5 + .1 = .6 ; k: .4 + 1 = 1.4 ; m: .45 + .55 = 1.0
+    expect(raw, [("k", 1.4), ("m", 1.0), ("v", 0.6)])
+    z = run(cands, weights=only(vector=1.0, keyword=1.0), normalisation=Normalisation.ZSCORE)
+    # Both streams are evenly spaced: z = +-sqrt(3/2) at the ends, 0 in the middle.
+    end = (3 / 2) ** 0.5 / 6
+    assert {r.memory.id: r.components["vector"] for r in z} == pytest.approx(
+        {"v": 0.5 + end, "m": 0.5, "k": 0.5 - end}, abs=EXACT
+    )
+    assert [r.score for r in z] == pytest.approx([1.0, 1.0, 1.0], abs=EXACT)
+
+
+def test_zscore_gives_a_candidate_missing_a_stream_that_streams_floor() -> None:
+    cands = [
+        cand(mem("a"), keyword=(9.0, 1)),
+        cand(mem("b"), keyword=(3.0, 2)),
+        cand(mem("c"), vector=(0.8, 1)),
+    ]
+    results = run(cands, weights=only(keyword=1.0), normalisation=Normalisation.ZSCORE)
+    comps = {r.memory.id: r.components["keyword"] for r in results}
+    # mean 6, std 3: a = .5 + 1/6, b = .5 - 1/6; c was not returned: b's value, not 0.
+    assert comps == pytest.approx({"a": 0.5 + 1 / 6, "b": 0.5 - 1 / 6, "c": 0.5 - 1 / 6})
+    # A stream with one candidate (no spread): that candidate is its best.
+    one = run([cand(mem("x"), vector=(0.3, 1))], normalisation=Normalisation.ZSCORE)
+    assert one[0].components["vector"] == 1.0
+
+
+# --- dates named in the query ------------------------------------------------------------
+
+
+def _day(y: int, m: int, d: int) -> tuple[datetime, datetime]:
+    start = datetime(y, m, d, tzinfo=UTC)
+    return start, start + timedelta(days=1)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("What did she eat on 8 May, 2023?", (_day(2023, 5, 8),)),
+        ("on October 13, 2023", (_day(2023, 10, 13),)),
+        ("the 3rd of June 2022", (_day(2022, 6, 3),)),
+        ("2024-02-29 standup", (_day(2024, 2, 29),)),
+        (
+            "in March 2023",
+            ((datetime(2023, 3, 1, tzinfo=UTC), datetime(2023, 4, 1, tzinfo=UTC)),),
+        ),
+        (
+            "Dec 2023",
+            ((datetime(2023, 12, 1, tzinfo=UTC), datetime(2024, 1, 1, tzinfo=UTC)),),
+        ),
+        ("during 2024", ((datetime(2024, 1, 1, tzinfo=UTC), datetime(2025, 1, 1, tzinfo=UTC)),)),
+        ("no date here, 42 items", ()),
+        (  # not a day: the month it names is still a period
+            "31 February, 2023",
+            ((datetime(2023, 2, 1, tzinfo=UTC), datetime(2023, 3, 1, tzinfo=UTC)),),
+        ),
+    ],
+)
+def test_mentioned_periods(text: str, expected: tuple[tuple[datetime, datetime], ...]) -> None:
+    assert mentioned_periods(text) == expected
+
+
+def test_time_component_is_one_inside_the_named_day_and_halves_per_half_life() -> None:
+    day = datetime(2023, 5, 8, 15, tzinfo=UTC)
+    cands = [
+        cand(replace(mem("in"), timestamp=day)),
+        cand(replace(mem("later"), timestamp=datetime(2023, 5, 12, tzinfo=UTC))),
+        cand(replace(mem("far"), timestamp=datetime(2022, 1, 1, tzinfo=UTC))),
+    ]
+    results = run(cands, text="what happened on 8 May, 2023?", weights=only(time=1.0))
+    comps = {r.memory.id: r.components["time"] for r in results}
+    # "later" is 3 days after the day's end: one half-life (3 days by default).
+    assert comps["in"] == 1.0
+    assert comps["later"] == pytest.approx(0.5, abs=EXACT)
+    assert comps["far"] < 1e-30
+    assert ids(results) == ["in", "later", "far"]
+    assert run(cands, text="no date", weights=only(time=1.0))[0].components["time"] == 0.0
+
+
+# --- context: borrowing from timeline neighbours --------------------------------------
+
+
+def _turns() -> list[Candidate]:
+    """q matches the question turn; a is the answer right after it; o is an unrelated
+    turn that matches a little better than a."""
+    return [
+        replace(cand(mem("q"), keyword=(10.0, 1)), neighbours={"a": 1}),
+        replace(cand(mem("a"), keyword=(2.0, 3)), neighbours={"q": 1}),
+        cand(mem("o"), keyword=(3.0, 2)),
+    ]
+
+
+def test_context_lifts_the_neighbour_of_a_strong_candidate() -> None:
+    off = run(_turns(), weights=only(keyword=1.0))
+    assert ids(off) == ["q", "o", "a"]
+    on = run(_turns(), weights=only(keyword=1.0, context=0.2))
+    # scores q 1, o .3, a .2: lowest .2, best lead .8. a borrows q's whole lead:
+    # .2 + .2 * .8 = .36 ; q's neighbour a has no lead: q stays 1.
+    expect(on, [("q", 1.0), ("a", 0.36), ("o", 0.3)])
+    comps = {r.memory.id: r.components[CONTEXT] for r in on}
+    assert comps == pytest.approx({"q": 0.0, "a": 1.0, "o": 0.0}, abs=EXACT)
+
+
+def test_context_decays_with_timeline_distance() -> None:
+    far = [
+        replace(cand(mem("q"), keyword=(10.0, 1)), neighbours={"a": 2}),
+        replace(cand(mem("a"), keyword=(2.0, 3)), neighbours={"q": 2}),
+        cand(mem("o"), keyword=(3.0, 2)),
+    ]
+    on = run(far, weights=only(keyword=1.0, context=0.2), context_decay=0.5)
+    # two steps away, q's lead counts half: a = .2 + .2 * .8 * .5 = .28, below o
+    by = {r.memory.id: r for r in on}
+    assert by["a"].components[CONTEXT] == pytest.approx(0.5, abs=EXACT)
+    assert by["a"].score == pytest.approx(0.28, abs=EXACT)
+    assert ids(on) == ["q", "o", "a"]
+
+
+def test_context_ignores_neighbours_that_are_not_candidates() -> None:
+    lonely = [
+        replace(cand(mem("a"), keyword=(2.0, 1)), neighbours={"gone": 1}),
+        cand(mem("b"), keyword=(1.0, 2)),
+    ]
+    results = run(lonely, weights=only(keyword=1.0, context=0.5))
+    assert [(r.score, r.components[CONTEXT]) for r in results] == [(1.0, 0.0), (0.5, 0.0)]
+
+
+def test_context_bonus_scales_with_rrf_scores_too() -> None:
+    on = run(_turns(), fusion=Fusion.RRF, weights=only(context=0.8))
+    by = {r.memory.id: r for r in on}
+    # RRF: q 1/61, o 1/62, a 1/63. a borrows .8 of q's lead over the lowest (a itself)
+    # and overtakes o, which RRF alone ranks above it.
+    assert by["a"].score == pytest.approx(1 / 63 + 0.8 * (1 / 61 - 1 / 63), abs=EXACT)
+    assert ids(on) == ["q", "a", "o"]
+
+
+def test_bad_context_decay_and_time_half_life_are_refused() -> None:
+    with pytest.raises(InvalidArgument) as err:
+        Params(context_decay=1.5)
+    assert err.value.field == "context_decay"
+    with pytest.raises(InvalidArgument) as err:
+        Params(time_half_life_days=0)
+    assert err.value.field == "time_half_life_days"
+
+
+# --- label: the query names a client tag ---------------------------------------------------
+
+
+def test_label_matches_the_last_part_of_a_client_tag_not_an_entity_tag() -> None:
+    cands = [
+        cand(mem("about", tags=("speaker:caroline",))),
+        cand(mem("mentions", tags=("entity:people:caroline", "speaker:melanie"))),
+        cand(mem("two-words", tags=("project:engram-core",))),
+        cand(mem("none")),
+    ]
+    results = run(cands, text="What did Caroline say about engram?", weights=only(label=1.0))
+    comps = {r.memory.id: r.components["label"] for r in results}
+    # engram-core needs both of its words in the query; an entity tag never counts.
+    assert comps == {"about": 1.0, "mentions": 0.0, "two-words": 0.0, "none": 0.0}
+    both = run(cands, text="engram core status", weights=only(label=1.0))
+    assert {r.memory.id: r.components["label"] for r in both}["two-words"] == 1.0

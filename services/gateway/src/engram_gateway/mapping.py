@@ -11,6 +11,7 @@ from engram.gateway.v1 import gateway_pb2
 from engram.scoring.v1 import scoring_pb2
 from engram_core.errors import InvalidArgument
 from engram_core.scoring import Candidate, Fusion, ScoredCandidate, StreamScore
+from engram_core.state import StateMode
 from engram_core.validation import MemoryInput, RawTimestamp
 from engram_gateway.service import RecallMode, RecallRequest, RelatedItem, Stats
 from engram_gateway.service.ports import RecallResult
@@ -38,6 +39,11 @@ _MODES: Mapping[int, RecallMode] = {
     gateway_pb2.RECALL_MODE_VECTOR: RecallMode.VECTOR,
     gateway_pb2.RECALL_MODE_BM25: RecallMode.BM25,
     gateway_pb2.RECALL_MODE_GRAPH: RecallMode.GRAPH,
+}
+_STATE_MODES: Mapping[int, StateMode | None] = {
+    common_pb2.STATE_MODE_UNSPECIFIED: None,
+    common_pb2.STATE_MODE_CURRENT: StateMode.CURRENT,
+    common_pb2.STATE_MODE_ALL: StateMode.ALL,
 }
 _TAG_MODES = (common_pb2.TAG_MODE_UNSPECIFIED, common_pb2.TAG_MODE_ANY, common_pb2.TAG_MODE_ALL)
 _TAG_MATCHES = (
@@ -80,6 +86,12 @@ def mode_from_proto(value: int) -> RecallMode:
     return _MODES[value]
 
 
+def state_mode_from_proto(value: int) -> StateMode | None:
+    if value not in _STATE_MODES:
+        raise InvalidArgument("state_mode", f"unknown state mode {value}")
+    return _STATE_MODES[value]
+
+
 def fusion_to_scoring(value: Fusion | None) -> scoring_pb2.Fusion.ValueType:
     return _SCORING_FUSION[value]
 
@@ -103,6 +115,14 @@ def recall_request_from_proto(p: gateway_pb2.RecallRequest) -> RecallRequest:
         fusion=fusion_from_proto(p.fusion),
         include_archived=p.include_archived,
         mode=mode_from_proto(p.mode),
+        time_query=p.time_query,
+        timezone=p.timezone,
+        state_mode=state_mode_from_proto(p.state_mode),
+        diversify_by=p.diversify_by,
+        max_per_group=p.max_per_group,
+        token_budget=p.token_budget,
+        min_score=p.min_score,
+        exclude_types=tuple(p.exclude_types),
     )
 
 
@@ -133,6 +153,7 @@ def candidate_to_proto(c: Candidate) -> scoring_pb2.Candidate:
         memory=memory_to_proto(c.memory),
         relation=c.relation,
         streams=_streams_to_proto(c.streams),
+        neighbours=dict(c.neighbours),
     )
 
 
@@ -142,6 +163,10 @@ def recall_result_to_proto(r: RecallResult) -> gateway_pb2.RecallResponse:
         degraded=list(r.degraded),
         streams=list(r.streams),
         query_ms=r.query_ms,
+        context=r.context,
+        context_tokens=r.context_tokens,
+        cut=dict(r.cut),
+        escalated=r.escalated,
     )
 
 
@@ -151,6 +176,10 @@ def recall_result_from_proto(p: gateway_pb2.RecallResponse) -> RecallResult:
         streams=tuple(p.streams),
         degraded=tuple(p.degraded),
         query_ms=p.query_ms,
+        context=p.context,
+        context_tokens=p.context_tokens,
+        cut=dict(p.cut),
+        escalated=p.escalated,
     )
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from engram_core.model import utcnow
-from engram_core.scoring import Params, RecencyMode
+from engram_core.scoring import Normalisation, Params, RecencyMode
 from engram_scoring.config import Settings
 from engram_scoring.service import Limits, Ranker
 
@@ -19,6 +19,9 @@ def build_ranker(settings: Settings, clock: Callable[[], datetime] = utcnow) -> 
         recency_half_life_days=settings.recency_half_life_days,
         rrf_k=settings.rrf_k,
         limit=settings.default_limit,
+        normalisation=Normalisation(settings.normalisation),
+        time_half_life_days=settings.time_half_life_days,
+        context_decay=settings.context_decay,
     )
     limits = Limits(
         default_limit=settings.default_limit,

@@ -22,10 +22,8 @@ class WeightSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    vector: float = Field(
-        _W.vector, ge=0, description="Vector similarity (cosine clamped to [0,1])."
-    )
-    keyword: float = Field(_W.keyword, ge=0, description="BM25 score / best BM25 in the set.")
+    vector: float = Field(_W.vector, ge=0, description="Vector similarity, normalised.")
+    keyword: float = Field(_W.keyword, ge=0, description="BM25 score, normalised.")
     metadata: float = Field(
         _W.metadata, ge=0, description="Share of query words found in metadata string values."
     )
@@ -33,6 +31,9 @@ class WeightSettings(BaseModel):
         _W.relation, ge=0, description="Summed relation strength to other candidates, capped at 1."
     )
     tag: float = Field(_W.tag, ge=0, description="Share of the query tags the memory carries.")
+    label: float = Field(
+        _W.label, ge=0, description="1 when the query names the last part of a client tag."
+    )
     exact: float = Field(_W.exact, ge=0, description="1 when the whole query is in the content.")
     recency: float = Field(_W.recency, ge=0, description="Recency of the memory's timestamp.")
     importance: float = Field(_W.importance, ge=0, description="The memory's importance.")
@@ -40,7 +41,15 @@ class WeightSettings(BaseModel):
     relevance: float = Field(
         _W.relevance, ge=0, description="relevance_score written by consolidation (off until #5)."
     )
-    graph: float = Field(_W.graph, ge=0, description="Graph stream score / best in the set.")
+    graph: float = Field(_W.graph, ge=0, description="Graph stream score, normalised.")
+    time: float = Field(
+        _W.time, ge=0, description="Closeness of the timestamp to a date the query names."
+    )
+    context: float = Field(
+        _W.context,
+        ge=0,
+        description="Post-step: this × the best timeline neighbour's (decayed) score is added.",
+    )
     rrf_vector: float = Field(_W.rrf_vector, ge=0, description="RRF weight of the vector stream.")
     rrf_keyword: float = Field(
         _W.rrf_keyword, ge=0, description="RRF weight of the keyword stream."
@@ -74,6 +83,24 @@ class Settings(ServiceSettings):
     )
     rrf_k: float = Field(
         scoring.DEFAULT_RRF_K, ge=0, description="RRF constant k in w / (k + rank)."
+    )
+    normalisation: Literal["zscore", "raw"] = Field(
+        scoring.Normalisation.ZSCORE.value,
+        description=(
+            "Stream scores → components: standard scores among the candidates (zscore), or "
+            "raw (cosine clamped; BM25 and graph / best)."
+        ),
+    )
+    time_half_life_days: float = Field(
+        scoring.DEFAULT_TIME_HALF_LIFE_DAYS,
+        gt=0,
+        description="Time component: days outside a date the query names at which it is 0.5.",
+    )
+    context_decay: float = Field(
+        scoring.DEFAULT_CONTEXT_DECAY,
+        ge=0,
+        le=1,
+        description="Context step: factor per timeline step beyond the first neighbour.",
     )
     default_limit: int = Field(10, ge=1, le=1000, description="Results returned when limit is 0.")
     max_limit: int = Field(1000, ge=1, description="Largest limit a request may ask for.")

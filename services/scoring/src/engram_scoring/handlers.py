@@ -33,6 +33,9 @@ def _check_candidates(candidates: Sequence[scoring_pb2.Candidate]) -> None:
                 raise InvalidArgument(f"candidates[{i}].streams[{name}].score", "must be finite")
             if s.rank < 1:
                 raise InvalidArgument(f"candidates[{i}].streams[{name}].rank", "must be >= 1")
+        for other, distance in c.neighbours.items():
+            if distance < 1:
+                raise InvalidArgument(f"candidates[{i}].neighbours[{other}]", "must be >= 1")
 
 
 class ScoringHandlers(scoring_pb2_grpc.ScoringServiceServicer):

@@ -39,11 +39,18 @@ def streams_from_proto(
 
 
 def candidate_from_proto(p: scoring_pb2.Candidate) -> Candidate:
-    return Candidate(memory_from_proto(p.memory), streams_from_proto(p.streams), p.relation)
+    return Candidate(
+        memory_from_proto(p.memory),
+        streams_from_proto(p.streams),
+        p.relation,
+        dict(p.neighbours),
+    )
 
 
 def candidate_to_proto(c: Candidate) -> scoring_pb2.Candidate:
-    out = scoring_pb2.Candidate(memory=memory_to_proto(c.memory), relation=c.relation)
+    out = scoring_pb2.Candidate(
+        memory=memory_to_proto(c.memory), relation=c.relation, neighbours=dict(c.neighbours)
+    )
     for name, s in c.streams.items():
         out.streams[name].CopyFrom(common_pb2.StreamScore(score=s.score, rank=s.rank))
     return out

@@ -6,7 +6,7 @@ import pytest
 
 from engram_core.errors import InvalidArgument
 from engram_core.model import Memory
-from engram_core.scoring import Candidate, Fusion, RecencyMode, Weights
+from engram_core.scoring import Candidate, Fusion, Normalisation, RecencyMode, Weights
 from engram_scoring.bootstrap import build_ranker
 from engram_scoring.config import Settings, WeightSettings
 
@@ -29,6 +29,24 @@ def test_env_overrides_weights_and_recency(monkeypatch: pytest.MonkeyPatch) -> N
     d = ranker.defaults
     assert (d.weights.vector, d.weights.rrf_graph, d.weights.keyword) == (0.9, 0.5, 0.35)
     assert (d.recency_mode, d.rrf_k) == (RecencyMode.HALF_LIFE, 10.0)
+
+
+def test_env_sets_normalisation_time_and_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    d = build_ranker(Settings()).defaults
+    assert (d.normalisation, d.time_half_life_days, d.context_decay) == (
+        Normalisation.ZSCORE,
+        3.0,
+        0.5,
+    )
+    monkeypatch.setenv("ENGRAM_SCORING_NORMALISATION", "raw")
+    monkeypatch.setenv("ENGRAM_SCORING_TIME_HALF_LIFE_DAYS", "7")
+    monkeypatch.setenv("ENGRAM_SCORING_CONTEXT_DECAY", "0.25")
+    d = build_ranker(Settings()).defaults
+    assert (d.normalisation, d.time_half_life_days, d.context_decay) == (
+        Normalisation.RAW,
+        7.0,
+        0.25,
+    )
 
 
 def test_negative_weight_setting_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

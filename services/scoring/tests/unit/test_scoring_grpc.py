@@ -50,6 +50,12 @@ def three() -> list[scoring_pb2.Candidate]:
     ]
 
 
+def _with_neighbour(other: str, distance: int) -> scoring_pb2.Candidate:
+    c = candidate(memory("d", "x", 0))
+    c.neighbours[other] = distance
+    return c
+
+
 def request(**kw: Any) -> scoring_pb2.RankRequest:
     base: dict[str, Any] = {
         "query": "deploy pipeline",
@@ -62,7 +68,8 @@ def request(**kw: Any) -> scoring_pb2.RankRequest:
 
 @pytest.fixture
 async def stub(tmp_path: Path) -> AsyncIterator[scoring_pb2_grpc.ScoringServiceAsyncStub]:
-    settings = Settings(port=0, data_dir=tmp_path, max_candidates=3)
+    # Raw components: the expected scores below are worked out by hand from them.
+    settings = Settings(port=0, data_dir=tmp_path, max_candidates=3, normalisation="raw")
     running = await server.start(settings, build_ranker(settings))
     channel = open_channel(f"127.0.0.1:{running.port}")
     try:
@@ -83,7 +90,7 @@ async def test_weighted_rank_over_grpc(stub: scoring_pb2_grpc.ScoringServiceAsyn
     a = reply.results[0]
     picked = {k: a.components[k] for k in ("tag", "exact", "keyword", "graph", "recency")}
     assert picked == {"tag": 1.0, "exact": 1.0, "keyword": 1.0, "graph": 0.0, "recency": 1.0}
-    assert len(a.components) == 11
+    assert len(a.components) == 14
     assert {k: (v.score, v.rank) for k, v in a.streams.items()} == {
         "vector": (0.8, 1),
         "keyword": (5.0, 1),
@@ -120,6 +127,7 @@ async def test_weight_override_changes_the_order(
         ({"candidates": [candidate(memory("d", "x", 0), vector=(0.5, 0))]}, None),
         ({"candidates": [candidate(memory("", "x", 0))]}, "candidates[0].memory.id"),
         ({"now_unix_ms": -1}, "now_unix_ms"),
+        ({"candidates": [_with_neighbour("y", 0)]}, "candidates[0].neighbours[y]"),
     ],
 )
 async def test_invalid_argument_names_the_field(
@@ -134,8 +142,24 @@ async def test_invalid_argument_names_the_field(
 
 def test_candidate_mapping_round_trip() -> None:
     m = memory("x", "c", 3, tags=("a:b",), metadata={"k": "v"}, importance=0.7)
-    c = Candidate(m, {"graph": StreamScore(1.5, 4)}, 0.25)
+    c = Candidate(m, {"graph": StreamScore(1.5, 4)}, 0.25, {"y": 1, "z": 2})
     back = candidate_from_proto(candidate_to_proto(c))
     assert back == c
     assert candidate_to_proto(c).memory == memory_to_proto(m)
     assert common_pb2.StreamScore(score=1.5, rank=4) == candidate_to_proto(c).streams["graph"]
+
+
+async def test_neighbours_reach_the_context_step_over_grpc(
+    stub: scoring_pb2_grpc.ScoringServiceAsyncStub,
+) -> None:
+    q = candidate(memory("q", "what did you paint", 0), keyword=(8.0, 1))
+    a = candidate(memory("a", "a sunset", 0), keyword=(1.0, 3))
+    o = candidate(memory("o", "paint the fence", 0), keyword=(2.0, 2))
+    q.neighbours["a"] = 1
+    a.neighbours["q"] = 1
+    weights = {n: 0.0 for n in ("vector", "metadata", "recency", "importance", "confidence")}
+    reply = await stub.Rank(
+        request(candidates=[q, a, o], limit=3, query="paint", weights={**weights, "context": 0.5})
+    )
+    assert [r.memory.id for r in reply.results] == ["q", "a", "o"]
+    assert reply.results[1].components["context"] == 1.0

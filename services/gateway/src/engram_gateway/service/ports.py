@@ -6,8 +6,8 @@ log get thin adapters (they speak protos). Unit tests put fakes behind these.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -128,6 +128,10 @@ class RecallResult:
     streams: tuple[str, ...]  # retrieval streams that answered
     degraded: tuple[str, ...]  # streams or steps that failed or timed out
     query_ms: float = 0.0
+    context: str = ""  # with a token budget: the results packed as text
+    context_tokens: int = 0
+    cut: Mapping[str, int] = field(default_factory=dict)  # post-ranking cuts by reason
+    escalated: bool = False
 
 
 class RecallCodec(Protocol):

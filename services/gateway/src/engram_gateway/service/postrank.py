@@ -443,6 +443,7 @@ class PostRankOptions:
     max_per_group: int = DEFAULT_MAX_PER_GROUP
     token_budget: int = 0  # 0: no packing
     near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD  # 0: exact words only
+    near_duplicates: bool = True  # False: only duplicate ids are dropped, never content
     shingle_size: int = DEFAULT_SHINGLE_SIZE
     floor_ratio: float = DEFAULT_FLOOR_RATIO  # 0: off
     max_gap: float = 0.0  # 0: off
@@ -514,8 +515,8 @@ def postrank(items: Sequence[R], options: PostRankOptions) -> PostRanked[R]:
         if len(kept) == o.limit:
             cuts += [Cut(i.memory.id, CutReason.LIMIT) for i in floored[pos:]]
             break
-        fp = fingerprint(item.memory.content, o.shingle_size)
-        twin = seen.twin(fp)
+        fp = fingerprint(item.memory.content, o.shingle_size) if o.near_duplicates else None
+        twin = seen.twin(fp) if fp is not None else None
         if twin is not None:
             cuts.append(Cut(item.memory.id, CutReason.NEAR_DUPLICATE, twin))
             continue
@@ -525,7 +526,8 @@ def postrank(items: Sequence[R], options: PostRankOptions) -> PostRanked[R]:
                 cuts.append(Cut(item.memory.id, CutReason.GROUP_FULL, key))
                 continue
             groups[key] = groups.get(key, 0) + 1
-        seen.add(item.memory.id, fp)
+        if fp is not None:
+            seen.add(item.memory.id, fp)
         kept.append(item)
     if not o.token_budget:
         return PostRanked(kept, cuts)

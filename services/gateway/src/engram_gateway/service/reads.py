@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import Enum
 from typing import TypeVar
@@ -14,11 +14,26 @@ from typing import TypeVar
 from engram_core import scoring
 from engram_core import validation as v
 from engram_core.errors import DeadlineExceeded, InvalidArgument, NotFound, Unavailable
-from engram_core.model import Filter, Hit, Memory, TagMatch, TagMode
+from engram_core.model import META_PATTERN, Filter, Hit, Memory, Relation, TagMatch, TagMode
+from engram_core.scoring import Candidate, ScoredCandidate
+from engram_core.state import StateMode, apply_state, chain_frontier, heads_to_fetch, validity
+from engram_core.timequery import resolve_window
 from engram_gateway.service.access import AccessRecorder
+from engram_gateway.service.context import (
+    ContextConfig,
+    seed_windows,
+    window_filter,
+    with_neighbours,
+)
 from engram_gateway.service.deadline import Budget, Deadline
 from engram_gateway.service.lookup import Lookup
-from engram_gateway.service.merge import merge, missing_memories, pool_size, with_relations
+from engram_gateway.service.merge import (
+    STREAM_OF_BACKEND,
+    merge,
+    missing_memories,
+    pool_size,
+    with_relations,
+)
 from engram_gateway.service.ports import (
     EventLog,
     GraphPort,
@@ -27,13 +42,21 @@ from engram_gateway.service.ports import (
     RecallResult,
     VectorPort,
 )
-from engram_gateway.service.query import entity_keys, keywords
+from engram_gateway.service.postrank import (
+    PostRankOptions,
+    escalated_pool,
+    max_rrf_score,
+    postrank,
+)
+from engram_gateway.service.query import dense_query, entity_keys, keywords
 from engram_gateway.service.recall_cache import RecallCache
 from engram_gateway.service.watermark import WatermarkCache
 from engram_platform.telemetry import tracer
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
+_PLAIN_RRF_WEIGHTS = scoring.Weights(context=0.0)
+_SEED_WEIGHTS = scoring.Weights(context=0.0)  # seeds are picked before anyone has neighbours
 T = TypeVar("T")
 
 
@@ -75,6 +98,14 @@ class RecallRequest:
     fusion: scoring.Fusion | None = None
     include_archived: bool = False
     mode: RecallMode = RecallMode.HYBRID
+    time_query: str = ""
+    timezone: str = ""
+    state_mode: StateMode | None = None  # None: current, or all with include_archived
+    diversify_by: str = ""
+    max_per_group: int = 0  # 0: the configured default
+    token_budget: int = 0
+    min_score: float = 0.0
+    exclude_types: Sequence[str] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +116,9 @@ class _Plan:
     fusion: scoring.Fusion | None
     min_sequence: int
     mode: RecallMode = RecallMode.HYBRID
+    state_mode: StateMode = StateMode.CURRENT
+    post: PostRankOptions = field(default_factory=PostRankOptions)
+    escalation_floor: float = 0.0
 
     def fingerprint(self) -> str:
         """Identifies the answer (min_sequence aside: the cache entry's watermark covers it)."""
@@ -97,11 +131,16 @@ class _Plan:
             f.tag_match.value,
             f.exclude_tags,
             f.types,
+            f.exclude_types,
+            # The resolved window: a relative time_query ("last 7 days") keys on its instants.
             f.start.isoformat() if f.start else "",
             f.end.isoformat() if f.end else "",
             f.include_archived,
             self.fusion.value if self.fusion else "",
             self.mode.value,
+            self.state_mode.value,
+            self.post,  # every post-ranking knob, request fields and settings alike
+            self.escalation_floor,
         )
         return repr(parts)
 
@@ -118,6 +157,34 @@ class ReadConfig:
     scoring_budget: Budget
     backend_timeout_s: float
     min_sequence_poll_s: float
+    # Timeline neighbours of the best candidates (hybrid mode; seeds=0 turns it off).
+    context: ContextConfig = field(default_factory=ContextConfig)
+    context_budget: Budget = field(default_factory=lambda: Budget(fraction=0.3, cap_s=0.5))
+    # Leave the people a query names out of the text the vector stream embeds.
+    dense_without_people: bool = True
+    # Post-ranking (service/postrank.py); off by default except duplicate ids.
+    post: PostRank = field(default_factory=lambda: PostRank())
+    default_timezone: str = ""  # for time_query when the request names none
+    supersession_max_hops: int = 4  # rounds of relation fetches extending supersession chains
+    # Tier escalation: below this best score (weighted; RRF: share of the best possible), the
+    # pool is doubled once and the recall re-run. 0: off.
+    escalation_floor: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PostRank:
+    """Settings of post-ranking; the request adds limit, min_score, diversify_by, …."""
+
+    near_duplicates: bool = False  # drop near-identical content (off: ids only)
+    near_duplicate_threshold: float = 0.9
+    shingle_size: int = 3
+    floor_ratio: float = 0.0  # 0: off
+    max_gap: float = 0.0  # 0: off
+    min_keep: int = 1
+    default_max_per_group: int = 2
+    chars_per_token: float = 4.0
+    # Ask scoring for this many × limit results when a knob may cut some (never > max_pool).
+    overfetch: int = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,26 +242,80 @@ class Reader:
     # --- Recall ---------------------------------------------------------------------
 
     def _plan(self, req: RecallRequest) -> _Plan:
-        limits = self._config.limits
+        cfg = self._config
+        limits = cfg.limits
         start, end = v.check_time_range(req.start, req.end)
+        window = resolve_window(
+            req.time_query,
+            start,
+            end,
+            now=self._clock(),
+            timezone=req.timezone or cfg.default_timezone,
+        )
+        types = v.check_types(req.types, "types", limits)
+        excluded = v.check_types(req.exclude_types, "exclude_types", limits)
+        if META_PATTERN not in types and META_PATTERN not in excluded:
+            # Consolidation's internal summaries stay out of recall unless asked for.
+            excluded = (*excluded, META_PATTERN)
         flt = Filter(
             tags=v.check_tags(req.tags, "tags", limits),
             tag_mode=req.tag_mode,
             tag_match=req.tag_match,
             exclude_tags=v.check_tags(req.exclude_tags, "exclude_tags", limits),
-            types=v.check_types(req.types, "types", limits),
-            start=start,
-            end=end,
+            types=types,
+            exclude_types=excluded,
+            start=window.start,
+            end=window.end,
             include_archived=req.include_archived,
         )
+        limit = v.check_limit(req.limit, "limit", limits.default_limit, limits.max_limit)
+        p = cfg.post
+        post = PostRankOptions(
+            limit=limit,
+            min_score=req.min_score,
+            diversify_by=req.diversify_by,
+            max_per_group=req.max_per_group or p.default_max_per_group,
+            token_budget=req.token_budget,
+            near_duplicate_threshold=p.near_duplicate_threshold,
+            shingle_size=p.shingle_size,
+            floor_ratio=p.floor_ratio,
+            max_gap=p.max_gap,
+            min_keep=p.min_keep,
+            chars_per_token=p.chars_per_token,
+            near_duplicates=p.near_duplicates,
+        )
+        state_mode = req.state_mode
+        if state_mode is None:
+            state_mode = StateMode.ALL if req.include_archived else StateMode.CURRENT
         return _Plan(
             query=v.check_query(req.query, "query", limits),
-            limit=v.check_limit(req.limit, "limit", limits.default_limit, limits.max_limit),
+            limit=limit,
             flt=flt,
             fusion=req.fusion,
             min_sequence=req.min_sequence,
             mode=req.mode,
+            state_mode=state_mode,
+            post=post,
+            escalation_floor=cfg.escalation_floor,
         )
+
+    def _rank_limit(self, plan: _Plan) -> int:
+        """How many results to ask scoring for: more than ``limit`` when post-ranking or
+        state_mode may cut some, so the answer still fills ``limit``."""
+        o, cfg = plan.post, self._config
+        cuts = (
+            o.min_score > 0
+            or o.group_by is not None
+            or o.near_duplicates
+            or o.floor_ratio > 0
+            or o.max_gap > 0
+            or plan.state_mode is StateMode.CURRENT
+        )
+        if not cuts:
+            return plan.limit
+        # The scoring service refuses a limit above max_limit (it would degrade to local RRF).
+        wider = min(cfg.post.overfetch * plan.limit, cfg.max_pool, cfg.limits.max_limit)
+        return max(plan.limit, wider)
 
     async def recall(self, tenant: str, req: RecallRequest, deadline: Deadline) -> RecallResult:
         started = time.perf_counter()
@@ -204,7 +325,7 @@ class Reader:
         if result is None:
             epoch = self._recall_cache.epoch(tenant)
             watermark = await self._wait(plan.min_sequence, deadline) if plan.min_sequence else 0
-            result = await self._search(tenant, plan, deadline)
+            result = await self._escalating(tenant, plan, deadline)
             if not result.degraded:
                 await self._recall_cache.put(tenant, key, epoch, watermark, result)
         result = replace(result, query_ms=(time.perf_counter() - started) * 1000.0)
@@ -233,16 +354,50 @@ class Reader:
             min_sequence, deadline, self._config.min_sequence_poll_s
         )
 
-    async def _search(self, tenant: str, plan: _Plan, deadline: Deadline) -> RecallResult:
+    async def _escalating(self, tenant: str, plan: _Plan, deadline: Deadline) -> RecallResult:
+        """The recall, re-run once with a doubled pool when its best score is weak."""
+        pool = pool_size(plan.limit, self._config.max_pool)
+        result, saturated = await self._search(tenant, plan, deadline, pool)
+        if plan.escalation_floor <= 0:
+            return result
+        scale = 1.0  # weighted fusion (the scoring service's default) scores near 0..1
+        if plan.fusion is scoring.Fusion.RRF:
+            weights = scoring.Weights()
+            streams = [STREAM_OF_BACKEND[b] for b in result.streams]
+            scale = max_rrf_score(
+                [weights.get(scoring.RRF_WEIGHTS[s]) for s in streams], scoring.DEFAULT_RRF_K
+            )
+        wider = escalated_pool(
+            result.results[0].score if result.results else None,
+            floor=plan.escalation_floor,
+            pool=pool,
+            max_pool=self._config.max_pool,
+            saturated=saturated,
+            score_scale=scale,
+        )
+        if wider is None:
+            return result
+        try:
+            second, _ = await self._search(tenant, plan, deadline, wider)
+        except (Unavailable, DeadlineExceeded) as exc:
+            log.warning("escalated recall failed, keeping the first answer: %s", exc)
+            return result
+        return replace(second, escalated=True)
+
+    async def _search(
+        self, tenant: str, plan: _Plan, deadline: Deadline, pool: int
+    ) -> tuple[RecallResult, bool]:
+        """The recall over a ``pool`` per stream, and whether some stream filled it."""
         cfg = self._config
         flt, text = plan.flt, plan.query
-        pool = pool_size(plan.limit, cfg.max_pool)
+        rank_limit = self._rank_limit(plan)
         wanted = plan.mode.backends
+        dense = dense_query(text) if cfg.dense_without_people else text
         calls: dict[str, tuple[Budget, Callable[[float], Awaitable[list[Hit]]]]] = {}
         if "vector" in wanted:
             calls["vector"] = (
                 cfg.vector_budget,
-                lambda t: self._vector.search(tenant, flt, pool, query=text, timeout=t),
+                lambda t: self._vector.search(tenant, flt, pool, query=dense, timeout=t),
             )
         if "lexical" in wanted:
             calls["lexical"] = (
@@ -256,7 +411,7 @@ class Reader:
                 lambda t: self._graph.search(tenant, ents, words, flt, pool, timeout=t),
             )
         if not calls:  # graph alone, and the query names nothing it could look up
-            return RecallResult(results=(), streams=(), degraded=())
+            return RecallResult(results=(), streams=(), degraded=()), False
         budgets = {name: deadline.budget(b) for name, (b, _) in calls.items()}
         outcomes = await asyncio.gather(
             *(self._try(name, budgets[name], call) for name, (_, call) in calls.items())
@@ -265,6 +420,7 @@ class Reader:
         degraded = [name for name in calls if name not in answers]
         if not answers:
             raise Unavailable(f"no retrieval stream answered ({', '.join(degraded)})")
+        saturated = any(len(hits) >= pool for hits in answers.values())
 
         fetched: dict[str, Memory] = {}
         missing = missing_memories(answers)
@@ -277,7 +433,8 @@ class Reader:
                 log.warning("%d hits without a memory dropped: %s", len(missing), exc)
         candidates = merge(answers, fetched)
         if not candidates:
-            return RecallResult(results=(), streams=tuple(answers), degraded=tuple(degraded))
+            empty = RecallResult(results=(), streams=tuple(answers), degraded=tuple(degraded))
+            return empty, saturated
 
         # The relation component is a graph signal: a mode that leaves the graph out (a
         # single-stream baseline) leaves it out too.
@@ -298,22 +455,125 @@ class Reader:
             else:
                 candidates = with_relations(candidates, relations)
 
+        # Neighbours come from the vector store, so a baseline mode without it goes without.
+        if cfg.context.seeds and plan.mode is RecallMode.HYBRID and "vector" in answers:
+            widened = await self._try(
+                "context",
+                self._budget_or_zero(deadline, cfg.context_budget),
+                lambda t: self._with_context(tenant, flt, text, dense, candidates, t),
+            )
+            if widened is None:
+                degraded.append("context")
+            else:
+                candidates = widened
+
         ranked = await self._try(
             "scoring",
             self._budget_or_zero(deadline, cfg.scoring_budget),
             lambda t: self._ranker.rank(
-                text, candidates, plan.fusion, plan.limit, flt.tags, timeout=t
+                text, candidates, plan.fusion, rank_limit, flt.tags, timeout=t
             ),
         )
         if ranked is None:
             degraded.append("scoring")
-            # Local RRF of the streams: the answer stays ranked while scoring is down.
+            # Plain local RRF of the streams: the answer stays ranked while scoring is down.
             ranked = scoring.rank(
                 candidates,
                 scoring.Query(now=self._clock(), text=text, tags=flt.tags),
-                scoring.Params(fusion=scoring.Fusion.RRF, limit=plan.limit),
+                scoring.Params(
+                    fusion=scoring.Fusion.RRF, limit=rank_limit, weights=_PLAIN_RRF_WEIGHTS
+                ),
             )
-        return RecallResult(results=tuple(ranked), streams=tuple(answers), degraded=tuple(degraded))
+        if plan.state_mode is StateMode.CURRENT:
+            scored = ranked
+            # Supersession needs the graph's edges; a mode without the graph (a single-stream
+            # baseline) checks only the memories' own fields.
+            graph_ok = "graph" in wanted and "graph" not in degraded
+            current = await self._try(
+                "state",
+                self._budget_or_zero(deadline, cfg.relations_budget),
+                lambda t: self._current(tenant, scored, graph_ok, t),
+            )
+            if current is None:
+                degraded.append("state")
+                # Without the graph only the memories' own fields say what is current.
+                now = self._clock()
+                ranked = [s for s in ranked if validity(s.memory, now) is None]
+            else:
+                ranked = current
+        post = postrank(ranked, plan.post)
+        result = RecallResult(
+            results=tuple(post.results),
+            streams=tuple(answers),
+            degraded=tuple(degraded),
+            context=post.context,
+            context_tokens=post.tokens,
+            cut=post.cut_counts(),
+        )
+        return result, saturated
+
+    async def _current(
+        self, tenant: str, ranked: Sequence[ScoredCandidate], graph: bool, timeout: float
+    ) -> list[ScoredCandidate]:
+        """``ranked`` with what is not current left out; a superseded memory gives its
+        place to the head(s) of its INVALIDATED_BY/EVOLVED_INTO chain."""
+        now = self._clock()
+        ids = [s.memory.id for s in ranked]
+        relations: list[Relation] = []
+        if graph and ids:
+            asked: set[str] = set(ids)
+            relations = list(await self._graph.relations(tenant, ids, timeout=timeout))
+            for _ in range(self._config.supersession_max_hops):
+                frontier = chain_frontier(ids, relations, asked)
+                if not frontier:
+                    break
+                asked.update(frontier)
+                relations += await self._graph.relations(tenant, frontier, timeout=timeout)
+        have = {s.memory.id: s.memory for s in ranked}
+        missing = heads_to_fetch(ids, relations, have)
+        fetched = await self._lookup.many(tenant, missing, timeout) if missing else {}
+        out = apply_state(
+            ranked,
+            relations,
+            mode=StateMode.CURRENT,
+            now=now,
+            memory_of=lambda s: s.memory,
+            memories=fetched,
+            substitute=lambda s, head: replace(s, memory=head),
+        )
+        return out.items
+
+    async def _with_context(
+        self,
+        tenant: str,
+        flt: Filter,
+        text: str,
+        dense: str,
+        candidates: list[Candidate],
+        timeout: float,
+    ) -> list[Candidate]:
+        """Candidates with their timeline neighbours: one vector search per seed window."""
+        cfg = self._config.context
+        # Seeds by the core formula's defaults: the label and time components move turns
+        # that no stream ranks high to the top, and those need their neighbours too.
+        seeds = scoring.rank(
+            candidates,
+            scoring.Query(now=self._clock(), text=text, tags=flt.tags),
+            scoring.Params(limit=cfg.seeds, weights=_SEED_WEIGHTS),
+        )
+        filters = [
+            f
+            for w in seed_windows([s.memory for s in seeds], cfg.window_s)
+            if (f := window_filter(flt, w)) is not None
+        ]
+        found = await asyncio.gather(
+            *(
+                self._vector.search(tenant, f, cfg.limit, query=dense, timeout=timeout)
+                for f in filters
+            )
+        )
+        windows = [[h.memory for h in hits if h.memory is not None] for hits in found]
+        return with_neighbours(candidates, windows, cfg.distance)
 
     @staticmethod
     def _budget_or_zero(deadline: Deadline, share: Budget) -> float:

@@ -40,6 +40,26 @@ TAG_MODE_ANY: TagMode.ValueType  # 1
 TAG_MODE_ALL: TagMode.ValueType  # 2
 Global___TagMode: _TypeAlias = TagMode  # noqa: Y015
 
+class _StateMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _StateModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_StateMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    STATE_MODE_UNSPECIFIED: _StateMode.ValueType  # 0
+    """current"""
+    STATE_MODE_CURRENT: _StateMode.ValueType  # 1
+    STATE_MODE_ALL: _StateMode.ValueType  # 2
+
+class StateMode(_StateMode, metaclass=_StateModeEnumTypeWrapper):
+    """Which memories a recall treats as current (engram_core.state)."""
+
+STATE_MODE_UNSPECIFIED: StateMode.ValueType  # 0
+"""current"""
+STATE_MODE_CURRENT: StateMode.ValueType  # 1
+STATE_MODE_ALL: StateMode.ValueType  # 2
+Global___StateMode: _TypeAlias = StateMode  # noqa: Y015
+
 class _TagMatch:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015

@@ -27,19 +27,21 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from engram.common.v1 import common_pb2 as engram_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65ngram/gateway/v1/gateway.proto\x12\x11\x65ngram.gateway.v1\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1d\x65ngram/common/v1/common.proto\"V\n\x0cStoreRequest\x12-\n\x06memory\x18\x01 \x01(\x0b\x32\x1d.engram.common.v1.MemoryInput\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\"-\n\rStoreResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08sequence\x18\x02 \x01(\x04\"D\n\x11StoreBatchRequest\x12/\n\x08memories\x18\x01 \x03(\x0b\x32\x1d.engram.common.v1.MemoryInput\"3\n\x12StoreBatchResponse\x12\x0b\n\x03ids\x18\x01 \x03(\t\x12\x10\n\x08sequence\x18\x02 \x01(\x04\"\xe0\x02\n\rRecallRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\x12\x0c\n\x04tags\x18\x03 \x03(\t\x12+\n\x08tag_mode\x18\x04 \x01(\x0e\x32\x19.engram.common.v1.TagMode\x12-\n\ttag_match\x18\x05 \x01(\x0e\x32\x1a.engram.common.v1.TagMatch\x12\x14\n\x0c\x65xclude_tags\x18\x06 \x03(\t\x12\r\n\x05types\x18\x07 \x03(\t\x12\r\n\x05start\x18\x08 \x01(\t\x12\x0b\n\x03\x65nd\x18\t \x01(\t\x12\x14\n\x0cmin_sequence\x18\n \x01(\x04\x12)\n\x06\x66usion\x18\x0b \x01(\x0e\x32\x19.engram.gateway.v1.Fusion\x12\x18\n\x10include_archived\x18\x0c \x01(\x08\x12+\n\x04mode\x18\r \x01(\x0e\x32\x1d.engram.gateway.v1.RecallMode\"v\n\x0eRecallResponse\x12/\n\x07results\x18\x01 \x03(\x0b\x32\x1e.engram.common.v1.ScoredMemory\x12\x10\n\x08\x64\x65graded\x18\x02 \x03(\t\x12\x0f\n\x07streams\x18\x03 \x03(\t\x12\x10\n\x08query_ms\x18\x04 \x01(\x01\"\x18\n\nGetRequest\x12\n\n\x02id\x18\x01 \x01(\t\"7\n\x0bGetResponse\x12(\n\x06memory\x18\x01 \x01(\x0b\x32\x18.engram.common.v1.Memory\"{\n\rUpdateRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12-\n\x06memory\x18\x02 \x01(\x0b\x32\x1d.engram.common.v1.MemoryInput\x12/\n\x0bupdate_mask\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\".\n\x0eUpdateResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08sequence\x18\x02 \x01(\x04\"\x1b\n\rDeleteRequest\x12\n\n\x02id\x18\x01 \x01(\t\".\n\x0e\x44\x65leteResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08sequence\x18\x02 \x01(\x04\"\x85\x01\n\x10\x41ssociateRequest\x12\x11\n\tsource_id\x18\x01 \x01(\t\x12\x11\n\ttarget_id\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x10\n\x08strength\x18\x04 \x01(\x01\x12+\n\nproperties\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\"%\n\x11\x41ssociateResponse\x12\x10\n\x08sequence\x18\x01 \x01(\x04\"I\n\x0eRelatedRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05\x64\x65pth\x18\x02 \x01(\x05\x12\r\n\x05types\x18\x03 \x03(\t\x12\r\n\x05limit\x18\x04 \x01(\x05\"h\n\rRelatedMemory\x12(\n\x06memory\x18\x01 \x01(\x0b\x32\x18.engram.common.v1.Memory\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x10\n\x08strength\x18\x03 \x01(\x01\x12\r\n\x05\x64\x65pth\x18\x04 \x01(\x05\"D\n\x0fRelatedResponse\x12\x31\n\x07related\x18\x01 \x03(\x0b\x32 .engram.gateway.v1.RelatedMemory\"\x0e\n\x0cStatsRequest\"\xb6\x01\n\rStatsResponse\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12<\n\x06\x63ounts\x18\x02 \x03(\x0b\x32,.engram.gateway.v1.StatsResponse.CountsEntry\x12\x11\n\twatermark\x18\x03 \x01(\x04\x12\x15\n\rlast_sequence\x18\x04 \x01(\x04\x1a-\n\x0b\x43ountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01*E\n\x06\x46usion\x12\x16\n\x12\x46USION_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x46USION_WEIGHTED\x10\x01\x12\x0e\n\nFUSION_RRF\x10\x02*\x86\x01\n\nRecallMode\x12\x1b\n\x17RECALL_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12RECALL_MODE_HYBRID\x10\x01\x12\x16\n\x12RECALL_MODE_VECTOR\x10\x02\x12\x14\n\x10RECALL_MODE_BM25\x10\x03\x12\x15\n\x11RECALL_MODE_GRAPH\x10\x04\x32\xb8\x06\n\rMemoryService\x12J\n\x05Store\x12\x1f.engram.gateway.v1.StoreRequest\x1a .engram.gateway.v1.StoreResponse\x12Y\n\nStoreBatch\x12$.engram.gateway.v1.StoreBatchRequest\x1a%.engram.gateway.v1.StoreBatchResponse\x12W\n\x0bStoreStream\x12\x1f.engram.gateway.v1.StoreRequest\x1a%.engram.gateway.v1.StoreBatchResponse(\x01\x12M\n\x06Recall\x12 .engram.gateway.v1.RecallRequest\x1a!.engram.gateway.v1.RecallResponse\x12\x44\n\x03Get\x12\x1d.engram.gateway.v1.GetRequest\x1a\x1e.engram.gateway.v1.GetResponse\x12M\n\x06Update\x12 .engram.gateway.v1.UpdateRequest\x1a!.engram.gateway.v1.UpdateResponse\x12M\n\x06\x44\x65lete\x12 .engram.gateway.v1.DeleteRequest\x1a!.engram.gateway.v1.DeleteResponse\x12V\n\tAssociate\x12#.engram.gateway.v1.AssociateRequest\x1a$.engram.gateway.v1.AssociateResponse\x12P\n\x07Related\x12!.engram.gateway.v1.RelatedRequest\x1a\".engram.gateway.v1.RelatedResponse\x12J\n\x05Stats\x12\x1f.engram.gateway.v1.StatsRequest\x1a .engram.gateway.v1.StatsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65ngram/gateway/v1/gateway.proto\x12\x11\x65ngram.gateway.v1\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1d\x65ngram/common/v1/common.proto\"V\n\x0cStoreRequest\x12-\n\x06memory\x18\x01 \x01(\x0b\x32\x1d.engram.common.v1.MemoryInput\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\"-\n\rStoreResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08sequence\x18\x02 \x01(\x04\"D\n\x11StoreBatchRequest\x12/\n\x08memories\x18\x01 \x03(\x0b\x32\x1d.engram.common.v1.MemoryInput\"3\n\x12StoreBatchResponse\x12\x0b\n\x03ids\x18\x01 \x03(\t\x12\x10\n\x08sequence\x18\x02 \x01(\x04\"\xa4\x04\n\rRecallRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\x12\x0c\n\x04tags\x18\x03 \x03(\t\x12+\n\x08tag_mode\x18\x04 \x01(\x0e\x32\x19.engram.common.v1.TagMode\x12-\n\ttag_match\x18\x05 \x01(\x0e\x32\x1a.engram.common.v1.TagMatch\x12\x14\n\x0c\x65xclude_tags\x18\x06 \x03(\t\x12\r\n\x05types\x18\x07 \x03(\t\x12\r\n\x05start\x18\x08 \x01(\t\x12\x0b\n\x03\x65nd\x18\t \x01(\t\x12\x14\n\x0cmin_sequence\x18\n \x01(\x04\x12)\n\x06\x66usion\x18\x0b \x01(\x0e\x32\x19.engram.gateway.v1.Fusion\x12\x18\n\x10include_archived\x18\x0c \x01(\x08\x12+\n\x04mode\x18\r \x01(\x0e\x32\x1d.engram.gateway.v1.RecallMode\x12\x12\n\ntime_query\x18\x0e \x01(\t\x12\x10\n\x08timezone\x18\x0f \x01(\t\x12/\n\nstate_mode\x18\x10 \x01(\x0e\x32\x1b.engram.common.v1.StateMode\x12\x14\n\x0c\x64iversify_by\x18\x11 \x01(\t\x12\x15\n\rmax_per_group\x18\x12 \x01(\x05\x12\x14\n\x0ctoken_budget\x18\x13 \x01(\x05\x12\x11\n\tmin_score\x18\x14 \x01(\x01\x12\x15\n\rexclude_types\x18\x15 \x03(\t\"\x97\x02\n\x0eRecallResponse\x12/\n\x07results\x18\x01 \x03(\x0b\x32\x1e.engram.common.v1.ScoredMemory\x12\x10\n\x08\x64\x65graded\x18\x02 \x03(\t\x12\x0f\n\x07streams\x18\x03 \x03(\t\x12\x10\n\x08query_ms\x18\x04 \x01(\x01\x12\x0f\n\x07\x63ontext\x18\x05 \x01(\t\x12\x16\n\x0e\x63ontext_tokens\x18\x06 \x01(\x05\x12\x37\n\x03\x63ut\x18\x07 \x03(\x0b\x32*.engram.gateway.v1.RecallResponse.CutEntry\x12\x11\n\tescalated\x18\x08 \x01(\x08\x1a*\n\x08\x43utEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\x18\n\nGetRequest\x12\n\n\x02id\x18\x01 \x01(\t\"7\n\x0bGetResponse\x12(\n\x06memory\x18\x01 \x01(\x0b\x32\x18.engram.common.v1.Memory\"{\n\rUpdateRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12-\n\x06memory\x18\x02 \x01(\x0b\x32\x1d.engram.common.v1.MemoryInput\x12/\n\x0bupdate_mask\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\".\n\x0eUpdateResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08sequence\x18\x02 \x01(\x04\"\x1b\n\rDeleteRequest\x12\n\n\x02id\x18\x01 \x01(\t\".\n\x0e\x44\x65leteResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08sequence\x18\x02 \x01(\x04\"\x85\x01\n\x10\x41ssociateRequest\x12\x11\n\tsource_id\x18\x01 \x01(\t\x12\x11\n\ttarget_id\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x10\n\x08strength\x18\x04 \x01(\x01\x12+\n\nproperties\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\"%\n\x11\x41ssociateResponse\x12\x10\n\x08sequence\x18\x01 \x01(\x04\"I\n\x0eRelatedRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05\x64\x65pth\x18\x02 \x01(\x05\x12\r\n\x05types\x18\x03 \x03(\t\x12\r\n\x05limit\x18\x04 \x01(\x05\"h\n\rRelatedMemory\x12(\n\x06memory\x18\x01 \x01(\x0b\x32\x18.engram.common.v1.Memory\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x10\n\x08strength\x18\x03 \x01(\x01\x12\r\n\x05\x64\x65pth\x18\x04 \x01(\x05\"D\n\x0fRelatedResponse\x12\x31\n\x07related\x18\x01 \x03(\x0b\x32 .engram.gateway.v1.RelatedMemory\"\x0e\n\x0cStatsRequest\"\xb6\x01\n\rStatsResponse\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12<\n\x06\x63ounts\x18\x02 \x03(\x0b\x32,.engram.gateway.v1.StatsResponse.CountsEntry\x12\x11\n\twatermark\x18\x03 \x01(\x04\x12\x15\n\rlast_sequence\x18\x04 \x01(\x04\x1a-\n\x0b\x43ountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01*E\n\x06\x46usion\x12\x16\n\x12\x46USION_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x46USION_WEIGHTED\x10\x01\x12\x0e\n\nFUSION_RRF\x10\x02*\x86\x01\n\nRecallMode\x12\x1b\n\x17RECALL_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12RECALL_MODE_HYBRID\x10\x01\x12\x16\n\x12RECALL_MODE_VECTOR\x10\x02\x12\x14\n\x10RECALL_MODE_BM25\x10\x03\x12\x15\n\x11RECALL_MODE_GRAPH\x10\x04\x32\xb8\x06\n\rMemoryService\x12J\n\x05Store\x12\x1f.engram.gateway.v1.StoreRequest\x1a .engram.gateway.v1.StoreResponse\x12Y\n\nStoreBatch\x12$.engram.gateway.v1.StoreBatchRequest\x1a%.engram.gateway.v1.StoreBatchResponse\x12W\n\x0bStoreStream\x12\x1f.engram.gateway.v1.StoreRequest\x1a%.engram.gateway.v1.StoreBatchResponse(\x01\x12M\n\x06Recall\x12 .engram.gateway.v1.RecallRequest\x1a!.engram.gateway.v1.RecallResponse\x12\x44\n\x03Get\x12\x1d.engram.gateway.v1.GetRequest\x1a\x1e.engram.gateway.v1.GetResponse\x12M\n\x06Update\x12 .engram.gateway.v1.UpdateRequest\x1a!.engram.gateway.v1.UpdateResponse\x12M\n\x06\x44\x65lete\x12 .engram.gateway.v1.DeleteRequest\x1a!.engram.gateway.v1.DeleteResponse\x12V\n\tAssociate\x12#.engram.gateway.v1.AssociateRequest\x1a$.engram.gateway.v1.AssociateResponse\x12P\n\x07Related\x12!.engram.gateway.v1.RelatedRequest\x1a\".engram.gateway.v1.RelatedResponse\x12J\n\x05Stats\x12\x1f.engram.gateway.v1.StatsRequest\x1a .engram.gateway.v1.StatsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'engram.gateway.v1.gateway_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_RECALLRESPONSE_CUTENTRY']._loaded_options = None
+  _globals['_RECALLRESPONSE_CUTENTRY']._serialized_options = b'8\001'
   _globals['_STATSRESPONSE_COUNTSENTRY']._loaded_options = None
   _globals['_STATSRESPONSE_COUNTSENTRY']._serialized_options = b'8\001'
-  _globals['_FUSION']._serialized_start=1842
-  _globals['_FUSION']._serialized_end=1911
-  _globals['_RECALLMODE']._serialized_start=1914
-  _globals['_RECALLMODE']._serialized_end=2048
+  _globals['_FUSION']._serialized_start=2200
+  _globals['_FUSION']._serialized_end=2269
+  _globals['_RECALLMODE']._serialized_start=2272
+  _globals['_RECALLMODE']._serialized_end=2406
   _globals['_STOREREQUEST']._serialized_start=149
   _globals['_STOREREQUEST']._serialized_end=235
   _globals['_STORERESPONSE']._serialized_start=237
@@ -49,37 +51,39 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STOREBATCHRESPONSE']._serialized_start=354
   _globals['_STOREBATCHRESPONSE']._serialized_end=405
   _globals['_RECALLREQUEST']._serialized_start=408
-  _globals['_RECALLREQUEST']._serialized_end=760
-  _globals['_RECALLRESPONSE']._serialized_start=762
-  _globals['_RECALLRESPONSE']._serialized_end=880
-  _globals['_GETREQUEST']._serialized_start=882
-  _globals['_GETREQUEST']._serialized_end=906
-  _globals['_GETRESPONSE']._serialized_start=908
-  _globals['_GETRESPONSE']._serialized_end=963
-  _globals['_UPDATEREQUEST']._serialized_start=965
-  _globals['_UPDATEREQUEST']._serialized_end=1088
-  _globals['_UPDATERESPONSE']._serialized_start=1090
-  _globals['_UPDATERESPONSE']._serialized_end=1136
-  _globals['_DELETEREQUEST']._serialized_start=1138
-  _globals['_DELETEREQUEST']._serialized_end=1165
-  _globals['_DELETERESPONSE']._serialized_start=1167
-  _globals['_DELETERESPONSE']._serialized_end=1213
-  _globals['_ASSOCIATEREQUEST']._serialized_start=1216
-  _globals['_ASSOCIATEREQUEST']._serialized_end=1349
-  _globals['_ASSOCIATERESPONSE']._serialized_start=1351
-  _globals['_ASSOCIATERESPONSE']._serialized_end=1388
-  _globals['_RELATEDREQUEST']._serialized_start=1390
-  _globals['_RELATEDREQUEST']._serialized_end=1463
-  _globals['_RELATEDMEMORY']._serialized_start=1465
-  _globals['_RELATEDMEMORY']._serialized_end=1569
-  _globals['_RELATEDRESPONSE']._serialized_start=1571
-  _globals['_RELATEDRESPONSE']._serialized_end=1639
-  _globals['_STATSREQUEST']._serialized_start=1641
-  _globals['_STATSREQUEST']._serialized_end=1655
-  _globals['_STATSRESPONSE']._serialized_start=1658
-  _globals['_STATSRESPONSE']._serialized_end=1840
-  _globals['_STATSRESPONSE_COUNTSENTRY']._serialized_start=1795
-  _globals['_STATSRESPONSE_COUNTSENTRY']._serialized_end=1840
-  _globals['_MEMORYSERVICE']._serialized_start=2051
-  _globals['_MEMORYSERVICE']._serialized_end=2875
+  _globals['_RECALLREQUEST']._serialized_end=956
+  _globals['_RECALLRESPONSE']._serialized_start=959
+  _globals['_RECALLRESPONSE']._serialized_end=1238
+  _globals['_RECALLRESPONSE_CUTENTRY']._serialized_start=1196
+  _globals['_RECALLRESPONSE_CUTENTRY']._serialized_end=1238
+  _globals['_GETREQUEST']._serialized_start=1240
+  _globals['_GETREQUEST']._serialized_end=1264
+  _globals['_GETRESPONSE']._serialized_start=1266
+  _globals['_GETRESPONSE']._serialized_end=1321
+  _globals['_UPDATEREQUEST']._serialized_start=1323
+  _globals['_UPDATEREQUEST']._serialized_end=1446
+  _globals['_UPDATERESPONSE']._serialized_start=1448
+  _globals['_UPDATERESPONSE']._serialized_end=1494
+  _globals['_DELETEREQUEST']._serialized_start=1496
+  _globals['_DELETEREQUEST']._serialized_end=1523
+  _globals['_DELETERESPONSE']._serialized_start=1525
+  _globals['_DELETERESPONSE']._serialized_end=1571
+  _globals['_ASSOCIATEREQUEST']._serialized_start=1574
+  _globals['_ASSOCIATEREQUEST']._serialized_end=1707
+  _globals['_ASSOCIATERESPONSE']._serialized_start=1709
+  _globals['_ASSOCIATERESPONSE']._serialized_end=1746
+  _globals['_RELATEDREQUEST']._serialized_start=1748
+  _globals['_RELATEDREQUEST']._serialized_end=1821
+  _globals['_RELATEDMEMORY']._serialized_start=1823
+  _globals['_RELATEDMEMORY']._serialized_end=1927
+  _globals['_RELATEDRESPONSE']._serialized_start=1929
+  _globals['_RELATEDRESPONSE']._serialized_end=1997
+  _globals['_STATSREQUEST']._serialized_start=1999
+  _globals['_STATSREQUEST']._serialized_end=2013
+  _globals['_STATSRESPONSE']._serialized_start=2016
+  _globals['_STATSRESPONSE']._serialized_end=2198
+  _globals['_STATSRESPONSE_COUNTSENTRY']._serialized_start=2153
+  _globals['_STATSRESPONSE_COUNTSENTRY']._serialized_end=2198
+  _globals['_MEMORYSERVICE']._serialized_start=2409
+  _globals['_MEMORYSERVICE']._serialized_end=3233
 # @@protoc_insertion_point(module_scope)

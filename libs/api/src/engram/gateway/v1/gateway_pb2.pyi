@@ -183,6 +183,14 @@ class RecallRequest(_message.Message):
     FUSION_FIELD_NUMBER: _builtins.int
     INCLUDE_ARCHIVED_FIELD_NUMBER: _builtins.int
     MODE_FIELD_NUMBER: _builtins.int
+    TIME_QUERY_FIELD_NUMBER: _builtins.int
+    TIMEZONE_FIELD_NUMBER: _builtins.int
+    STATE_MODE_FIELD_NUMBER: _builtins.int
+    DIVERSIFY_BY_FIELD_NUMBER: _builtins.int
+    MAX_PER_GROUP_FIELD_NUMBER: _builtins.int
+    TOKEN_BUDGET_FIELD_NUMBER: _builtins.int
+    MIN_SCORE_FIELD_NUMBER: _builtins.int
+    EXCLUDE_TYPES_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     limit: _builtins.int
     """1..100, default 10"""
@@ -201,12 +209,35 @@ class RecallRequest(_message.Message):
     out the relation component (a graph signal), so each is its stream alone.
     An unknown value → INVALID_ARGUMENT naming `mode`.
     """
+    time_query: _builtins.str
+    """Natural-language window on `timestamp` ("last 7 days", "between 2024-01 and 2024-03",
+    ISO ranges…), intersected with start/end; malformed → INVALID_ARGUMENT naming it.
+    """
+    timezone: _builtins.str
+    """IANA zone or ±hh:mm for time_query; empty = UTC"""
+    state_mode: _common_pb2.StateMode.ValueType
+    """current (unset) hides archived, not-yet-valid, expired and superseded memories (the
+    head of an INVALIDATED_BY/EVOLVED_INTO chain takes their place); all hides nothing.
+    Unset with include_archived = all.
+    """
+    diversify_by: _builtins.str
+    """tag:<prefix> | metadata:<key> | <name>; "" = off"""
+    max_per_group: _builtins.int
+    """with diversify_by; 0 = the server default"""
+    token_budget: _builtins.int
+    """> 0: pack results best-first into `context`"""
+    min_score: _builtins.float
+    """absolute fused-score floor; 0 = off"""
     @_builtins.property
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def exclude_tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def exclude_types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Types left out; MetaPattern is always left out unless `types` names it."""
+
     def __init__(
         self,
         *,
@@ -223,10 +254,18 @@ class RecallRequest(_message.Message):
         fusion: Global___Fusion.ValueType = ...,
         include_archived: _builtins.bool = ...,
         mode: Global___RecallMode.ValueType = ...,
+        time_query: _builtins.str = ...,
+        timezone: _builtins.str = ...,
+        state_mode: _common_pb2.StateMode.ValueType = ...,
+        diversify_by: _builtins.str = ...,
+        max_per_group: _builtins.int = ...,
+        token_budget: _builtins.int = ...,
+        min_score: _builtins.float = ...,
+        exclude_types: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end", b"end", "exclude_tags", b"exclude_tags", "fusion", b"fusion", "include_archived", b"include_archived", "limit", b"limit", "min_sequence", b"min_sequence", "mode", b"mode", "query", b"query", "start", b"start", "tag_match", b"tag_match", "tag_mode", b"tag_mode", "tags", b"tags", "types", b"types"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["diversify_by", b"diversify_by", "end", b"end", "exclude_tags", b"exclude_tags", "exclude_types", b"exclude_types", "fusion", b"fusion", "include_archived", b"include_archived", "limit", b"limit", "max_per_group", b"max_per_group", "min_score", b"min_score", "min_sequence", b"min_sequence", "mode", b"mode", "query", b"query", "start", b"start", "state_mode", b"state_mode", "tag_match", b"tag_match", "tag_mode", b"tag_mode", "tags", b"tags", "time_query", b"time_query", "timezone", b"timezone", "token_budget", b"token_budget", "types", b"types"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -236,11 +275,41 @@ Global___RecallRequest: _TypeAlias = RecallRequest  # noqa: Y015
 class RecallResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class CutEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     RESULTS_FIELD_NUMBER: _builtins.int
     DEGRADED_FIELD_NUMBER: _builtins.int
     STREAMS_FIELD_NUMBER: _builtins.int
     QUERY_MS_FIELD_NUMBER: _builtins.int
+    CONTEXT_FIELD_NUMBER: _builtins.int
+    CONTEXT_TOKENS_FIELD_NUMBER: _builtins.int
+    CUT_FIELD_NUMBER: _builtins.int
+    ESCALATED_FIELD_NUMBER: _builtins.int
     query_ms: _builtins.float
+    context: _builtins.str
+    """with token_budget: the results packed as text"""
+    context_tokens: _builtins.int
+    """estimated tokens of `context` (<= token_budget)"""
+    escalated: _builtins.bool
+    """the pool was widened once (weak evidence)"""
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ScoredMemory]: ...
     @_builtins.property
@@ -251,6 +320,10 @@ class RecallResponse(_message.Message):
     def streams(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """streams that answered"""
 
+    @_builtins.property
+    def cut(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """post-ranking cuts by reason (min_score, limit…)"""
+
     def __init__(
         self,
         *,
@@ -258,10 +331,14 @@ class RecallResponse(_message.Message):
         degraded: _abc.Iterable[_builtins.str] | None = ...,
         streams: _abc.Iterable[_builtins.str] | None = ...,
         query_ms: _builtins.float = ...,
+        context: _builtins.str = ...,
+        context_tokens: _builtins.int = ...,
+        cut: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        escalated: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["degraded", b"degraded", "query_ms", b"query_ms", "results", b"results", "streams", b"streams"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context", b"context", "context_tokens", b"context_tokens", "cut", b"cut", "degraded", b"degraded", "escalated", b"escalated", "query_ms", b"query_ms", "results", b"results", "streams", b"streams"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

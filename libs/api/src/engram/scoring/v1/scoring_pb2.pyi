@@ -64,9 +64,30 @@ class Candidate(_message.Message):
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
+    @_typing.final
+    class NeighboursEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     MEMORY_FIELD_NUMBER: _builtins.int
     STREAMS_FIELD_NUMBER: _builtins.int
     RELATION_FIELD_NUMBER: _builtins.int
+    NEIGHBOURS_FIELD_NUMBER: _builtins.int
     relation: _builtins.float
     """summed strength of relations to other candidates"""
     @_builtins.property
@@ -75,16 +96,23 @@ class Candidate(_message.Message):
     def streams(self) -> _containers.MessageMap[_builtins.str, _common_pb2.StreamScore]:
         """Per retrieval stream (vector, keyword, graph): raw score and 1-based rank."""
 
+    @_builtins.property
+    def neighbours(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Other candidates next to this one on the tenant's timeline: id → distance in steps
+        (1 = right before or after). Feeds the context step. Distances must be >= 1.
+        """
+
     def __init__(
         self,
         *,
         memory: _common_pb2.Memory | None = ...,
         streams: _abc.Mapping[_builtins.str, _common_pb2.StreamScore] | None = ...,
         relation: _builtins.float = ...,
+        neighbours: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "relation", b"relation", "streams", b"streams"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "neighbours", b"neighbours", "relation", b"relation", "streams", b"streams"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

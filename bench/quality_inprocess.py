@@ -1,0 +1,322 @@
+"""`make bench-quality` without gRPC: the same stores, gateway and ranker in one process.
+
+The embedded adapters (Qdrant Edge, tantivy, ladybug) are opened through their services'
+bootstrap, filled through the ingest worker's own Applier (so entity extraction and
+embedding are the real ones), and queried through the gateway's own Reader with the
+gateway's and the scoring service's default settings. Only the transport is missing, so
+the figures match `make bench-quality` while one run takes about a minute, not five.
+
+The filled stores are kept under bench/results/inproc-store (git-ignored) and reused
+until ``--rebuild`` (needed after a change to what the stores index); query embeddings are
+kept in a file cache beside them. Settings come from the environment exactly as the
+services read them (``ENGRAM_SCORING_WEIGHTS__GRAPH=0.1 python bench/quality_inprocess.py``).
+
+    uv run python bench/quality_inprocess.py [--modes bm25,vector,hybrid] [--rebuild]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import pickle
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from quality import (
+    KS,
+    LIMIT,
+    MODES,
+    SESSION_K,
+    Answer,
+    Conversation,
+    Question,
+    aggregate,
+    load,
+    speaker_tag,
+    table,
+)
+
+from common import LOCOMO, RESULTS, model_path
+from engram_core import validation as v
+from engram_core.ids import new_id
+from engram_core.model import Memory
+from engram_core.scoring import Fusion
+from engram_embed.factory import EmbedSettings, make_embedder
+from engram_gateway import bootstrap as gateway_bootstrap
+from engram_gateway.config import Settings as GatewaySettings
+from engram_gateway.service import Deadline, RecallMode, RecallRequest
+from engram_gateway.service.ports import Ack, Envelope, RecallResult
+from engram_graph import bootstrap as graph_bootstrap
+from engram_graph.config import Settings as GraphSettings
+from engram_ingest.service import Applier
+from engram_ingest.service.events import MemoryWritten
+from engram_lexical import bootstrap as lexical_bootstrap
+from engram_lexical.config import Settings as LexicalSettings
+from engram_platform.cache import MemoryCache
+from engram_scoring import bootstrap as scoring_bootstrap
+from engram_scoring.config import Settings as ScoringSettings
+from engram_scoring.service import Ranker
+from engram_vector import bootstrap as vector_bootstrap
+from engram_vector.config import Settings as VectorSettings
+
+STORE = RESULTS / "inproc-store"
+MODE_OF: dict[str, RecallMode] = {
+    "bm25": RecallMode.BM25,
+    "vector": RecallMode.VECTOR,
+    "hybrid": RecallMode.HYBRID,
+}
+
+
+class NoTimeout:
+    """A service object seen through a gateway port: the ports take ``timeout``, the
+    in-process services do not (there is no RPC to bound)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        fn = getattr(self._inner, name)
+
+        def call(*args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+            return fn(*args, **kwargs)
+
+        return call
+
+
+class LocalRanker:
+    """The gateway's RankerPort over the scoring service's Ranker, as its handler calls it."""
+
+    def __init__(self, ranker: Ranker) -> None:
+        self._ranker = ranker
+
+    async def rank(
+        self,
+        query: str,
+        candidates: Sequence[Any],
+        fusion: Any,
+        limit: int,
+        query_tags: Sequence[str],
+        timeout: float | None = None,
+    ) -> list[Any]:
+        params = self._ranker.params(fusion, limit, {})
+        return self._ranker.rank(candidates, params, text=query, tags=query_tags)
+
+
+class NullLog:
+    """Nothing is published in-process; the watermark is never waited on."""
+
+    async def accessed(self, env: Envelope, ids: Sequence[str], at: datetime) -> Ack:
+        return Ack(sequence=0)
+
+    async def watermark(self) -> int:
+        return 0
+
+    async def last_sequence(self) -> int:
+        return 0
+
+
+class FileCache(MemoryCache):
+    """Query embeddings kept across runs (the model and the questions do not change)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(1_000_000)
+        self._path = path
+        self._data: dict[str, bytes] = pickle.loads(path.read_bytes()) if path.exists() else {}
+        self._dirty = False
+
+    async def get(self, key: str) -> bytes | None:
+        return self._data.get(key)
+
+    async def set(self, key: str, value: bytes, ttl_s: float) -> None:
+        self._data[key] = value
+        self._dirty = True
+
+    async def close(self) -> None:
+        if self._dirty:
+            self._path.write_bytes(pickle.dumps(self._data))
+
+
+def _settings(store: Path) -> dict[str, Any]:
+    embed = EmbedSettings(model_dir=model_path())
+    return {
+        "vector": VectorSettings(data_dir=store, embed=embed),
+        "lexical": LexicalSettings(data_dir=store),
+        "graph": GraphSettings(data_dir=store),
+        "embed": embed,
+    }
+
+
+async def open_services(store: Path) -> dict[str, Any]:
+    s = _settings(store)
+    return {
+        "vector": await vector_bootstrap.build_service(
+            s["vector"], cache=FileCache(store / "query-embeddings.pickle")
+        ),
+        "lexical": lexical_bootstrap.build_service(s["lexical"]),
+        "graph": graph_bootstrap.build_service(s["graph"]),
+    }
+
+
+async def fill(services: dict[str, Any], conversations: Sequence[Conversation]) -> None:
+    """Every turn through the gateway's validation and the ingest worker's Applier."""
+    applier = Applier(
+        make_embedder(_settings(STORE)["embed"]),
+        services["vector"],
+        services["lexical"],
+        services["graph"],
+    )
+    limits = GatewaySettings().limits()
+    now = datetime.now(UTC)
+    sequence = 0
+    for conv in conversations:
+        events: list[MemoryWritten] = []
+        for turn in conv.turns:
+            inp = v.MemoryInput(
+                content=turn.content,
+                timestamp=v.RawTimestamp(seconds=int(turn.timestamp.timestamp()), nanos=0),
+                tags=(
+                    f"conv:{conv.sample_id}",
+                    f"session:{turn.session}",
+                    speaker_tag(turn.speaker),
+                ),
+                metadata={"dia_id": turn.dia_id},
+            )
+            m: Memory = v.new_memory(
+                inp, tenant=conv.sample_id, prefix="memory", now=now, limits=limits
+            )
+            sequence += 1
+            events.append(MemoryWritten(replace(m, id=new_id()), sequence))
+        for i in range(0, len(events), 100):
+            results = await applier.apply(events[i : i + 100])
+            bad = [r for r in results if r.outcome.name != "APPLIED"]
+            if bad:
+                raise RuntimeError(f"ingest failed: {bad[0]}")
+        print(f"  filled {conv.sample_id}: {len(events)} turns", flush=True)
+
+
+def build_reader(services: dict[str, Any]) -> Any:
+    backends = gateway_bootstrap.Backends(
+        vector=NoTimeout(services["vector"]),
+        lexical=NoTimeout(services["lexical"]),
+        graph=NoTimeout(services["graph"]),
+        ranker=LocalRanker(scoring_bootstrap.build_ranker(ScoringSettings())),
+    )
+    settings = GatewaySettings(recall_cache_ttl_s=0)
+    gateway = gateway_bootstrap.build_gateway(settings, backends, NullLog(), MemoryCache(1000))  # type: ignore[arg-type]
+    return gateway.reader
+
+
+def dia_ids(result: RecallResult) -> list[str | None]:
+    out: list[str | None] = []
+    for r in result.results:
+        d = r.memory.metadata.get("dia_id")
+        out.append(d if isinstance(d, str) else None)
+    return out
+
+
+async def ask_all(
+    reader: Any, questions: Sequence[Question], modes: Sequence[str], fusion: Fusion | None = None
+) -> tuple[dict[tuple[int, str], Answer], dict[tuple[int, str], RecallResult]]:
+    answers: dict[tuple[int, str], Answer] = {}
+    raw: dict[tuple[int, str], RecallResult] = {}
+    started = time.perf_counter()
+    for i, q in enumerate(questions):
+        for mode in modes:
+            req = RecallRequest(query=q.text, limit=LIMIT, mode=MODE_OF[mode], fusion=fusion)
+            result = await reader.recall(q.sample_id, req, Deadline.within(60.0))
+            answers[(i, mode)] = Answer(dia_ids(result), result.query_ms, result.degraded)
+            raw[(i, mode)] = result
+        if (i + 1) % 300 == 0:
+            print(
+                f"  asked {i + 1}/{len(questions)} ({time.perf_counter() - started:.0f}s)",
+                flush=True,
+            )
+    return answers, raw
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", nargs="?", type=Path, default=LOCOMO, help="locomo_dev.json")
+    parser.add_argument("--modes", default="bm25,vector,hybrid", help="comma-separated modes")
+    parser.add_argument("--rebuild", action="store_true", help="refill the stores")
+    parser.add_argument("--out", type=Path, default=None, help="write the answers as JSON here")
+    parser.add_argument("--category", type=int, default=0, help="ask one category only")
+    parser.add_argument(
+        "--fusion", choices=[f.value for f in Fusion], default=None, help="a request's fusion"
+    )
+    args = parser.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
+    started = time.perf_counter()
+
+    conversations, questions, _ = load(args.data)
+    if args.category:
+        questions = [q for q in questions if q.category == args.category]
+    marker = STORE / "filled"
+    if args.rebuild or not marker.exists():
+        shutil.rmtree(STORE, ignore_errors=True)
+        STORE.mkdir(parents=True)
+    services = await open_services(STORE)
+    try:
+        if not marker.exists():
+            print("filling the stores ...", flush=True)
+            await fill(services, conversations)
+            marker.write_text(datetime.now(UTC).isoformat())
+        reader = build_reader(services)
+        fusion = Fusion(args.fusion) if args.fusion else None
+        answers, raw = await ask_all(reader, questions, modes, fusion)
+    finally:
+        for s in services.values():
+            await s.close()
+
+    # aggregate() reports every mode of the gRPC bench; fill the ones not asked with blanks.
+    for i in range(len(questions)):
+        for mode in MODES:
+            answers.setdefault((i, mode), Answer([]))
+    report = {m: r for m, r in aggregate(questions, answers).items() if m in modes}
+    print(table(report))
+    if args.out:
+        args.out.write_text(
+            json.dumps(
+                [
+                    {
+                        "sample_id": q.sample_id,
+                        "category": q.category,
+                        "question": q.text,
+                        "gold": q.gold,
+                        **{m: answers[(i, m)].ranked for m in modes},
+                        **{
+                            f"{m}_scores": [
+                                {
+                                    "score": r.score,
+                                    "components": dict(r.components),
+                                    "streams": {k: [s.score, s.rank] for k, s in r.streams.items()},
+                                }
+                                for r in raw[(i, m)].results
+                            ]
+                            for m in modes
+                        },
+                    }
+                    for i, q in enumerate(questions)
+                ],
+                indent=None,
+            )
+        )
+    print(f"total {time.perf_counter() - started:.0f}s")
+    for mode in modes:
+        o = report[mode]["overall"]
+        print(
+            f"{mode}: turn_r@10={o['r@10']:.3f} session_r@{SESSION_K}={o[f's_r@{SESSION_K}']:.3f} "
+            f"r@{KS[1]}={o['r@5']:.3f} mrr={o['mrr']:.3f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -1,0 +1,188 @@
+"""Timeline neighbours (service/context.py), the dense query, and both through Recall."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from engram.gateway.v1 import gateway_pb2
+from engram_core.filters import matches
+from engram_core.model import Filter, Hit, Memory
+from engram_core.scoring import Candidate
+from engram_gateway.service.context import (
+    seed_windows,
+    window_filter,
+    with_neighbours,
+)
+from engram_gateway.service.query import dense_query
+
+T0 = datetime(2025, 5, 1, 12, tzinfo=UTC)
+
+
+def m(id: str, at: datetime = T0, content: str = "x") -> Memory:
+    return Memory(id=id, tenant="t", content=content, timestamp=at)
+
+
+def c(id: str, at: datetime = T0) -> Candidate:
+    return Candidate(memory=m(id, at))
+
+
+# --- dense query ------------------------------------------------------------------------
+
+
+def test_dense_query_leaves_out_the_people_named() -> None:
+    assert dense_query("What did Caroline research?") == "What did research?"
+    assert dense_query("What is Caroline's identity?") == "What is identity?"
+    assert dense_query("How do Jon and Gina both like to destress?") == (
+        "How do and both like to destress?"
+    )
+
+
+def test_dense_query_keeps_a_query_without_people_or_with_nothing_else() -> None:
+    assert dense_query("kubernetes deploy failures") == "kubernetes deploy failures"
+    assert dense_query("Caroline Smith") == "Caroline Smith"
+
+
+# --- windows ----------------------------------------------------------------------------
+
+
+def test_seed_windows_surround_the_seeds_and_merge_overlaps() -> None:
+    seeds = [m("a", T0), m("c", T0 + timedelta(days=2)), m("b", T0 + timedelta(minutes=30))]
+    hour = timedelta(hours=1)
+    assert seed_windows(seeds, 3600) == [
+        (T0 - hour, T0 + timedelta(minutes=30) + hour),
+        (T0 + timedelta(days=2) - hour, T0 + timedelta(days=2) + hour),
+    ]
+    assert seed_windows([], 3600) == []
+
+
+def test_window_filter_keeps_the_request_filter_and_narrows_its_time() -> None:
+    window = (T0, T0 + timedelta(hours=2))
+    flt = Filter(tags=("team:a",), start=T0 + timedelta(hours=1))
+    narrowed = window_filter(flt, window)
+    assert narrowed == Filter(tags=("team:a",), start=T0 + timedelta(hours=1), end=window[1])
+    assert window_filter(Filter(end=T0 - timedelta(seconds=1)), window) is None
+
+
+# --- neighbours ---------------------------------------------------------------------------
+
+
+def test_neighbours_follow_timeline_order_and_join_within_distance() -> None:
+    # One session: same timestamp, ids give the order of storing.
+    line = [m(f"0{i}") for i in range(7)]
+    cands = [c("02"), c("05")]
+    out = with_neighbours(cands, [list(reversed(line))], distance=1)
+    by = {x.memory.id: dict(x.neighbours) for x in out}
+    # 01, 03 (next to 02) and 04, 06 (next to 05) join; 00 is two steps from any candidate.
+    assert set(by) == {"02", "05", "01", "03", "04", "06"}
+    assert by["02"] == {"01": 1, "03": 1}
+    assert by["03"] == {"02": 1, "04": 1}
+    assert by["05"] == {"04": 1, "06": 1}
+    assert [x.memory.id for x in out[:2]] == ["02", "05"]  # the candidates keep their place
+    assert all(not x.streams for x in out[2:])  # joined by position, not by any stream
+
+
+def test_neighbour_distance_two_and_timestamp_before_id() -> None:
+    late = T0 + timedelta(minutes=5)
+    # "zz" sorts after "aa" by id but comes first in time.
+    line = [m("aa", late), m("zz", T0), m("mm", late + timedelta(minutes=1))]
+    out = with_neighbours([c("zz", T0)], [line], distance=2)
+    by = {x.memory.id: dict(x.neighbours) for x in out}
+    assert by["zz"] == {"aa": 1, "mm": 2}
+
+
+def test_overlapping_windows_keep_the_nearest_distance() -> None:
+    line = [m("01"), m("02"), m("03")]
+    out = with_neighbours([c("01"), c("03")], [line, line[::2]], distance=2)
+    by = {x.memory.id: dict(x.neighbours) for x in out}
+    # In the second window 01 and 03 look adjacent (02 missing); the full one says 2 —
+    # the nearest wins, as a truncated window can only make memories look closer.
+    assert by["01"]["03"] == 1
+
+
+# --- through Recall ------------------------------------------------------------------------
+
+
+Q = "0190f3a4-7b1c-7d2e-8f00-0000000000a1"  # the question turn
+A = "0190f3a4-7b1c-7d2e-8f00-0000000000a2"  # the answer, right after it
+OTHER = "0190f3a4-7b1c-7d2e-8f00-0000000000b1"  # another day, matches a little
+
+
+def seed(h: Any) -> None:
+    day2 = T0 + timedelta(days=3)
+    h.world.put(
+        h.memory(Q, "Melanie: what did you paint last weekend", timestamp=T0),
+        h.memory(A, "A sunset over the lake", timestamp=T0),
+        h.memory(OTHER, "Caroline: I might paint the fence", timestamp=day2),
+    )
+
+
+def window_aware(h: Any) -> None:
+    """The fake vector store answers a time-window search with every memory in the window
+    (as a real one does when the window holds fewer than the limit)."""
+    plain = h.vector.search
+
+    async def search(
+        tenant: str,
+        flt: Filter,
+        limit: int,
+        query: str = "",
+        vector: Sequence[float] = (),
+        timeout: float | None = None,
+    ) -> list[Hit]:
+        if flt.start is None:
+            return await plain(tenant, flt, limit, query, vector, timeout)
+        h.vector.calls.append(("window", (flt.start, flt.end)))
+        return [Hit(x.id, 0.1, x) for x in h.world.of(tenant) if matches(x, flt)][:limit]
+
+    h.vector.search = search
+
+
+async def test_the_turn_after_a_matching_question_is_found(client: Any) -> None:
+    h = client.harness
+    seed(h)
+    window_aware(h)
+    reply = await client.stub.Recall(
+        gateway_pb2.RecallRequest(query="what did Caroline paint", limit=3), metadata=client.auth()
+    )
+    ids = [r.memory.id for r in reply.results]
+    assert A in ids
+    assert ids.index(A) < ids.index(OTHER)
+    by = {r.memory.id: r for r in reply.results}
+    assert by[A].components["context"] > 0
+    assert not by[A].streams  # no stream found it; its neighbour did
+    assert by[OTHER].components["context"] == 0
+    assert ("window", (T0 - timedelta(hours=1), T0 + timedelta(hours=1))) in h.vector.calls
+    # The vector stream was asked without the name.
+    assert any(op == "search" and arg[0] == "what did paint" for op, arg in h.vector.calls)
+
+
+async def test_baseline_modes_read_no_neighbours(client: Any) -> None:
+    h = client.harness
+    seed(h)
+    window_aware(h)
+    reply = await client.stub.Recall(
+        gateway_pb2.RecallRequest(query="paint", mode=gateway_pb2.RECALL_MODE_VECTOR),
+        metadata=client.auth(),
+    )
+    assert A not in [r.memory.id for r in reply.results]
+    assert not any(op == "window" for op, _ in h.vector.calls)
+
+
+async def test_a_failing_neighbour_read_degrades_only_that_step(client: Any) -> None:
+    h = client.harness
+    seed(h)
+    plain = h.vector.search
+
+    async def search(tenant: str, flt: Filter, limit: int, query: str = "", **kw: Any) -> Any:
+        if flt.start is not None:
+            raise RuntimeError("window read failed")
+        return await plain(tenant, flt, limit, query, **kw)
+
+    h.vector.search = search
+    reply = await client.stub.Recall(
+        gateway_pb2.RecallRequest(query="what did Caroline paint"), metadata=client.auth()
+    )
+    assert list(reply.degraded) == ["context"]
+    assert {r.memory.id for r in reply.results} == {Q, OTHER}
