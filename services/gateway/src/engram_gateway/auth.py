@@ -2,7 +2,8 @@
 
 Sources: a JSON file (``[{"sha256": "<hex>", "tenant": "...", "scopes": ["read", ...]}]``)
 and a dev string ``"<token>=<tenant>:<scope>+<scope>;..."``. Nothing configured means no
-token is valid. ``admin`` implies ``read`` and ``write``.
+token is valid. ``admin`` implies ``read`` and ``write``. The tenant ``*`` (every tenant)
+is only for AdminService calls that name their tenant.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from engram_core.errors import PermissionDenied, Unauthenticated
+from engram_core.errors import InvalidArgument, PermissionDenied, Unauthenticated
 from engram_platform.jetstream import TENANT_RE
+
+ALL_TENANTS = "*"
 
 
 class Scope(StrEnum):
@@ -46,7 +49,7 @@ def hash_token(token: str) -> str:
 
 
 def _principal(tenant: str, scopes: Iterable[str], where: str) -> Principal:
-    if not TENANT_RE.match(tenant):
+    if tenant != ALL_TENANTS and not TENANT_RE.match(tenant):
         raise ValueError(f"{where}: tenant {tenant!r} must match {TENANT_RE.pattern}")
     parsed = set()
     for s in scopes:
@@ -118,8 +121,14 @@ class Authenticator:
                 found = entry.principal
         return found
 
-    def authorize(self, metadata: Iterable[tuple[str, str | bytes]], scope: Scope) -> Principal:
-        """The caller's principal from its ``authorization`` metadata, holding ``scope``."""
+    def authorize(
+        self,
+        metadata: Iterable[tuple[str, str | bytes]],
+        scope: Scope,
+        any_tenant: bool = False,
+    ) -> Principal:
+        """The caller's principal from its ``authorization`` metadata, holding ``scope``;
+        a token for every tenant (``*``) only where ``any_tenant`` (the call names one)."""
         header = ""
         for key, value in metadata:
             if key.lower() == "authorization":
@@ -133,4 +142,22 @@ class Authenticator:
             raise Unauthenticated("unknown token")
         if not principal.allows(scope):
             raise PermissionDenied(f"the token lacks the {scope.value!r} scope")
+        if principal.tenant == ALL_TENANTS and not any_tenant:
+            raise PermissionDenied("a token for every tenant ('*') is for AdminService only")
         return principal
+
+
+def target_tenant(principal: Principal, requested: str) -> str:
+    """The tenant an AdminService call acts on: the token's own (``requested`` empty or the
+    same), or, for a token of every tenant (``*``), the one ``requested`` names."""
+    wanted = requested.strip()
+    if principal.tenant == ALL_TENANTS:
+        if not wanted:
+            raise InvalidArgument("tenant", "required with a token for every tenant")
+    elif not wanted:
+        return principal.tenant
+    elif wanted != principal.tenant:
+        raise PermissionDenied(f"the token is for tenant {principal.tenant!r}, not {wanted!r}")
+    if not TENANT_RE.match(wanted):
+        raise InvalidArgument("tenant", f"must match {TENANT_RE.pattern}")
+    return wanted

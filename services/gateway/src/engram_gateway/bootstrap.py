@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from engram_clients.graph import GraphClient
@@ -18,6 +18,7 @@ from engram_clients.vector import VectorClient
 from engram_core.ids import new_id
 from engram_core.model import utcnow
 from engram_core.ports import Cache, RateLimiter
+from engram_gateway.adapters.consolidation import NatsConsolidation
 from engram_gateway.adapters.log import JetStreamLog
 from engram_gateway.adapters.ranker import ScoringRanker
 from engram_gateway.adapters.recall_codec import ProtoRecallCodec
@@ -35,6 +36,8 @@ from engram_gateway.service import (
     Writer,
 )
 from engram_gateway.service.access import AccessRecorder
+from engram_gateway.service.admin import Admin, AdminConfig, ConsolidationControl
+from engram_gateway.service.context import ContextConfig
 from engram_gateway.service.lookup import Lookup
 from engram_gateway.service.ports import (
     EventLog,
@@ -44,6 +47,7 @@ from engram_gateway.service.ports import (
     RecallCodec,
     VectorPort,
 )
+from engram_gateway.service.reads import PostRank
 from engram_gateway.service.recall_cache import RecallCache
 from engram_gateway.service.watermark import WatermarkCache
 from engram_platform import jetstream
@@ -123,6 +127,28 @@ def build_gateway(
             scoring_budget=_budget(settings.scoring_budget),
             backend_timeout_s=settings.backend_timeout_s,
             min_sequence_poll_s=settings.min_sequence_poll_ms / 1000.0,
+            context=ContextConfig(
+                seeds=settings.context_seeds,
+                distance=settings.context_distance,
+                window_s=settings.context_window_s,
+                limit=settings.context_limit,
+            ),
+            context_budget=_budget(settings.context_budget),
+            dense_without_people=settings.dense_without_people,
+            post=PostRank(
+                near_duplicates=settings.near_duplicates,
+                near_duplicate_threshold=settings.near_duplicate_threshold,
+                shingle_size=settings.shingle_size,
+                floor_ratio=settings.floor_ratio,
+                max_gap=settings.floor_max_gap,
+                min_keep=settings.floor_min_keep,
+                default_max_per_group=settings.default_max_per_group,
+                chars_per_token=settings.chars_per_token,
+                overfetch=settings.recall_overfetch,
+            ),
+            default_timezone=settings.default_timezone,
+            supersession_max_hops=settings.supersession_max_hops,
+            escalation_floor=settings.escalation_floor,
         ),
         clock,
     )
@@ -131,6 +157,16 @@ def build_gateway(
         RateLimitConfig(settings.rate_limit_rps, settings.rate_limit_window_s),
     )
     return Gateway(writer=writer, reader=reader, access=access, rate_limit=rate_limit)
+
+
+def build_admin(
+    settings: Settings,
+    control: ConsolidationControl,
+    clock: Callable[[], datetime] = utcnow,
+    ids: Callable[[], str] = new_id,
+) -> Admin:
+    config = AdminConfig(settings.dry_run_poll_ms / 1000.0, settings.backend_timeout_s)
+    return Admin(control, config, clock, ids)
 
 
 async def open_gateway(settings: Settings) -> tuple[Gateway, Callable[[], Awaitable[None]]]:
@@ -160,6 +196,8 @@ async def open_gateway(settings: Settings) -> tuple[Gateway, Callable[[], Awaita
         coordination.cache,
         limiter=coordination.limiter,
     )
+    admin = build_admin(settings, NatsConsolidation(js, settings.publish_timeout_s))
+    gateway = replace(gateway, admin=admin)
 
     closed = False
 

@@ -63,6 +63,60 @@ class Settings(ServiceSettings):
     relation_pool: int = Field(
         50, ge=0, description="Top candidates whose relations feed the relation component."
     )
+    context_seeds: int = Field(
+        5,
+        ge=0,
+        description="Best candidates whose timeline neighbours are read (hybrid); 0 = off.",
+    )
+    context_distance: int = Field(
+        2, ge=1, description="Neighbours up to this many steps away on the timeline."
+    )
+    context_window_s: float = Field(
+        3600.0, ge=0, description="Neighbours are read this far either side of a seed."
+    )
+    context_limit: int = Field(64, ge=1, description="Most memories read per seed window.")
+    dense_without_people: bool = Field(
+        True, description="Leave the people a query names out of the text the vector embeds."
+    )
+
+    # Recall filters and post-ranking (service/postrank.py); off by default except duplicate
+    # ids, so a plain recall ranks as before.
+    default_timezone: str = Field(
+        "", description="IANA zone (or ±hh:mm) for a time_query whose request names none; '' = UTC."
+    )
+    supersession_max_hops: int = Field(
+        4, ge=0, description="Rounds of relation fetches that extend supersession chains."
+    )
+    near_duplicates: bool = Field(
+        False, description="Drop results whose content nearly duplicates a better one."
+    )
+    near_duplicate_threshold: float = Field(
+        0.9, ge=0, le=1, description="Shingle Jaccard at which two results count as one."
+    )
+    shingle_size: int = Field(3, ge=1, description="Words per shingle (near duplicates).")
+    floor_ratio: float = Field(
+        0.0, ge=0, le=1, description="Cut results under this share of the top score; 0 = off."
+    )
+    floor_max_gap: float = Field(
+        0.0, ge=0, le=1, description="Cut the tail after a drop > this share of the top; 0 = off."
+    )
+    floor_min_keep: int = Field(1, ge=1, description="Results the floor never cuts.")
+    default_max_per_group: int = Field(
+        2, ge=1, description="max_per_group when a request sets diversify_by but not it."
+    )
+    chars_per_token: float = Field(
+        4.0, gt=0, description="ASCII characters per token in the token-budget estimate."
+    )
+    recall_overfetch: int = Field(
+        3, ge=1, description="Results asked of scoring per limit when post-ranking may cut."
+    )
+    escalation_floor: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Best score (weighted; RRF: share of the best possible) under which the "
+        "pool is doubled once and the recall re-run; 0 = off.",
+    )
 
     # Deadlines
     default_deadline_s: float = Field(
@@ -80,6 +134,10 @@ class Settings(ServiceSettings):
     relations_budget: Budget = Field(
         default_factory=lambda: Budget(fraction=0.3, cap_s=0.5),
         description="Relations among the top candidates.",
+    )
+    context_budget: Budget = Field(
+        default_factory=lambda: Budget(fraction=0.3, cap_s=0.5),
+        description="Reading the timeline neighbours of the best candidates.",
     )
     scoring_budget: Budget = Field(
         default_factory=lambda: Budget(fraction=0.5, cap_s=1.0),
@@ -99,6 +157,12 @@ class Settings(ServiceSettings):
     )
     min_sequence_poll_ms: float = Field(
         20.0, gt=0, description="Interval between watermark reads while waiting."
+    )
+    dry_run_poll_ms: float = Field(
+        200.0,
+        gt=0,
+        description="Interval between status reads while AdminService.Consolidate waits "
+        "for a dry run's reports.",
     )
     recall_cache_ttl_s: float = Field(
         10.0, ge=0, description="Recall cache lifetime; 0 turns the cache off."

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engram_gateway.service.access import AccessRecorder
+from engram_gateway.service.admin import Admin
 from engram_gateway.service.deadline import Budget, Deadline
 from engram_gateway.service.rate_limit import RateLimitConfig, TenantRateLimit
 from engram_gateway.service.reads import (
@@ -24,9 +25,11 @@ class Gateway:
     reader: Reader
     access: AccessRecorder
     rate_limit: TenantRateLimit = field(default_factory=TenantRateLimit.off)
+    admin: Admin | None = None  # AdminService; None: not served
 
 
 __all__ = [
+    "Admin",
     "Budget",
     "Deadline",
     "Gateway",

@@ -10,6 +10,7 @@ from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -20,6 +21,27 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _RunState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RunStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RunState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RUN_STATE_UNSPECIFIED: _RunState.ValueType  # 0
+    """never ran"""
+    RUN_STATE_RUNNING: _RunState.ValueType  # 1
+    RUN_STATE_SUCCEEDED: _RunState.ValueType  # 2
+    RUN_STATE_FAILED: _RunState.ValueType  # 3
+
+class RunState(_RunState, metaclass=_RunStateEnumTypeWrapper): ...
+
+RUN_STATE_UNSPECIFIED: RunState.ValueType  # 0
+"""never ran"""
+RUN_STATE_RUNNING: RunState.ValueType  # 1
+RUN_STATE_SUCCEEDED: RunState.ValueType  # 2
+RUN_STATE_FAILED: RunState.ValueType  # 3
+Global___RunState: _TypeAlias = RunState  # noqa: Y015
 
 @_typing.final
 class Envelope(_message.Message):
@@ -214,3 +236,170 @@ class MemoryAccessed(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___MemoryAccessed: _TypeAlias = MemoryAccessed  # noqa: Y015
+
+@_typing.final
+class ConsolidateRequested(_message.Message):
+    """--- consolidation control (issue #5) ---------------------------------------------------
+
+    Subject engram.<tenant>.consolidate.v1 (stream ENGRAM_CONSOLIDATE): an admin asked for
+    consolidation passes now (gateway AdminService.Consolidate). The consolidate worker
+    records the request in its KV bucket and runs the passes under their leases.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENVELOPE_FIELD_NUMBER: _builtins.int
+    PASSES_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    dry_run: _builtins.bool
+    """report what would change; change nothing"""
+    @_builtins.property
+    def envelope(self) -> Global___Envelope:
+        """event_id = the run id"""
+
+    @_builtins.property
+    def passes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """of decay, associate, cluster, forget"""
+
+    def __init__(
+        self,
+        *,
+        envelope: Global___Envelope | None = ...,
+        passes: _abc.Iterable[_builtins.str] | None = ...,
+        dry_run: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dry_run", b"dry_run", "envelope", b"envelope", "passes", b"passes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsolidateRequested: _TypeAlias = ConsolidateRequested  # noqa: Y015
+
+@_typing.final
+class ConsolidationChange(_message.Message):
+    """How many changes of one kind a pass made (or, dry, would make), with the first ids."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    SAMPLE_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """e.g. relevance, similar_to_created, archived"""
+    count: _builtins.int
+    @_builtins.property
+    def sample(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """memory ids; edges as "<source>><target>" """
+
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        count: _builtins.int = ...,
+        sample: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "kind", b"kind", "sample", b"sample"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsolidationChange: _TypeAlias = ConsolidationChange  # noqa: Y015
+
+@_typing.final
+class ConsolidationRun(_message.Message):
+    """Value in the NATS KV bucket ENGRAM_CONSOLIDATE under run.<tenant>.<pass> (the latest
+    run and its checkpoint) or dry.<tenant>.<pass> (the latest dry run and its report).
+    Written by the consolidate worker, compare-and-set on the entry's revision (the fence
+    between replicas); read by the gateway for AdminService.ConsolidationStatus.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    PASS_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    TRIGGER_FIELD_NUMBER: _builtins.int
+    NOW_FIELD_NUMBER: _builtins.int
+    STARTED_AT_FIELD_NUMBER: _builtins.int
+    FINISHED_AT_FIELD_NUMBER: _builtins.int
+    PHASE_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    DONE_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    CHANGES_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    HOLDER_FIELD_NUMBER: _builtins.int
+    HEARTBEAT_AT_FIELD_NUMBER: _builtins.int
+    RESUMES_FIELD_NUMBER: _builtins.int
+    PENDING_RUN_ID_FIELD_NUMBER: _builtins.int
+    REQUESTED_AT_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    tenant: _builtins.str
+    state: Global___RunState.ValueType
+    dry_run: _builtins.bool
+    trigger: _builtins.str
+    """schedule or request"""
+    phase: _builtins.str
+    """the pass's current phase"""
+    cursor: _builtins.str
+    """where that phase resumes ("" = at its start)"""
+    done: _builtins.int
+    """items of the phase finished (memories, clusters)"""
+    total: _builtins.int
+    """items of the phase (memories: counted at its start)"""
+    error: _builtins.str
+    """why it failed"""
+    holder: _builtins.str
+    """the worker replica running it"""
+    resumes: _builtins.int
+    """times a holder took over an unfinished run"""
+    pending_run_id: _builtins.str
+    """requested, starts once no run of the pass is running"""
+    @_builtins.property
+    def now(self) -> _timestamp_pb2.Timestamp:
+        """the run's clock: a resumed run computes the same"""
+
+    @_builtins.property
+    def started_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def finished_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def changes(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConsolidationChange]: ...
+    @_builtins.property
+    def heartbeat_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def requested_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        state: Global___RunState.ValueType = ...,
+        dry_run: _builtins.bool = ...,
+        trigger: _builtins.str = ...,
+        now: _timestamp_pb2.Timestamp | None = ...,
+        started_at: _timestamp_pb2.Timestamp | None = ...,
+        finished_at: _timestamp_pb2.Timestamp | None = ...,
+        phase: _builtins.str = ...,
+        cursor: _builtins.str = ...,
+        done: _builtins.int = ...,
+        total: _builtins.int = ...,
+        changes: _abc.Iterable[Global___ConsolidationChange] | None = ...,
+        error: _builtins.str = ...,
+        holder: _builtins.str = ...,
+        heartbeat_at: _timestamp_pb2.Timestamp | None = ...,
+        resumes: _builtins.int = ...,
+        pending_run_id: _builtins.str = ...,
+        requested_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "heartbeat_at", b"heartbeat_at", "now", b"now", "requested_at", b"requested_at", "started_at", b"started_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "cursor", b"cursor", "done", b"done", "dry_run", b"dry_run", "error", b"error", "finished_at", b"finished_at", "heartbeat_at", b"heartbeat_at", "holder", b"holder", "now", b"now", "pass", b"pass", "pending_run_id", b"pending_run_id", "phase", b"phase", "requested_at", b"requested_at", "resumes", b"resumes", "run_id", b"run_id", "started_at", b"started_at", "state", b"state", "tenant", b"tenant", "total", b"total", "trigger", b"trigger"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsolidationRun: _TypeAlias = ConsolidationRun  # noqa: Y015

@@ -1,0 +1,68 @@
+"""gRPC servicer for engram.gateway.v1.AdminService: the admin scope, the tenant rule,
+then the admin service. Catalog errors become status codes in the platform interceptor."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from engram.gateway.v1 import admin_pb2, admin_pb2_grpc
+from engram_gateway.admin_mapping import (
+    consolidation_to_proto,
+    passes_from_mode,
+    status_to_proto,
+)
+from engram_gateway.auth import Authenticator, Scope, target_tenant
+from engram_gateway.service import Deadline, TenantRateLimit
+from engram_gateway.service.admin import Admin
+
+if TYPE_CHECKING:
+    import grpc
+
+    Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
+
+ADMIN_SERVICE_NAME: str = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
+_MARGIN_S = 0.05  # answer before the caller gives up, as MemoryService does
+
+
+class AdminHandlers(admin_pb2_grpc.AdminServiceServicer):
+    def __init__(
+        self,
+        admin: Admin,
+        auth: Authenticator,
+        rate_limit: TenantRateLimit,
+        default_deadline_s: float,
+    ) -> None:
+        self._admin = admin
+        self._auth = auth
+        self._rate_limit = rate_limit
+        self._default_deadline = default_deadline_s
+
+    async def _tenant(self, context: Context, requested: str) -> str:
+        principal = self._auth.authorize(
+            context.invocation_metadata() or (), Scope.ADMIN, any_tenant=True
+        )
+        await self._rate_limit.admit(principal.tenant)
+        return target_tenant(principal, requested)
+
+    def _deadline(self, context: Context) -> Deadline:
+        remaining = context.time_remaining()
+        if remaining is None:
+            return Deadline.within(self._default_deadline)
+        return Deadline.within(remaining - min(_MARGIN_S, 0.1 * remaining))
+
+    async def Consolidate(  # noqa: N802 (generated servicer names)
+        self, request: admin_pb2.ConsolidateRequest, context: Context
+    ) -> admin_pb2.ConsolidateResponse:
+        tenant = await self._tenant(context, request.tenant)
+        passes = passes_from_mode(request.mode)
+        out = await self._admin.consolidate(
+            tenant, passes, request.dry_run, self._deadline(context)
+        )
+        return consolidation_to_proto(out)
+
+    async def ConsolidationStatus(  # noqa: N802
+        self, request: admin_pb2.ConsolidationStatusRequest, context: Context
+    ) -> admin_pb2.ConsolidationStatusResponse:
+        tenant = await self._tenant(context, request.tenant)
+        statuses = await self._admin.status(tenant, self._deadline(context))
+        return status_to_proto(tenant, statuses)

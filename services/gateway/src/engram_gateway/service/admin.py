@@ -1,0 +1,168 @@
+"""AdminService's logic (issue #5): requests for consolidation passes, and their status.
+Pure: the log and the worker's KV records are behind ``ConsolidationControl``.
+
+A request is an event on the log; the consolidate worker records it and runs the passes
+under their leases. A dry run's reports come back through the same records, so the call
+waits for them (bounded by its deadline) by reading the records again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from enum import StrEnum
+from typing import Protocol, TypeVar
+
+from engram_core.errors import DeadlineExceeded
+from engram_gateway.service.deadline import Deadline
+
+T = TypeVar("T")
+
+PASSES: tuple[str, ...] = ("decay", "associate", "cluster", "forget")
+
+
+class RunState(StrEnum):
+    NEVER = "never"
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+FINAL = frozenset({RunState.SUCCEEDED, RunState.FAILED})
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    kind: str
+    count: int
+    sample: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PassRun:
+    pass_name: str
+    run_id: str
+    state: RunState
+    dry_run: bool = False
+    trigger: str = ""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    duration_s: float = 0.0
+    phase: str = ""
+    done: int = 0
+    total: int = 0
+    changes: tuple[Change, ...] = ()
+    error: str = ""
+    resumes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PassStatus:
+    pass_name: str
+    last_run: PassRun | None = None
+    pending_run_id: str = ""
+    last_dry_run: PassRun | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Consolidation:
+    run_id: str
+    passes: tuple[str, ...]
+    reports: tuple[PassRun, ...] = ()  # dry runs only
+
+
+class ConsolidationControl(Protocol):
+    async def request(
+        self, tenant: str, run_id: str, passes: Sequence[str], dry_run: bool, at: datetime
+    ) -> None:
+        """Publish the request (durable in the log on return)."""
+        ...
+
+    async def status(self, tenant: str) -> list[PassStatus]:
+        """One status per pass of PASSES, in that order."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class AdminConfig:
+    dry_run_poll_s: float = 0.2  # how often a dry run's reports are read while waiting
+    backend_timeout_s: float = 5.0
+
+
+class Admin:
+    def __init__(
+        self,
+        control: ConsolidationControl,
+        config: AdminConfig,
+        clock: Callable[[], datetime],
+        new_id: Callable[[], str],
+    ) -> None:
+        self._control = control
+        self._config = config
+        self._clock = clock
+        self._new_id = new_id
+
+    async def consolidate(
+        self, tenant: str, passes: Sequence[str], dry_run: bool, deadline: Deadline
+    ) -> Consolidation:
+        wanted = tuple(p for p in PASSES if p in passes)
+        run_id = self._new_id()
+        timeout = deadline.cap(self._config.backend_timeout_s)
+        request = self._control.request(tenant, run_id, wanted, dry_run, self._clock())
+        await _within(request, timeout, "the request")
+        if not dry_run:
+            return Consolidation(run_id, wanted)
+        reports = await self._reports(tenant, run_id, wanted, deadline)
+        return Consolidation(run_id, wanted, reports)
+
+    async def _reports(
+        self, tenant: str, run_id: str, passes: tuple[str, ...], deadline: Deadline
+    ) -> tuple[PassRun, ...]:
+        """The dry runs' reports once all are final, or as far as they got when the
+        deadline is near (the worker goes on; ConsolidationStatus shows the rest)."""
+        poll = self._config.dry_run_poll_s
+        while True:
+            statuses = {s.pass_name: s for s in await self.status(tenant, deadline)}
+            reports = tuple(_dry_report(statuses.get(p), p, run_id) for p in passes)
+            # Keep a poll's worth of time for answering with what there is.
+            if all(r.state in FINAL for r in reports) or deadline.remaining() < 2 * poll:
+                return reports
+            await asyncio.sleep(poll)
+
+    async def status(self, tenant: str, deadline: Deadline) -> list[PassStatus]:
+        timeout = deadline.cap(self._config.backend_timeout_s)
+        got = await _within(self._control.status(tenant), timeout, "the status read")
+        now = self._clock()
+        return [
+            replace(
+                s,
+                last_run=_with_duration(s.last_run, now),
+                last_dry_run=_with_duration(s.last_dry_run, now),
+            )
+            for s in got
+        ]
+
+
+async def _within(awaitable: Awaitable[T], timeout_s: float, what: str) -> T:
+    try:
+        return await asyncio.wait_for(awaitable, timeout_s)
+    except TimeoutError as exc:
+        raise DeadlineExceeded(f"{what} took longer than {timeout_s:.1f}s") from exc
+
+
+def _dry_report(status: PassStatus | None, pass_name: str, run_id: str) -> PassRun:
+    last = status.last_dry_run if status is not None else None
+    if last is not None and last.run_id == run_id:
+        return last
+    # Not started yet (the worker has not taken the request, or runs another dry run).
+    return PassRun(pass_name, run_id, RunState.PENDING, dry_run=True)
+
+
+def _with_duration(run: PassRun | None, now: datetime) -> PassRun | None:
+    """A running pass's duration so far (a finished one keeps its own)."""
+    if run is None or run.started_at is None or run.finished_at is not None:
+        return run
+    return replace(run, duration_s=max(0.0, (now - run.started_at).total_seconds()))

@@ -1,0 +1,348 @@
+"""AdminService in-process (a fake ConsolidationControl behind it) and its NATS adapter
+against a real nats-server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import grpc
+import pytest
+from nats.js.api import RetentionPolicy, StreamConfig
+
+from engram.events.v1 import events_pb2
+from engram.gateway.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
+from engram_core.errors import Unavailable
+from engram_gateway import server
+from engram_gateway.adapters.consolidation import NatsConsolidation
+from engram_gateway.auth import Authenticator
+from engram_gateway.bootstrap import build_admin
+from engram_gateway.service.admin import PASSES, Change, PassRun, PassStatus, RunState
+from engram_platform import jetstream
+from engram_platform.convert import ts_to_proto
+from engram_platform.errors import FIELD_KEY
+from engram_platform.nats_server import NatsServer, start_nats
+from engram_platform.settings import NatsSettings
+
+if TYPE_CHECKING:
+    from conftest import Harness
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+TOKENS = "admin=acme:admin;rw=acme:read+write;root=*:admin"
+ADMIN = (("authorization", "Bearer admin"),)
+RW = (("authorization", "Bearer rw"),)
+ROOT = (("authorization", "Bearer root"),)
+
+
+@dataclass
+class FakeControl:
+    """Records requests; answers dry runs after ``dry_delay_s`` (None: never)."""
+
+    requests: list[tuple[str, str, tuple[str, ...], bool]] = field(default_factory=list)
+    statuses: dict[str, list[PassStatus]] = field(default_factory=dict)
+    dry_delay_s: float | None = 0.1
+    fail: Exception | None = None
+
+    async def request(
+        self, tenant: str, run_id: str, passes: Sequence[str], dry_run: bool, at: datetime
+    ) -> None:
+        if self.fail is not None:
+            raise self.fail
+        self.requests.append((tenant, run_id, tuple(passes), dry_run))
+        if dry_run and self.dry_delay_s is not None:
+            asyncio.get_running_loop().call_later(
+                self.dry_delay_s, self._finish_dry, tenant, run_id, tuple(passes)
+            )
+
+    def _finish_dry(self, tenant: str, run_id: str, passes: tuple[str, ...]) -> None:
+        current = {s.pass_name: s for s in self.statuses.get(tenant, [])}
+        for p in passes:
+            report = PassRun(
+                p,
+                run_id,
+                RunState.SUCCEEDED,
+                dry_run=True,
+                started_at=NOW,
+                finished_at=NOW + timedelta(seconds=2),
+                duration_s=2.0,
+                changes=(Change("relevance", 3, ("a", "b", "c")),),
+            )
+            current[p] = replace(current.get(p, PassStatus(p)), last_dry_run=report)
+        self.statuses[tenant] = [current.get(p, PassStatus(p)) for p in PASSES]
+
+    async def status(self, tenant: str) -> list[PassStatus]:
+        if self.fail is not None:
+            raise self.fail
+        return self.statuses.get(tenant, [PassStatus(p) for p in PASSES])
+
+
+@dataclass
+class Admin:
+    stub: admin_pb2_grpc.AdminServiceStub
+    memory: gateway_pb2_grpc.MemoryServiceStub
+    control: FakeControl
+
+
+@pytest.fixture
+async def admin(new_harness: Callable[..., Harness]) -> AsyncIterator[Admin]:
+    harness = new_harness(tokens=TOKENS, dry_run_poll_ms=20.0)
+    control = FakeControl()
+    ids = iter(f"run-{n}" for n in range(1, 100))
+    gateway = replace(
+        harness.gateway,
+        admin=build_admin(
+            harness.settings, control, lambda: NOW + timedelta(seconds=5), ids.__next__
+        ),
+    )
+    auth = Authenticator.from_sources(TOKENS)
+    running = await server.start(harness.settings, gateway, auth)
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
+    try:
+        yield Admin(
+            admin_pb2_grpc.AdminServiceStub(channel),
+            gateway_pb2_grpc.MemoryServiceStub(channel),
+            control,
+        )
+    finally:
+        await channel.close()
+        await running.stop(None)
+
+
+def field_of(err: grpc.aio.AioRpcError) -> str:
+    for key, value in err.trailing_metadata() or ():
+        if key == FIELD_KEY:
+            return str(value)
+    return ""
+
+
+async def refused(call: Any, code: grpc.StatusCode) -> grpc.aio.AioRpcError:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await call
+    assert err.value.code() == code, err.value.details()
+    return err.value
+
+
+DECAY = admin_pb2.ConsolidateRequest(mode=admin_pb2.CONSOLIDATION_MODE_DECAY)
+
+
+async def test_consolidate_publishes_a_request_and_returns_its_run_id(admin: Admin) -> None:
+    reply = await admin.stub.Consolidate(DECAY, metadata=ADMIN)
+    assert reply.run_id == "run-1"
+    assert list(reply.passes) == [admin_pb2.CONSOLIDATION_MODE_DECAY]
+    assert not reply.reports
+    assert admin.control.requests == [("acme", "run-1", ("decay",), False)]
+
+    everything = admin_pb2.ConsolidateRequest(mode=admin_pb2.CONSOLIDATION_MODE_ALL)
+    await admin.stub.Consolidate(everything, metadata=ADMIN)
+    assert admin.control.requests[-1][2] == ("decay", "associate", "cluster", "forget")
+
+
+async def test_admin_scope_is_required(admin: Admin) -> None:
+    await refused(admin.stub.Consolidate(DECAY, metadata=RW), grpc.StatusCode.PERMISSION_DENIED)
+    await refused(
+        admin.stub.ConsolidationStatus(admin_pb2.ConsolidationStatusRequest(), metadata=RW),
+        grpc.StatusCode.PERMISSION_DENIED,
+    )
+    await refused(admin.stub.Consolidate(DECAY), grpc.StatusCode.UNAUTHENTICATED)
+    assert not admin.control.requests
+
+
+async def test_an_unknown_or_missing_mode_is_invalid(admin: Admin) -> None:
+    for mode in (0, 99):
+        err = await refused(
+            admin.stub.Consolidate(admin_pb2.ConsolidateRequest(mode=mode), metadata=ADMIN),  # type: ignore[arg-type]
+            grpc.StatusCode.INVALID_ARGUMENT,
+        )
+        assert field_of(err) == "mode"
+    assert not admin.control.requests
+
+
+async def test_the_tenant_is_the_tokens_unless_it_is_for_every_tenant(admin: Admin) -> None:
+    own = replace_tenant(DECAY, "acme")
+    await admin.stub.Consolidate(own, metadata=ADMIN)
+    await refused(
+        admin.stub.Consolidate(replace_tenant(DECAY, "globex"), metadata=ADMIN),
+        grpc.StatusCode.PERMISSION_DENIED,
+    )
+    err = await refused(
+        admin.stub.Consolidate(DECAY, metadata=ROOT), grpc.StatusCode.INVALID_ARGUMENT
+    )
+    assert field_of(err) == "tenant"
+    await refused(
+        admin.stub.Consolidate(replace_tenant(DECAY, "bad.tenant"), metadata=ROOT),
+        grpc.StatusCode.INVALID_ARGUMENT,
+    )
+    await admin.stub.Consolidate(replace_tenant(DECAY, "globex"), metadata=ROOT)
+    assert [r[0] for r in admin.control.requests] == ["acme", "globex"]
+    # A token for every tenant is for AdminService only.
+    await refused(
+        admin.memory.Stats(gateway_pb2.StatsRequest(), metadata=ROOT),
+        grpc.StatusCode.PERMISSION_DENIED,
+    )
+
+
+def replace_tenant(
+    request: admin_pb2.ConsolidateRequest, tenant: str
+) -> admin_pb2.ConsolidateRequest:
+    out = admin_pb2.ConsolidateRequest()
+    out.CopyFrom(request)
+    out.tenant = tenant
+    return out
+
+
+async def test_a_dry_run_waits_for_the_reports(admin: Admin) -> None:
+    dry = admin_pb2.ConsolidateRequest(mode=admin_pb2.CONSOLIDATION_MODE_DECAY, dry_run=True)
+    reply = await admin.stub.Consolidate(dry, metadata=ADMIN, timeout=5)
+    [report] = reply.reports
+    assert (report.run_id, report.state, report.dry_run) == (
+        reply.run_id,
+        admin_pb2.PASS_STATE_SUCCEEDED,
+        True,
+    )
+    [change] = report.changes
+    assert (change.kind, change.count, list(change.sample_ids)) == ("relevance", 3, ["a", "b", "c"])
+    assert report.duration_s == 2.0
+
+
+async def test_a_dry_run_not_done_by_the_deadline_answers_pending(admin: Admin) -> None:
+    admin.control.dry_delay_s = None
+    dry = admin_pb2.ConsolidateRequest(mode=admin_pb2.CONSOLIDATION_MODE_ALL, dry_run=True)
+    reply = await admin.stub.Consolidate(dry, metadata=ADMIN, timeout=3)
+    assert [r.state for r in reply.reports] == [admin_pb2.PASS_STATE_PENDING] * 4
+    assert {r.run_id for r in reply.reports} == {reply.run_id}
+
+
+async def test_status_shows_each_pass(admin: Admin) -> None:
+    running = PassRun(
+        "decay",
+        "r9",
+        RunState.RUNNING,
+        trigger="schedule",
+        started_at=NOW,
+        phase="scan",
+        done=512,
+        total=2048,
+        changes=(Change("relevance", 400, ("x",)),),
+        resumes=1,
+    )
+    admin.control.statuses["acme"] = [
+        PassStatus("decay", last_run=running, pending_run_id="r10"),
+        *(PassStatus(p) for p in PASSES[1:]),
+    ]
+    reply = await admin.stub.ConsolidationStatus(
+        admin_pb2.ConsolidationStatusRequest(), metadata=ADMIN
+    )
+    assert reply.tenant == "acme"
+    assert [p.mode for p in reply.passes] == [
+        admin_pb2.CONSOLIDATION_MODE_DECAY,
+        admin_pb2.CONSOLIDATION_MODE_ASSOCIATE,
+        admin_pb2.CONSOLIDATION_MODE_CLUSTER,
+        admin_pb2.CONSOLIDATION_MODE_FORGET,
+    ]
+    decay = reply.passes[0]
+    assert decay.pending_run_id == "r10"
+    run = decay.last_run
+    assert (run.run_id, run.state, run.phase, run.done, run.total, run.resumes) == (
+        "r9",
+        admin_pb2.PASS_STATE_RUNNING,
+        "scan",
+        512,
+        2048,
+        1,
+    )
+    assert run.duration_s == 5.0  # so far, by the gateway's clock
+    assert not run.HasField("finished_at")
+    assert not reply.passes[1].HasField("last_run")
+
+
+async def test_the_log_down_is_unavailable(admin: Admin) -> None:
+    admin.control.fail = Unavailable("log down")
+    await refused(admin.stub.Consolidate(DECAY, metadata=ADMIN), grpc.StatusCode.UNAVAILABLE)
+
+
+# --- the NATS adapter --------------------------------------------------------------------
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+    srv = start_nats(tmp_path / "nats")
+    yield srv
+    srv.stop()
+
+
+async def test_nats_control_without_a_worker(nats_server: NatsServer) -> None:
+    nc, js = await jetstream.connect(NatsSettings(url=nats_server.url), "admin-test")
+    try:
+        control = NatsConsolidation(js, 2.0)
+        with pytest.raises(Unavailable, match="no consolidate worker"):
+            await control.request("acme", "r1", ["decay"], False, NOW)
+        statuses = await control.status("acme")
+        assert [(s.pass_name, s.last_run) for s in statuses] == [(p, None) for p in PASSES]
+    finally:
+        await nc.close()
+
+
+async def test_nats_control_publishes_requests_and_reads_records(nats_server: NatsServer) -> None:
+    nc, js = await jetstream.connect(NatsSettings(url=nats_server.url), "admin-test")
+    try:
+        # What the consolidate worker sets up.
+        await js.add_stream(
+            StreamConfig(
+                name="ENGRAM_CONSOLIDATE",
+                subjects=["engram.*.consolidate.v1"],
+                retention=RetentionPolicy.WORK_QUEUE,
+            )
+        )
+        kv = await js.create_key_value(bucket="ENGRAM_CONSOLIDATE")
+        record = events_pb2.ConsolidationRun(
+            run_id="r1",
+            tenant="acme",
+            state=events_pb2.RUN_STATE_SUCCEEDED,
+            trigger="request",
+            started_at=ts_to_proto(NOW),
+            finished_at=ts_to_proto(NOW + timedelta(seconds=90)),
+            phase="scan",
+            done=10,
+            total=10,
+            changes=[events_pb2.ConsolidationChange(kind="relevance", count=7, sample=["m1"])],
+            pending_run_id="r2",
+        )
+        await kv.put("run.acme.decay", record.SerializeToString())
+        control = NatsConsolidation(js, 2.0)
+
+        await control.request("acme", "r2", ["decay", "forget"], True, NOW)
+        await control.request("acme", "r2", ["decay", "forget"], True, NOW)  # a retry
+        statuses = await control.status("acme")
+        info = await js.stream_info("ENGRAM_CONSOLIDATE")
+        raw = await js.get_msg("ENGRAM_CONSOLIDATE", info.state.first_seq)
+    finally:
+        await nc.close()
+
+    assert info.state.messages == 1  # the retry carried the same Nats-Msg-Id (the run id)
+    assert raw.subject == "engram.acme.consolidate.v1"
+    sent = events_pb2.ConsolidateRequested.FromString(raw.data or b"")
+    assert (sent.envelope.event_id, list(sent.passes), sent.dry_run) == (
+        "r2",
+        ["decay", "forget"],
+        True,
+    )
+    decay = statuses[0]
+    assert decay.pending_run_id == "r2"
+    assert decay.last_run == PassRun(
+        "decay",
+        "r1",
+        RunState.SUCCEEDED,
+        trigger="request",
+        started_at=NOW,
+        finished_at=NOW + timedelta(seconds=90),
+        duration_s=90.0,
+        phase="scan",
+        done=10,
+        total=10,
+        changes=(Change("relevance", 7, ("m1",)),),
+    )
+    assert statuses[1].last_run is None
