@@ -1,14 +1,160 @@
 """Settings of the consolidate worker (env prefix ENGRAM_CONSOLIDATE_, nested with ``__``).
 
-E.g. ``ENGRAM_CONSOLIDATE_NATS__URL=nats://10.0.0.5:4222``.
+E.g. ``ENGRAM_CONSOLIDATE_NATS__URL=nats://10.0.0.5:4222``,
+``ENGRAM_CONSOLIDATE_DECAY__RATE=0.02``, ``ENGRAM_CONSOLIDATE_FORGET__ARCHIVE_BELOW=0.1``,
+``ENGRAM_CONSOLIDATE_SCHEDULE__ASSOCIATE_INTERVAL_S=0`` (off).
+
+The constants of the pass rules are the fields of engram_core's settings dataclasses; the
+models below mirror them with the same names, defaults and descriptions, and build the
+dataclass (whose checks then apply) with ``core()``.
 """
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from engram_platform.settings import WorkerSettings
+from engram_core.associations import AssociationSettings
+from engram_core.clusters import ClusterSettings
+from engram_core.forgetting import ForgetSettings
+from engram_core.relevance import DecaySettings, descriptions
+from engram_platform.settings import CacheSettings, WorkerSettings
+
+_D, _DD = DecaySettings(), descriptions(DecaySettings)
+_F, _FD = ForgetSettings(), descriptions(ForgetSettings)
+_A, _AD = AssociationSettings(), descriptions(AssociationSettings)
+_C, _CD = ClusterSettings(), descriptions(ClusterSettings)
+
+
+class _Rules(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def _fields(self) -> dict[str, Any]:
+        return self.model_dump()
+
+    @model_validator(mode="after")
+    def _valid(self) -> _Rules:
+        self.core()  # the dataclass's own checks (ValueError → a settings error)
+        return self
+
+    def core(self) -> Any:
+        raise NotImplementedError
+
+
+class Decay(_Rules):
+    rate: float = Field(_D.rate, description=_DD["rate"])
+    recent_access_days: float = Field(_D.recent_access_days, description=_DD["recent_access_days"])
+    access_rate: float = Field(_D.access_rate, description=_DD["access_rate"])
+    relation_weight: float = Field(_D.relation_weight, description=_DD["relation_weight"])
+    base: float = Field(_D.base, description=_DD["base"])
+    access_weight: float = Field(_D.access_weight, description=_DD["access_weight"])
+    importance_offset: float = Field(_D.importance_offset, description=_DD["importance_offset"])
+    confidence_base: float = Field(_D.confidence_base, description=_DD["confidence_base"])
+    confidence_weight: float = Field(_D.confidence_weight, description=_DD["confidence_weight"])
+    floor_per_importance: float = Field(
+        _D.floor_per_importance, description=_DD["floor_per_importance"]
+    )
+    ceiling: float = Field(_D.ceiling, description=_DD["ceiling"])
+    epsilon: float = Field(_D.epsilon, description=_DD["epsilon"])
+
+    def core(self) -> DecaySettings:
+        return DecaySettings(**self._fields())
+
+
+class Forget(_Rules):
+    archive_below: float | None = Field(_F.archive_below, description=_FD["archive_below"])
+    delete_below: float | None = Field(_F.delete_below, description=_FD["delete_below"])
+    protect_tags: tuple[str, ...] = Field(_F.protect_tags, description=_FD["protect_tags"])
+    protect_metadata_keys: tuple[str, ...] = Field(
+        _F.protect_metadata_keys, description=_FD["protect_metadata_keys"]
+    )
+    protected_types: frozenset[str] = Field(_F.protected_types, description=_FD["protected_types"])
+    protect_importance: float = Field(_F.protect_importance, description=_FD["protect_importance"])
+    protect_younger_than_days: float = Field(
+        _F.protect_younger_than_days, description=_FD["protect_younger_than_days"]
+    )
+    protect_updated_within_days: float = Field(
+        _F.protect_updated_within_days, description=_FD["protect_updated_within_days"]
+    )
+
+    def core(self) -> ForgetSettings:
+        return ForgetSettings(**self._fields())
+
+
+class Associate(_Rules):
+    similar_min_cosine: float = Field(_A.similar_min_cosine, description=_AD["similar_min_cosine"])
+    similar_max_per_memory: int = Field(
+        _A.similar_max_per_memory, description=_AD["similar_max_per_memory"]
+    )
+    sequence_key: str = Field(_A.sequence_key, description=_AD["sequence_key"])
+    preceded_window_hours: float = Field(
+        _A.preceded_window_hours, description=_AD["preceded_window_hours"]
+    )
+    preceded_max: int = Field(_A.preceded_max, description=_AD["preceded_max"])
+    preceded_min_strength: float = Field(
+        _A.preceded_min_strength, description=_AD["preceded_min_strength"]
+    )
+    strength_epsilon: float = Field(_A.strength_epsilon, description=_AD["strength_epsilon"])
+
+    def core(self) -> AssociationSettings:
+        return AssociationSettings(**self._fields())
+
+
+class Cluster(_Rules):
+    min_cosine: float = Field(_C.min_cosine, description=_CD["min_cosine"])
+    min_size: int = Field(_C.min_size, description=_CD["min_size"])
+    max_size: int = Field(_C.max_size, description=_CD["max_size"])
+    split_step: float = Field(_C.split_step, description=_CD["split_step"])
+    min_jaccard: float = Field(_C.min_jaccard, description=_CD["min_jaccard"])
+    summary_keywords: int = Field(_C.summary_keywords, description=_CD["summary_keywords"])
+    summary_sentences: int = Field(_C.summary_sentences, description=_CD["summary_sentences"])
+    summary_max_chars: int = Field(_C.summary_max_chars, description=_CD["summary_max_chars"])
+    tag_min_share: float = Field(_C.tag_min_share, description=_CD["tag_min_share"])
+    neighbours: int = Field(
+        10,
+        ge=0,
+        description="Neighbours asked per memory when looking for clusters (pairs kept: at "
+        "most memories × this, in memory during the pass).",
+    )
+
+    def _fields(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"neighbours"})
+
+    def core(self) -> ClusterSettings:
+        return ClusterSettings(**self._fields())
+
+
+class Schedule(BaseModel):
+    """When passes run by themselves (a request through the gateway runs one at once)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tick_s: float = Field(
+        60.0, gt=0, description="How often tenants are visited for due, requested or orphaned runs."
+    )
+    decay_interval_s: float = Field(
+        86_400.0, ge=0, description="Decay runs this long after its last run ended (0: off)."
+    )
+    associate_interval_s: float = Field(
+        3_600.0, ge=0, description="Associate runs this long after its last run ended (0: off)."
+    )
+    cluster_interval_s: float = Field(
+        604_800.0, ge=0, description="Cluster runs this long after its last run ended (0: off)."
+    )
+    forget_interval_s: float = Field(
+        0.0,
+        ge=0,
+        description="Forget runs this long after its last run ended (0: off; it also needs "
+        "forget.archive_below to change anything).",
+    )
+    failure_retry_s: float = Field(
+        600.0, gt=0, description="A failed run is started afresh this long after it failed."
+    )
+    max_concurrent: int = Field(
+        2, ge=1, description="Most passes one replica runs at once (over all tenants)."
+    )
 
 
 class Settings(WorkerSettings):
@@ -31,8 +177,52 @@ class Settings(WorkerSettings):
         5000, ge=1, description="Events delivered but not yet acked, over all replicas."
     )
     read_chunk: int = Field(
-        100, ge=1, le=1000, description="Ids per vector get when reading current counts."
+        100,
+        ge=1,
+        le=1000,
+        description="Ids per store read, each with its own deadline: vector get (access "
+        "counts, a pass's memories) and graph relations (a pass's edges).",
     )
+
+    # Passes
+    page_size: int = Field(
+        256, ge=1, le=1000, description="Memories per page of a pass (one checkpoint per page)."
+    )
+    page_pause_s: float = Field(
+        0.0, ge=0, description="Pause between two pages of a pass, to spare the stores."
+    )
+    page_retries: int = Field(
+        3,
+        ge=0,
+        description="Times a page that failed on a store or the log is redone from the last "
+        "checkpoint before the run is marked failed.",
+    )
+    page_retry_base_s: float = Field(
+        1.0, gt=0, description="Wait before the first redo of a page; doubles with each."
+    )
+    publish_concurrency: int = Field(
+        64, ge=1, description="Events of one page a pass has in flight to the log at once."
+    )
+    samples: int = Field(
+        10, ge=0, le=1000, description="Ids kept per kind of change for reports (dry runs too)."
+    )
+    lease_ttl_s: float = Field(
+        30.0,
+        gt=0,
+        description="TTL of a pass's lease, renewed every third of it; another replica "
+        "takes over a dead holder's run after it.",
+    )
+    cache: CacheSettings = Field(
+        default_factory=CacheSettings,
+        description="Where leases live: memory (one replica only) or redis (shared).",
+    )
+    schedule: Schedule = Field(default_factory=Schedule, description="When passes run.")
+    decay: Decay = Field(default_factory=Decay, description="The relevance_score formula.")
+    forget: Forget = Field(default_factory=Forget, description="Archive and delete thresholds.")
+    associate: Associate = Field(
+        default_factory=Associate, description="SIMILAR_TO and PRECEDED_BY rules."
+    )
+    cluster: Cluster = Field(default_factory=Cluster, description="MetaPattern clusters.")
 
     @model_validator(mode="after")
     def _ack_wait_covers_a_batch(self) -> Settings:

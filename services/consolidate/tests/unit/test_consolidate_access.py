@@ -20,7 +20,13 @@ A, B, C, GONE = (f"0195a000-0000-7000-8000-00000000000{c}" for c in "abcd")
 
 def tracker(stores: Stores, read_chunk: int = 100) -> AccessTracker:
     settings = Settings(read_chunk=read_chunk)
-    return build(settings, vector=stores.vector, lexical=stores.lexical, graph=stores.graph).tracker
+    return build(
+        settings,
+        vector=stores.vector,
+        lexical=stores.lexical,
+        graph=stores.graph,
+        **stores.plumbing(),
+    ).tracker
 
 
 def mem(id_: str, count: int = 0, last: datetime | None = None, tenant: str = "t1") -> Memory:

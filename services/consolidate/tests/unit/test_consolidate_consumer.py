@@ -51,7 +51,11 @@ def settings_for(server: NatsServer) -> Settings:
 @asynccontextmanager
 async def running(settings: Settings, stores: Stores) -> AsyncIterator[AccessConsumer]:
     tracker = build(
-        settings, vector=stores.vector, lexical=stores.lexical, graph=stores.graph
+        settings,
+        vector=stores.vector,
+        lexical=stores.lexical,
+        graph=stores.graph,
+        **stores.plumbing(),
     ).tracker
 
     def make(nc: Client, js: JetStreamContext) -> AccessConsumer:

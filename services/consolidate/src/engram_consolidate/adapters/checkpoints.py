@@ -1,0 +1,70 @@
+"""Checkpoints in a NATS KV bucket: one key per (tenant, pass, dry run), the value a
+``ConsolidationRun`` proto, every write a compare-and-set on the key's revision."""
+
+from __future__ import annotations
+
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.errors import (
+    BucketNotFoundError,
+    KeyNotFoundError,
+    KeyWrongLastSequenceError,
+    NoKeysError,
+)
+from nats.js.kv import KeyValue
+
+from engram_consolidate.mapping import key_from_name, key_name, record_from_bytes, record_to_bytes
+from engram_consolidate.service import FenceLost, Key, RunRecord
+from engram_core.errors import Unavailable
+
+BUCKET = "ENGRAM_CONSOLIDATE"
+
+
+async def open_bucket(js: JetStreamContext, replicas: int) -> KeyValue:
+    """The bucket, created on first use (history 1: only the latest record counts)."""
+    try:
+        return await js.key_value(BUCKET)
+    except BucketNotFoundError:
+        config = KeyValueConfig(
+            bucket=BUCKET,
+            description="consolidation runs and checkpoints (engram-consolidate)",
+            history=1,
+            replicas=replicas,
+            storage=StorageType.FILE,
+        )
+        return await js.create_key_value(config)
+
+
+class KvCheckpoints:
+    def __init__(self, kv: KeyValue) -> None:
+        self._kv = kv
+
+    async def get(self, key: Key) -> tuple[RunRecord, int] | None:
+        try:
+            entry = await self._kv.get(key_name(key))
+        except KeyNotFoundError:
+            return None
+        except Exception as exc:
+            raise Unavailable(f"checkpoint read of {key} failed: {exc}") from exc
+        return record_from_bytes(key, entry.value or b""), int(entry.revision or 0)
+
+    async def put(self, record: RunRecord, revision: int | None) -> int:
+        name = key_name(record.key)
+        data = record_to_bytes(record)
+        try:
+            if revision is None:
+                return int(await self._kv.create(name, data))
+            return int(await self._kv.update(name, data, last=revision))
+        except KeyWrongLastSequenceError as exc:
+            raise FenceLost(f"{record.key}: revision moved past {revision}") from exc
+        except Exception as exc:
+            raise Unavailable(f"checkpoint write of {record.key} failed: {exc}") from exc
+
+    async def keys(self) -> set[Key]:
+        try:
+            names = await self._kv.keys()
+        except NoKeysError:
+            return set()
+        except Exception as exc:
+            raise Unavailable(f"cannot list checkpoints: {exc}") from exc
+        return {k for n in names if (k := key_from_name(n)) is not None}

@@ -1,0 +1,55 @@
+"""The four passes, and the factory that builds the one a key names."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from engram_consolidate.service.passes.associate import AssociatePass
+from engram_consolidate.service.passes.base import Pass, Run, Step, Stores
+from engram_consolidate.service.passes.cluster import ClusterPass
+from engram_consolidate.service.passes.decay import DecayPass
+from engram_consolidate.service.passes.forget import ForgetPass
+from engram_consolidate.service.records import Key, PassName
+from engram_core.associations import AssociationSettings
+from engram_core.clusters import ClusterSettings
+from engram_core.forgetting import ForgetSettings
+from engram_core.relevance import DecaySettings
+
+
+@dataclass(frozen=True, slots=True)
+class PassSettings:
+    decay: DecaySettings = field(default_factory=DecaySettings)
+    forget: ForgetSettings = field(default_factory=ForgetSettings)
+    associate: AssociationSettings = field(default_factory=AssociationSettings)
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    cluster_neighbours: int = 10  # neighbours asked per memory when looking for clusters
+
+
+def pass_factory(stores: Stores, settings: PassSettings) -> Callable[[Key], Pass]:
+    """A new pass object per run (phases keep their state in it)."""
+
+    def make(key: Key) -> Pass:
+        if key.pass_name is PassName.DECAY:
+            return DecayPass(stores, settings.decay)
+        if key.pass_name is PassName.FORGET:
+            return ForgetPass(stores, settings.decay, settings.forget)
+        if key.pass_name is PassName.ASSOCIATE:
+            return AssociatePass(stores, settings.associate)
+        return ClusterPass(stores, settings.cluster, settings.cluster_neighbours)
+
+    return make
+
+
+__all__ = [
+    "AssociatePass",
+    "ClusterPass",
+    "DecayPass",
+    "ForgetPass",
+    "Pass",
+    "PassSettings",
+    "Run",
+    "Step",
+    "Stores",
+    "pass_factory",
+]

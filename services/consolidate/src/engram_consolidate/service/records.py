@@ -1,0 +1,128 @@
+"""What the worker keeps about each pass of each tenant: the latest run, its checkpoint, and
+a request waiting to start. One record per (tenant, pass, dry), stored by a `Checkpoints`
+port with compare-and-set on its revision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from enum import StrEnum
+
+
+class PassName(StrEnum):
+    DECAY = "decay"
+    ASSOCIATE = "associate"
+    CLUSTER = "cluster"
+    FORGET = "forget"
+
+
+PASS_ORDER: tuple[PassName, ...] = (
+    PassName.DECAY,
+    PassName.ASSOCIATE,
+    PassName.CLUSTER,
+    PassName.FORGET,
+)
+
+
+class RunState(StrEnum):
+    NEVER = "never"  # no run yet (a request may be pending)
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class Trigger(StrEnum):
+    SCHEDULE = "schedule"
+    REQUEST = "request"
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    tenant: str
+    pass_name: PassName
+    dry_run: bool = False
+
+    @property
+    def lease(self) -> str:
+        """The lease that elects one runner of this key among the replicas."""
+        dry = ":dry" if self.dry_run else ""
+        return f"consolidate:{self.tenant}:{self.pass_name.value}{dry}"
+
+    def __str__(self) -> str:
+        return f"{self.tenant}/{self.pass_name.value}{' (dry run)' if self.dry_run else ''}"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """How many changes of one kind, and the first few ids."""
+
+    kind: str
+    count: int
+    sample: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    key: Key
+    run_id: str = ""
+    state: RunState = RunState.NEVER
+    trigger: Trigger = Trigger.SCHEDULE
+    now: datetime | None = None  # the run's clock; a resumed run keeps it
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    phase: str = ""
+    cursor: str = ""  # where the phase resumes; "" = at its start
+    done: int = 0  # items of the phase finished
+    total: int = 0  # items of the phase (0: not known)
+    changes: tuple[Change, ...] = ()
+    error: str = ""
+    holder: str = ""
+    heartbeat_at: datetime | None = None
+    resumes: int = 0
+    pending_run_id: str = ""
+    requested_at: datetime | None = None
+
+    def with_pending(self, run_id: str, at: datetime) -> RunRecord:
+        return replace(self, pending_run_id=run_id, requested_at=at)
+
+
+class Tally:
+    """Counts of changes by kind with the first ``samples`` ids of each, across the pages
+    of a run (a resumed run starts from its checkpoint's)."""
+
+    def __init__(self, samples: int, start: Sequence[Change] = ()) -> None:
+        self._samples = samples
+        self._counts: dict[str, int] = {c.kind: c.count for c in start}
+        self._ids: dict[str, list[str]] = {c.kind: list(c.sample) for c in start}
+
+    def add(self, kind: str, ids: Sequence[str] = (), count: int | None = None) -> None:
+        """Count ``count`` (default: len(ids)) changes of ``kind``; ids feed the sample."""
+        n = len(ids) if count is None else count
+        if n <= 0 and (count is None or kind in self._counts):
+            return  # only an explicit count=0 names a kind with nothing in it
+        self._counts[kind] = self._counts.get(kind, 0) + max(n, 0)
+        held = self._ids.setdefault(kind, [])
+        for id_ in ids:
+            if len(held) >= self._samples:
+                break
+            if id_ not in held:
+                held.append(id_)
+
+    def count(self, kind: str) -> int:
+        return self._counts.get(kind, 0)
+
+    def snapshot(self) -> tuple[Change, ...]:
+        return tuple(
+            Change(kind, self._counts[kind], tuple(self._ids.get(kind, ())))
+            for kind in sorted(self._counts)
+        )
+
+    def as_dict(self) -> Mapping[str, int]:
+        return dict(self._counts)
+
+
+def edge_label(source: str, target: str) -> str:
+    """How an edge appears in a sample: ``<source>><target>``."""
+    return f"{source}>{target}"

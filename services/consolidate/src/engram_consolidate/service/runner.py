@@ -1,0 +1,299 @@
+"""Runs one pass of one tenant under its lease, checkpointing after every step.
+
+- **Lease** (``Key.lease``): taken before anything is read, renewed every ``ttl/3`` by a
+  task beside the pass. A failed renew stops the pass before its next step (its next
+  writes); a replica that dies stops renewing, and another takes the lease once the TTL
+  has passed.
+- **Checkpoint**: after each step the record (phase, cursor, progress, changes) is written
+  with compare-and-set on its revision. That is the fence the lease lacks: a holder that
+  lost the lease while paused finds another revision, stops, and the two overlapped by at
+  most one step — of the same writes, as both use the run's ``now``.
+- **Resume**: a record left RUNNING (its holder died or stopped) is continued by whoever
+  takes the lease next: same run id, same ``now``, from the checkpointed cursor.
+- **Failures**: a retriable error (a store or the log down) redoes the step from the last
+  checkpoint after a backoff, ``step_retries`` times; then the run is FAILED, and the
+  scheduler starts a new one later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from engram_consolidate.service.passes.base import Pass, Run
+from engram_consolidate.service.ports import Checkpoints, FenceLost
+from engram_consolidate.service.records import Key, RunRecord, RunState, Tally, Trigger
+from engram_core.errors import RETRIABLE
+from engram_core.ports import Lease
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerConfig:
+    lease_ttl_s: float = 30.0
+    step_pause_s: float = 0.0  # between steps, to spare the stores
+    step_retries: int = 3
+    retry_base_s: float = 1.0
+    samples: int = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Start a new run (unless the fresh record under the lease says otherwise)."""
+
+    run_id: str
+    trigger: Trigger
+
+
+Decide = Callable[[RunRecord | None], Start | None]
+"""Given the record read under the lease: the run to start, or None. A RUNNING record is
+always resumed and never reaches it."""
+
+
+class Stopped(Exception):
+    """The worker is stopping, or the lease was lost: leave the run for another holder."""
+
+
+class PassRunner:
+    def __init__(
+        self,
+        checkpoints: Checkpoints,
+        lease: Lease,
+        holder: str,
+        config: RunnerConfig,
+        clock: Callable[[], datetime],
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._checkpoints = checkpoints
+        self._lease = lease
+        self._holder = holder
+        self._config = config
+        self._clock = clock
+        self._sleep = sleep
+
+    @property
+    def holder(self) -> str:
+        return self._holder
+
+    async def run(
+        self, key: Key, make: Callable[[], Pass], decide: Decide, stop: asyncio.Event
+    ) -> RunRecord | None:
+        """Run (or resume) the pass of ``key`` if its lease is free; the final record, or
+        None when nothing ran here (lease held elsewhere, nothing to do, fence lost, or
+        stopped midway)."""
+        ttl = self._config.lease_ttl_s
+        if not await self._lease.try_acquire(key.lease, self._holder, ttl):
+            return None
+        lost = asyncio.Event()
+        renewer = asyncio.create_task(self._renew(key, lost))
+        try:
+            return await self._run(key, make, decide, stop, lost)
+        except FenceLost:
+            log.warning("%s: another runner wrote its checkpoint; leaving it the run", key)
+            return None
+        except Stopped as why:
+            log.info("%s: stopped (%s); the run resumes from its checkpoint", key, why)
+            return None
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+            try:
+                await self._lease.release(key.lease, self._holder)
+            except Exception as exc:  # it expires by itself
+                log.warning("%s: lease release failed: %s", key, exc)
+
+    async def _renew(self, key: Key, lost: asyncio.Event) -> None:
+        ttl = self._config.lease_ttl_s
+        while True:
+            await asyncio.sleep(ttl / 3)
+            try:
+                held = await self._lease.renew(key.lease, self._holder, ttl)
+            except Exception as exc:
+                log.warning("%s: lease renew failed: %s", key, exc)
+                held = False
+            if not held:
+                lost.set()
+                return
+
+    async def _run(
+        self,
+        key: Key,
+        make: Callable[[], Pass],
+        decide: Decide,
+        stop: asyncio.Event,
+        lost: asyncio.Event,
+    ) -> RunRecord | None:
+        got = await self._checkpoints.get(key)
+        record, revision = got if got is not None else (None, None)
+        now = self._clock()
+        if record is not None and record.state is RunState.RUNNING:
+            record = replace(
+                record, holder=self._holder, heartbeat_at=now, resumes=record.resumes + 1
+            )
+            log.info(
+                "%s: resuming run %s at %s %r", key, record.run_id, record.phase, record.cursor
+            )
+        else:
+            start = decide(record)
+            if start is None:
+                return None
+            base = record or RunRecord(key)
+            pending = "" if base.pending_run_id == start.run_id else base.pending_run_id
+            record = replace(
+                base,
+                run_id=start.run_id,
+                state=RunState.RUNNING,
+                trigger=start.trigger,
+                now=now,
+                started_at=now,
+                finished_at=None,
+                phase="",
+                cursor="",
+                done=0,
+                total=0,
+                changes=(),
+                error="",
+                holder=self._holder,
+                heartbeat_at=now,
+                resumes=0,
+                pending_run_id=pending,
+                requested_at=base.requested_at if pending else None,
+            )
+            log.info("%s: run %s starts (%s)", key, start.run_id, start.trigger.value)
+        revision = await self._checkpoints.put(record, revision)
+        job = _Job(self, key, make(), record, revision, stop, lost)
+        return await job.run()
+
+
+class _Job:
+    """One run in progress: its record, revision and tally."""
+
+    def __init__(
+        self,
+        runner: PassRunner,
+        key: Key,
+        pass_: Pass,
+        record: RunRecord,
+        revision: int,
+        stop: asyncio.Event,
+        lost: asyncio.Event,
+    ) -> None:
+        self.checkpoints = runner._checkpoints
+        self.config = runner._config
+        self.clock = runner._clock
+        self.sleep = runner._sleep
+        self.key = key
+        self.pass_ = pass_
+        self.record = record
+        self.revision = revision
+        self.stop = stop
+        self.lost = lost
+        assert record.now is not None
+        self.run_state = Run(key, record.run_id, record.now, Tally(self.config.samples))
+        self.started = time.monotonic()
+
+    async def save(self, **changes: Any) -> None:
+        self.record = replace(self.record, heartbeat_at=self.clock(), **changes)
+        self.revision = await self.checkpoints.put(self.record, self.revision)
+
+    def guard(self) -> None:
+        if self.stop.is_set():
+            raise Stopped("worker stopping")
+        if self.lost.is_set():
+            raise Stopped("lease lost")
+
+    async def run(self) -> RunRecord | None:
+        phases = self.pass_.phases
+        first = phases.index(self.record.phase) if self.record.phase in phases else 0
+        try:
+            for phase in phases[first:]:
+                await self._phase(phase)
+        except (Stopped, FenceLost):
+            raise
+        except Exception as exc:
+            log.exception("%s: run %s failed", self.key, self.record.run_id)
+            await self._finish(RunState.FAILED, f"{type(exc).__name__}: {exc}")
+            return self.record
+        await self._finish(RunState.SUCCEEDED, "")
+        return self.record
+
+    async def _phase(self, phase: str) -> None:
+        fields: dict[str, Any] = {}
+        if phase != self.record.phase:
+            fields = {"phase": phase, "cursor": "", "done": 0, "total": 0}
+        elif not self.pass_.resumable(phase):
+            fields = {"cursor": "", "done": 0}
+        if not fields.get("total", self.record.total):
+            total = await self.pass_.total(self.run_state, phase)
+            if total:
+                fields["total"] = total
+        if fields:
+            await self.save(**fields)
+        attempts = 0
+        while True:
+            # The tally restarts from the checkpoint: a step redone counts its changes once.
+            self.run_state.tally = Tally(self.config.samples, self.record.changes)
+            try:
+                await self._steps(phase)
+                return
+            except Exception as exc:
+                if not isinstance(exc, RETRIABLE) or attempts >= self.config.step_retries:
+                    raise
+                attempts += 1
+                delay = self.config.retry_base_s * 2 ** (attempts - 1)
+                log.warning(
+                    "%s: %s step failed (%s); retry %d in %.1fs from the checkpoint",
+                    self.key,
+                    phase,
+                    exc,
+                    attempts,
+                    delay,
+                )
+                await self.sleep(delay)
+                self.guard()
+
+    async def _steps(self, phase: str) -> None:
+        self.guard()
+        steps = self.pass_.steps(self.run_state, phase, self.record.cursor)
+        try:
+            async for step in steps:
+                await self.save(
+                    cursor="" if step.cursor is None else step.cursor,
+                    done=self.record.done + step.items,
+                    total=self.record.total if step.total is None else step.total,
+                    changes=self.run_state.tally.snapshot(),
+                )
+                self.guard()
+                if step.cursor is None:
+                    break
+                if self.config.step_pause_s > 0 and step.items:
+                    await self.sleep(self.config.step_pause_s)
+        finally:
+            if isinstance(steps, AsyncGenerator):  # stopped early: run its cleanup now
+                await steps.aclose()
+
+    async def _finish(self, state: RunState, error: str) -> None:
+        took = time.monotonic() - self.started
+        await self.save(
+            state=state,
+            finished_at=self.clock(),
+            error=error,
+            changes=self.run_state.tally.snapshot(),
+        )
+        counts = ", ".join(f"{c.kind}={c.count}" for c in self.record.changes) or "no changes"
+        log.info(
+            "%s: run %s %s in %.1fs: %s",
+            self.key,
+            self.record.run_id,
+            state.value,
+            took,
+            counts,
+        )

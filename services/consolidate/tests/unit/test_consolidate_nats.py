@@ -1,0 +1,164 @@
+"""The worker's NATS adapters against a real nats-server: checkpoints in KV with
+compare-and-set, the tenants of the log, the events it publishes, and a request that
+travels from the log to a finished run."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import pytest
+from nats.js import JetStreamContext
+
+from engram.events.v1 import events_pb2
+from engram_consolidate.adapters.checkpoints import KvCheckpoints, open_bucket
+from engram_consolidate.adapters.log import (
+    STREAM_CONSOLIDATE,
+    LogEvents,
+    LogTenants,
+    ensure_request_stream,
+)
+from engram_consolidate.bootstrap import build
+from engram_consolidate.config import Settings
+from engram_consolidate.consumer import REASON_HEADER, RequestConsumer
+from engram_consolidate.mapping import CONSOLIDATE_EVENT
+from engram_consolidate.service import FenceLost, Key, PassName, RunRecord, RunState
+from engram_core.model import Memory, Relation
+from engram_platform import jetstream as jsm
+from engram_platform.convert import ts_to_proto
+from engram_platform.nats_server import NatsServer
+from engram_platform.settings import NatsSettings
+from engram_testing.processes import log_connection, running_worker, worker_settings
+from engram_testing.waiting import until
+
+if TYPE_CHECKING:
+    from conftest import World
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+async def js(nats_server: NatsServer) -> AsyncIterator[JetStreamContext]:
+    async with log_connection(nats_server) as js:
+        await ensure_request_stream(js, NatsSettings(url=nats_server.url))
+        yield js
+
+
+async def test_checkpoints_compare_and_set(js: JetStreamContext) -> None:
+    checkpoints = KvCheckpoints(await open_bucket(js, 1))
+    key = Key("acme", PassName.DECAY)
+    assert await checkpoints.get(key) is None
+    assert await checkpoints.keys() == set()
+
+    record = RunRecord(key, "r1", RunState.RUNNING, now=NOW, started_at=NOW, cursor="c")
+    first = await checkpoints.put(record, None)
+    with pytest.raises(FenceLost):
+        await checkpoints.put(record, None)  # created by someone else meanwhile
+    second = await checkpoints.put(record, first)
+    with pytest.raises(FenceLost):
+        await checkpoints.put(record, first)  # a stale holder
+
+    got = await checkpoints.get(key)
+    assert got == (record, second)
+    dry = Key("acme", PassName.CLUSTER, dry_run=True)
+    await checkpoints.put(RunRecord(dry), None)
+    assert await checkpoints.keys() == {key, dry}
+    # The bucket is opened, not created, the second time.
+    assert await KvCheckpoints(await open_bucket(js, 1)).get(key) == (record, second)
+
+
+async def test_tenants_come_from_the_memory_stream(js: JetStreamContext) -> None:
+    for n, tenant in enumerate(["acme", "globex", "acme"]):
+        await jsm.publish(js, jsm.subject(tenant, jsm.MEMORY_STORED), b"", msg_id=f"m{n}")
+    await jsm.publish(js, jsm.subject("initech", jsm.MEMORY_DELETED), b"", msg_id="d")
+    assert await LogTenants(js).tenants() == {"acme", "globex"}
+
+
+async def test_events_are_the_gateways_and_a_repeated_id_is_dropped(js: JetStreamContext) -> None:
+    events = LogEvents(js, 5.0)
+    edge = Relation("a", "b", "SIMILAR_TO", 0.9, origin="system", created_at=NOW)
+    assert await events.relation_added("acme", edge, "11111111-1111-5111-8111-111111111111")
+    assert not await events.relation_added("acme", edge, "11111111-1111-5111-8111-111111111111")
+    memory = Memory(id="m", tenant="acme", content="x", archived=True)
+    assert await events.updated("acme", memory, ["archived"], "22222222-2222-5222-8222-2222")
+    info = await js.stream_info(jsm.STREAM_MEMORY)
+    assert info.state.messages == 2
+    raw = await js.get_msg(jsm.STREAM_MEMORY, info.state.first_seq)
+    added = events_pb2.RelationAdded.FromString(raw.data or b"")
+    assert raw.subject == "engram.acme.relation_added.v1"
+    assert (added.envelope.event_id, added.relation.origin) == (
+        "11111111-1111-5111-8111-111111111111",
+        "system",
+    )
+
+
+def request(tenant: str, run_id: str, passes: list[str], dry_run: bool = False) -> bytes:
+    return events_pb2.ConsolidateRequested(
+        envelope=events_pb2.Envelope(event_id=run_id, tenant=tenant, occurred_at=ts_to_proto(NOW)),
+        passes=passes,
+        dry_run=dry_run,
+    ).SerializeToString()
+
+
+async def test_a_request_on_the_log_becomes_a_finished_run(
+    nats_server: NatsServer, js: JetStreamContext, world: World
+) -> None:
+    for n in range(5):
+        await world.put(
+            Memory(
+                id=f"00000000-0000-7000-8000-{n:012d}",
+                tenant=world.tenant,
+                content=f"m{n}",
+                timestamp=NOW - timedelta(days=30 * n),
+            )
+        )
+    settings = worker_settings(Settings, nats_server, page_size=2)
+    settings = settings.model_copy(
+        update={"schedule": settings.schedule.model_copy(update={"decay_interval_s": 0.0})}
+    )
+    kv = KvCheckpoints(await open_bucket(js, 1))
+    consolidate = build(
+        settings,
+        vector=world.vector,
+        lexical=world.lexical,
+        graph=world.graph,
+        events=LogEvents(js, 5.0),
+        checkpoints=kv,
+        tenants=LogTenants(js),
+    )
+    subject = jsm.subject(world.tenant, CONSOLIDATE_EVENT)
+    await jsm.publish(js, subject, request(world.tenant, "run-7", ["decay"]), msg_id="run-7")
+    await jsm.publish(js, subject, b"\xff", msg_id="junk")
+    stop = asyncio.Event()
+    scheduler = asyncio.create_task(consolidate.scheduler.run(stop))
+    try:
+
+        def make(nc: object, js_: JetStreamContext) -> RequestConsumer:
+            return RequestConsumer(nc, js_, consolidate.scheduler, settings)  # type: ignore[arg-type]
+
+        async with running_worker(settings.nats, make, "consolidate-requests-test"):
+
+            async def finished() -> bool:
+                got = await kv.get(Key(world.tenant, PassName.DECAY))
+                return got is not None and got[0].state is RunState.SUCCEEDED
+
+            await until(finished)
+    finally:
+        stop.set()
+        await asyncio.wait_for(scheduler, 10)
+        await consolidate.close()
+
+    got = await kv.get(Key(world.tenant, PassName.DECAY))
+    assert got is not None
+    record = got[0]
+    assert (record.run_id, record.done, record.total) == ("run-7", 5, 5)
+    assert {c.kind: c.count for c in record.changes} == {"relevance": 5}
+    assert len(world.vector.written) == 5
+    # The request is consumed (a work queue); the junk went to the dead letters.
+    info = await js.stream_info(STREAM_CONSOLIDATE)
+    assert info.state.messages == 0
+    dead = await js.get_msg(jsm.STREAM_DEADLETTER, 1)
+    assert dead.headers is not None
+    assert "undecodable" in dead.headers[REASON_HEADER]

@@ -1,0 +1,234 @@
+"""The scheduler: due passes on their intervals, requests, dry runs, orphaned runs."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import pytest
+
+from engram_consolidate.service import (
+    Key,
+    PassName,
+    PassRunner,
+    PassSettings,
+    Request,
+    RunnerConfig,
+    RunRecord,
+    RunState,
+    Schedule,
+    Scheduler,
+    Stores,
+    Trigger,
+    pass_factory,
+    pass_names,
+)
+from engram_consolidate.service.scheduler import due
+from engram_core.model import Memory
+from engram_platform.coordination import MemoryLease
+
+if TYPE_CHECKING:
+    from conftest import World
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+DECAY_ONLY = {
+    PassName.DECAY: 86_400.0,
+    PassName.ASSOCIATE: 0.0,
+    PassName.CLUSTER: 0.0,
+    PassName.FORGET: 0.0,
+}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+class Tenants:
+    def __init__(self, *names: str) -> None:
+        self.names = set(names)
+
+    async def tenants(self) -> set[str]:
+        return set(self.names)
+
+
+def scheduler(
+    world: World, clock: Clock, *, max_concurrent: int = 4, lease: MemoryLease | None = None
+) -> Scheduler:
+    stores = Stores(world.vector, world.lexical, world.graph, world.log, 5.0, 2)
+    runner = PassRunner(
+        world.checkpoints,
+        lease or MemoryLease(),
+        "h1",
+        RunnerConfig(retry_base_s=0.001),
+        clock,
+    )
+    ids = (f"sched-{n}" for n in itertools.count(1))
+    return Scheduler(
+        runner,
+        pass_factory(stores, PassSettings()),
+        world.checkpoints,
+        Tenants(world.tenant),
+        Schedule(tick_s=60, intervals=DECAY_ONLY, max_concurrent=max_concurrent),
+        clock,
+        lambda: next(ids),
+    )
+
+
+async def tick(s: Scheduler) -> None:
+    await s.tick(asyncio.Event())
+    await s.drain()
+
+
+async def stocked(world: World) -> None:
+    for n in range(3):
+        await world.put(
+            Memory(
+                id=f"00000000-0000-7000-8000-{n:012d}",
+                tenant=world.tenant,
+                content=f"m{n}",
+                timestamp=NOW - timedelta(days=10 * n),
+            )
+        )
+
+
+def test_due() -> None:
+    key = Key("t", PassName.DECAY)
+    done = RunRecord(key, "r", RunState.SUCCEEDED, finished_at=NOW)
+    failed = replace(done, state=RunState.FAILED)
+    assert due(None, 3600, 600, NOW)
+    assert not due(None, 0, 600, NOW)  # off
+    assert not due(done, 3600, 600, NOW + timedelta(seconds=3599))
+    assert due(done, 3600, 600, NOW + timedelta(seconds=3600))
+    assert due(failed, 3600, 600, NOW + timedelta(seconds=600))
+
+
+async def test_a_tick_runs_due_passes_once_per_interval(world: World) -> None:
+    await stocked(world)
+    clock = Clock()
+    s = scheduler(world, clock)
+
+    await tick(s)
+    key = Key(world.tenant, PassName.DECAY)
+    first = world.checkpoints.record(key)
+    assert (first.state, first.trigger, first.run_id) == (
+        RunState.SUCCEEDED,
+        Trigger.SCHEDULE,
+        "sched-1",
+    )
+    assert {k.pass_name for k in world.checkpoints.records} == {PassName.DECAY}  # others off
+
+    clock.now = NOW + timedelta(hours=23)
+    await tick(s)
+    assert world.checkpoints.record(key).run_id == "sched-1"  # not due yet
+
+    clock.now = NOW + timedelta(days=1, minutes=1)
+    await tick(s)
+    assert world.checkpoints.record(key).run_id != "sched-1"
+
+
+async def test_a_request_runs_its_passes_with_its_run_id_once(world: World) -> None:
+    await stocked(world)
+    s = scheduler(world, Clock())
+    request = Request(world.tenant, "req-1", (PassName.ASSOCIATE, PassName.FORGET), False, NOW)
+
+    await s.request(request)
+    pending = world.checkpoints.record(Key(world.tenant, PassName.ASSOCIATE))
+    assert pending.pending_run_id == "req-1"
+    assert pending.state is RunState.NEVER
+
+    await tick(s)
+    for name in (PassName.ASSOCIATE, PassName.FORGET):
+        done = world.checkpoints.record(Key(world.tenant, name))
+        assert (done.run_id, done.state, done.trigger, done.pending_run_id) == (
+            "req-1",
+            RunState.SUCCEEDED,
+            Trigger.REQUEST,
+            "",
+        )
+    # The log redelivers the request: it is recognised and nothing runs again.
+    await s.request(request)
+    assert not world.checkpoints.record(Key(world.tenant, PassName.ASSOCIATE)).pending_run_id
+
+
+async def test_a_dry_run_request_leaves_the_real_records_alone(world: World) -> None:
+    await stocked(world)
+    s = scheduler(world, Clock())
+
+    await s.request(Request(world.tenant, "dry-1", (PassName.DECAY,), True, NOW))
+    await tick(s)
+
+    dry = world.checkpoints.record(Key(world.tenant, PassName.DECAY, dry_run=True))
+    assert (dry.run_id, dry.state) == ("dry-1", RunState.SUCCEEDED)
+    assert {c.kind: c.count for c in dry.changes} == {"relevance": 3}
+    real = world.checkpoints.record(Key(world.tenant, PassName.DECAY))
+    assert real.run_id == "sched-1"  # decay's own schedule, not the dry run
+
+
+async def test_a_request_during_a_run_waits_for_it(world: World) -> None:
+    await stocked(world)
+    key = Key(world.tenant, PassName.DECAY)
+    lease = MemoryLease()
+    await lease.try_acquire(key.lease, "another-replica", 30)
+    running = RunRecord(key, "theirs", RunState.RUNNING, now=NOW, started_at=NOW, holder="x")
+    await world.checkpoints.put(running, None)
+    s = scheduler(world, Clock(), lease=lease)
+
+    await s.request(Request(world.tenant, "mine", (PassName.DECAY,), False, NOW))
+    await tick(s)  # the lease is held elsewhere: nothing runs here
+    record = world.checkpoints.record(key)
+    assert (record.run_id, record.state, record.pending_run_id) == (
+        "theirs",
+        RunState.RUNNING,
+        "mine",
+    )
+
+    await lease.release(key.lease, "another-replica")  # its holder died
+    await tick(s)  # first the orphaned run is resumed and finished ...
+    record = world.checkpoints.record(key)
+    assert (record.run_id, record.state, record.resumes) == ("theirs", RunState.SUCCEEDED, 1)
+    assert record.pending_run_id == "mine"
+    await tick(s)  # ... then the request runs
+    assert world.checkpoints.record(key).run_id == "mine"
+
+
+async def test_at_most_max_concurrent_runs_start_per_replica(world: World) -> None:
+    await stocked(world)
+    s = scheduler(world, Clock(), max_concurrent=1)
+    await s.request(Request(world.tenant, "r", tuple(PassName), False, NOW))
+    stop = asyncio.Event()
+    await s.tick(stop)
+    assert len(s.running) == 1
+    await s.drain()
+
+
+async def test_the_run_loop_wakes_up_for_a_request(world: World) -> None:
+    await stocked(world)
+    s = scheduler(world, Clock())
+    stop = asyncio.Event()
+    loop = asyncio.create_task(s.run(stop))
+    try:
+        await asyncio.sleep(0.05)
+        await s.request(Request(world.tenant, "now", (PassName.CLUSTER,), False, NOW))
+        for _ in range(100):
+            got = await world.checkpoints.get(Key(world.tenant, PassName.CLUSTER))
+            if got and got[0].state is RunState.SUCCEEDED:
+                break
+            await asyncio.sleep(0.02)
+        assert got is not None
+        assert got[0].run_id == "now"
+    finally:
+        stop.set()
+        await asyncio.wait_for(loop, 5)
+
+
+def test_pass_names_keep_run_order_and_refuse_unknown_ones() -> None:
+    assert pass_names(["forget", "decay", "decay"]) == (PassName.DECAY, PassName.FORGET)
+    with pytest.raises(ValueError, match="sleep"):
+        pass_names(["sleep"])
