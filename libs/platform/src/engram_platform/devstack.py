@@ -54,6 +54,8 @@ class DevStack:
         log_dir = self.home / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"{name}.log"
+        # The log is appended across restarts: only what this process writes counts.
+        offset = log_path.stat().st_size if log_path.exists() else 0
         with log_path.open("ab") as log:
             popen = subprocess.Popen(
                 [sys.executable, "-m", f"engram_{name}"],
@@ -66,7 +68,7 @@ class DevStack:
         if name in GRPC_SERVICES:
             _wait_serving(proc, timeout_s)
         else:
-            _wait_log_mark(proc, timeout_s)
+            _wait_log_mark(proc, timeout_s, offset)
 
     def stop_service(self, name: str, timeout_s: float = 15.0) -> None:
         proc = self.processes.pop(name, None)
@@ -108,14 +110,16 @@ def _wait_serving(proc: Process, timeout_s: float) -> None:
     raise _fail(proc, f"not SERVING within {timeout_s:.0f}s")
 
 
-def _wait_log_mark(proc: Process, timeout_s: float) -> None:
+def _wait_log_mark(proc: Process, timeout_s: float, offset: int = 0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.popen.poll() is not None:
             raise _fail(proc, f"exited with code {proc.popen.returncode}")
         mark = f"engram-{proc.name} {READY_MARK}"
-        if mark in proc.log_path.read_text(errors="replace"):
-            return
+        with proc.log_path.open("rb") as log:
+            log.seek(offset)
+            if mark.encode() in log.read():
+                return
         time.sleep(0.1)
     raise _fail(proc, f"did not log 'engram-{proc.name} {READY_MARK}' in {timeout_s:.0f}s")
 
