@@ -311,6 +311,8 @@ def service_env() -> dict[str, str]:
         "ENGRAM_GATEWAY_CACHE__REDIS__URL": s["redis"].url,
         "ENGRAM_VECTOR_CACHE__BACKEND": "redis",
         "ENGRAM_VECTOR_CACHE__REDIS__URL": s["redis"].url,
+        "ENGRAM_CONSOLIDATE_CACHE__BACKEND": "redis",  # the pass leases, shared by replicas
+        "ENGRAM_CONSOLIDATE_CACHE__REDIS__URL": s["redis"].url,
         "ENGRAM_GATEWAY_NATS__URL": nats,
         "ENGRAM_INGEST_NATS__URL": nats,
         "ENGRAM_CONSOLIDATE_NATS__URL": nats,
