@@ -20,6 +20,11 @@ log = logging.getLogger(__name__)
 STREAM_MEMORY = "ENGRAM_MEMORY"
 STREAM_ACCESS = "ENGRAM_ACCESS"
 STREAM_DEADLETTER = "ENGRAM_DEADLETTER"
+# Consolidation requests (work queue, engram.<tenant>.consolidate.v1) and the KV bucket of
+# pass status and checkpoints: written by the consolidate worker, read by the gateway.
+STREAM_CONSOLIDATE = "ENGRAM_CONSOLIDATE"
+CONSOLIDATE_EVENT = "consolidate"
+CONSOLIDATE_BUCKET = "ENGRAM_CONSOLIDATE"
 
 MEMORY_STORED = "memory_stored"
 MEMORY_UPDATED = "memory_updated"

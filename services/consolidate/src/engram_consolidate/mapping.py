@@ -24,7 +24,7 @@ from engram_consolidate.service import (
 from engram_platform import jetstream as jsm
 from engram_platform.convert import ts_from_proto, ts_to_proto
 
-CONSOLIDATE_EVENT = "consolidate"  # engram.<tenant>.consolidate.v1
+CONSOLIDATE_EVENT = jsm.CONSOLIDATE_EVENT  # engram.<tenant>.consolidate.v1
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,8 +16,9 @@ from nats.js.kv import KeyValue
 from engram_consolidate.mapping import key_from_name, key_name, record_from_bytes, record_to_bytes
 from engram_consolidate.service import FenceLost, Key, RunRecord
 from engram_core.errors import Unavailable
+from engram_platform.jetstream import CONSOLIDATE_BUCKET
 
-BUCKET = "ENGRAM_CONSOLIDATE"
+BUCKET = CONSOLIDATE_BUCKET  # shared with the gateway, which reads the status
 
 
 async def open_bucket(js: JetStreamContext, replicas: int) -> KeyValue:

@@ -29,7 +29,7 @@ from engram_platform.telemetry import inject_context
 
 log = logging.getLogger(__name__)
 
-STREAM_CONSOLIDATE = "ENGRAM_CONSOLIDATE"
+STREAM_CONSOLIDATE = jsm.STREAM_CONSOLIDATE
 DURABLE_REQUESTS = "consolidate-requests"
 
 

@@ -22,10 +22,6 @@ from engram_platform import jetstream
 from engram_platform.convert import ts_from_proto, ts_to_proto
 from engram_platform.telemetry import inject_context
 
-# Shared with engram_consolidate (adapters/log.py, adapters/checkpoints.py).
-CONSOLIDATE_EVENT = "consolidate"
-BUCKET = "ENGRAM_CONSOLIDATE"
-
 _STATES = {
     events_pb2.RUN_STATE_RUNNING: RunState.RUNNING,
     events_pb2.RUN_STATE_SUCCEEDED: RunState.SUCCEEDED,
@@ -75,8 +71,9 @@ class NatsConsolidation:
             passes=list(passes),
             dry_run=dry_run,
         )
-        subject = jetstream.subject(tenant, CONSOLIDATE_EVENT)
-        headers = {"Nats-Msg-Id": run_id, jetstream.EVENT_HEADER: CONSOLIDATE_EVENT, **trace}
+        event = jetstream.CONSOLIDATE_EVENT
+        subject = jetstream.subject(tenant, event)
+        headers = {"Nats-Msg-Id": run_id, jetstream.EVENT_HEADER: event, **trace}
         try:
             await self._js.publish(
                 subject, msg.SerializeToString(), timeout=self._timeout, headers=headers
@@ -91,7 +88,7 @@ class NatsConsolidation:
     async def _bucket(self) -> KeyValue | None:
         if self._kv is None:
             try:
-                self._kv = await self._js.key_value(BUCKET)
+                self._kv = await self._js.key_value(jetstream.CONSOLIDATE_BUCKET)
             except BucketNotFoundError:
                 return None
         return self._kv
