@@ -21,6 +21,7 @@ from engram_core.validation import MAX_TIMESTAMP_SECONDS, MIN_TIMESTAMP_SECONDS
 
 MAX_TENANT_CHARS = 128
 MAX_ID_CHARS = 128
+MAX_CURSOR_CHARS = 256  # every store's scan cursor is shorter
 
 
 def check_tenant(value: str) -> None:
@@ -50,6 +51,13 @@ def check_ids(field: str, ids: Sequence[str], most: int | None = None) -> None:
         check_count(field, len(ids), most)
     for i, id_ in enumerate(ids):
         check_id(f"{field}[{i}]", id_)
+
+
+def check_cursor(value: str) -> str | None:
+    """A scan cursor as the store takes it: None for the start (an empty string)."""
+    if len(value) > MAX_CURSOR_CHARS:
+        raise InvalidArgument("cursor", "not a cursor this service returned")
+    return value or None
 
 
 def check_timestamp(field: str, ts: timestamp_pb2.Timestamp) -> None:

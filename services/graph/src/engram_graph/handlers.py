@@ -21,8 +21,6 @@ from engram_platform import request_checks as checks
 
 SERVICE_NAME: str = graph_pb2.DESCRIPTOR.services_by_name["GraphService"].full_name
 _Context = grpc.aio.ServicerContext[Any, Any]
-# A cursor is an id this service returned (ids are at most 128 characters).
-MAX_CURSOR_CHARS = 256
 
 
 def check_tenant(value: str) -> None:
@@ -115,9 +113,8 @@ class GraphHandlers(graph_pb2_grpc.GraphServiceServicer):
         self, request: graph_pb2.ScanRequest, context: _Context
     ) -> graph_pb2.ScanResponse:
         check_tenant(request.tenant)
-        if len(request.cursor) > MAX_CURSOR_CHARS:
-            raise InvalidArgument("cursor", "not a cursor this service returned")
-        page = await self._service.scan(request.tenant, request.cursor or None, request.limit)
+        cursor = checks.check_cursor(request.cursor)
+        page = await self._service.scan(request.tenant, cursor, request.limit)
         return mapping.scan_response(page)
 
     async def UpdateRelevance(  # noqa: N802

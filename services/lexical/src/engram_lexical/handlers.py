@@ -17,6 +17,7 @@ from engram_lexical.service import LexicalService
 from engram_platform.request_checks import (
     check_access_updates,
     check_count,
+    check_cursor,
     check_filter,
     check_id,
     check_ids,
@@ -27,8 +28,6 @@ from engram_platform.request_checks import (
 
 SERVICE_NAME: str = lexical_pb2.DESCRIPTOR.services_by_name["LexicalService"].full_name
 _Context = grpc.aio.ServicerContext[Any, Any]
-# A cursor is an id this service returned (ids are at most 128 characters).
-MAX_CURSOR_CHARS = 256
 
 
 class LexicalHandlers(lexical_pb2_grpc.LexicalServiceServicer):
@@ -99,9 +98,8 @@ class LexicalHandlers(lexical_pb2_grpc.LexicalServiceServicer):
         check_tenant(request.tenant)
         if not 1 <= request.limit <= self._limits.max_limit:
             raise InvalidArgument("limit", f"must be in 1..{self._limits.max_limit}")
-        if len(request.cursor) > MAX_CURSOR_CHARS:
-            raise InvalidArgument("cursor", "not a cursor this service returned")
-        page = await self._service.scan(request.tenant, request.cursor or None, request.limit)
+        cursor = check_cursor(request.cursor)
+        page = await self._service.scan(request.tenant, cursor, request.limit)
         return mapping.scan_response(page)
 
     async def UpdateRelevance(  # noqa: N802

@@ -18,6 +18,7 @@ from engram_core.errors import InvalidArgument
 from engram_core.ids import normalise_id
 from engram_core.model import AccessUpdate, Filter, Memory, RelevanceUpdate
 from engram_platform import convert
+from engram_platform.request_checks import check_cursor, check_unit
 from engram_vector import mapping
 from engram_vector.service import VectorService
 
@@ -25,7 +26,6 @@ SERVICE_NAME: str = vector_pb2.DESCRIPTOR.services_by_name["VectorService"].full
 MAX_ITEMS = 1000
 MAX_LIMIT = 1000
 MAX_NEIGHBOURS = 100  # per id; with MAX_ITEMS ids a reply stays a few MB (no memories in it)
-MAX_CURSOR_CHARS = 256
 if TYPE_CHECKING:
     Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 
@@ -107,18 +107,14 @@ def _updates(request: vector_pb2.UpdateAccessRequest) -> list[AccessUpdate]:
 def _scan_args(request: vector_pb2.ScanRequest) -> tuple[str | None, int]:
     if not 1 <= request.limit <= MAX_LIMIT:
         raise InvalidArgument("limit", f"must be within 1..{MAX_LIMIT}, got {request.limit}")
-    if len(request.cursor) > MAX_CURSOR_CHARS:
-        raise InvalidArgument("cursor", "not a cursor this service returned")
-    return request.cursor or None, request.limit
+    return check_cursor(request.cursor), request.limit
 
 
 def _relevance_updates(request: vector_pb2.UpdateRelevanceRequest) -> list[RelevanceUpdate]:
     _count(len(request.updates), "updates")
     out = []
     for i, update in enumerate(mapping.relevance_updates_from_proto(request.updates)):
-        score = update.relevance_score
-        if not (math.isfinite(score) and 0.0 <= score <= 1.0):
-            raise InvalidArgument(f"updates[{i}].relevance_score", "must be within [0, 1]")
+        check_unit(f"updates[{i}].relevance_score", update.relevance_score)
         out.append(replace(update, id=_uuid(update.id, f"updates[{i}].id")))
     return out
 
