@@ -27,6 +27,15 @@ def keep_access(new: Memory, old: Memory) -> Memory:
     return replace(new, last_accessed=old.last_accessed, access_count=old.access_count)
 
 
+def keep_derived(new: Memory, old: Memory) -> Memory:
+    """``new`` (an upsert replacing the live ``old``) keeping the derived state ``old`` has
+    more of: newer access statistics, a higher relevance_score (the rule of the ports)."""
+    kept = keep_access(new, old)
+    if old.relevance_score > kept.relevance_score:
+        kept = replace(kept, relevance_score=old.relevance_score)
+    return kept
+
+
 def apply_access(m: Memory, update: AccessUpdate) -> Memory | None:
     """``m`` with the statistics of ``update``, or None when ``update`` is older than them."""
     if not is_newer_access(update.last_accessed, m.last_accessed):

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Generic, TypeVar
 
-from engram_core.access import apply_access, keep_access
+from engram_core.access import apply_access, keep_derived
 from engram_core.errors import EngramError, InvalidArgument
 from engram_core.model import AccessUpdate, Memory, RelevanceUpdate, ScanPage
 
@@ -52,7 +52,7 @@ class FakeStore(Generic[P]):
                 continue
             stored = replace(m, tenant=tenant)
             if (old := self._stored.get(key)) is not None:
-                stored = _keep_derived(stored, old[0])
+                stored = keep_derived(stored, old[0])
             self._stored[key] = (stored, payload)
             self._versions[key] = m.version
             applied.append((stored, payload))
@@ -120,12 +120,3 @@ class FakeStore(Generic[P]):
 
     async def close(self) -> None:
         return None
-
-
-def _keep_derived(new: Memory, old: Memory) -> Memory:
-    """``new`` (an upsert replacing ``old``) keeping the derived state ``old`` has more of:
-    newer access statistics, a higher relevance_score (`engram_core.ports`)."""
-    kept = keep_access(new, old)
-    if old.relevance_score > kept.relevance_score:
-        kept = replace(kept, relevance_score=old.relevance_score)
-    return kept

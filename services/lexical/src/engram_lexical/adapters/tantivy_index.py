@@ -24,7 +24,7 @@ from typing import Any, TypeVar, cast
 
 import tantivy
 
-from engram_core.access import apply_access, is_newer_access, keep_access
+from engram_core.access import apply_access, is_newer_access, keep_derived
 from engram_core.codec import memory_from_json, memory_to_json
 from engram_core.errors import Internal, InvalidArgument, Unavailable
 from engram_core.model import (
@@ -276,7 +276,7 @@ class TantivyTextIndex:
                 continue
             fresh = m if m.tenant == tenant else replace(m, tenant=tenant)
             if prior is not None and prior.raw is not None:
-                fresh = _keep_derived(fresh, memory_from_json(prior.raw))
+                fresh = keep_derived(fresh, memory_from_json(prior.raw))
             writes.append(self._live_write(tenant, fresh))
         return UpsertResult(applied=len(writes), skipped=len(memories) - len(writes)), writes
 
@@ -373,12 +373,3 @@ class TantivyTextIndex:
     def _count(self, tenant: str) -> int:
         result = self._index.searcher().search(self._queries.live(tenant), 1, count=True)
         return int(cast(Any, result).count)  # present at run time, missing from the stub
-
-
-def _keep_derived(new: Memory, old: Memory) -> Memory:
-    """``new`` (an upsert replacing the live ``old``) keeping what ``old`` has more of:
-    newer access statistics, a higher relevance_score (the rule of `engram_core.ports`)."""
-    kept = keep_access(new, old)
-    if old.relevance_score > kept.relevance_score:
-        kept = replace(kept, relevance_score=old.relevance_score)
-    return kept

@@ -30,7 +30,7 @@ from typing import IO, Any, TypeVar
 
 import qdrant_edge as qe
 
-from engram_core.access import apply_access
+from engram_core.access import apply_access, keep_derived
 from engram_core.errors import Unavailable
 from engram_core.model import (
     AccessUpdate,
@@ -248,23 +248,14 @@ class EdgeVectorIndex:
             params=self._search_params,
         )
         points = await self._read(lambda s: s.query(request))
-        hits = []
-        for p in points:
-            memory = pl.memory_from_json((p.payload or {})[pl.MEMORY])
-            hits.append(Hit(id=memory.id, score=float(p.score), memory=memory))
-        return hits
+        return [pl.hit_from_payload(p.payload, p.score) for p in points]
 
     async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]:
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return []
         stored = await self._read(lambda s: self._stored(s, tenant, wanted))
-        out = []
-        for memory_id in wanted:
-            st = stored.get(pl.point_id(tenant, memory_id))
-            if st is not None and st.memory is not None:
-                out.append(st.memory)
-        return out
+        return pl.live_in_order(stored, tenant, wanted)
 
     async def count(self, tenant: str) -> int:
         request = qe.CountRequest(
@@ -380,7 +371,7 @@ class EdgeVectorIndex:
                 if st is not None and memory.version <= st.version:
                     continue
                 if st is not None and st.memory is not None:
-                    memory = pl.keep_derived(memory, st.memory)
+                    memory = keep_derived(memory, st.memory)
                 payload = pl.memory_payload(tenant, memory)
                 points.append(qe.Point(pid, {pl.VECTOR_NAME: [float(x) for x in vector]}, payload))
             if points:

@@ -19,9 +19,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from engram_core.access import keep_access
 from engram_core.errors import InvalidArgument
-from engram_core.model import Filter, Memory, TagMatch, TagMode
+from engram_core.model import Filter, Hit, Memory, TagMatch, TagMode
 from engram_core.tags import normalise_tag, tag_prefixes
 
 VECTOR_NAME = "dense"
@@ -157,6 +156,22 @@ def stored_from_payload(payload: Mapping[str, Any] | None) -> Stored | None:
     return Stored(version=int(payload.get(VERSION) or 0), deleted=deleted, memory=memory)
 
 
+def live_in_order(stored: Mapping[str, Stored], tenant: str, ids: Sequence[str]) -> list[Memory]:
+    """The live memories among ``ids`` (point id -> stored state), in the order asked."""
+    out = []
+    for memory_id in ids:
+        st = stored.get(point_id(tenant, memory_id))
+        if st is not None and st.memory is not None:
+            out.append(st.memory)
+    return out
+
+
+def hit_from_payload(payload: Mapping[str, Any] | None, score: float) -> Hit:
+    """A search hit from a point that carries its memory (``with_payload=[MEMORY]``)."""
+    memory = memory_from_json((payload or {})[MEMORY])
+    return Hit(id=memory.id, score=float(score), memory=memory)
+
+
 def plan_tombstones(
     tenant: str, ids: Sequence[str], version: int, current: Mapping[str, Stored]
 ) -> tuple[list[tuple[str, dict[str, Any]]], int]:
@@ -185,15 +200,6 @@ def newest_per_id(
         if seen is None or memory.version > seen[0].version:
             newest[memory.id] = (memory, vector)
     return newest
-
-
-def keep_derived(new: Memory, old: Memory) -> Memory:
-    """``new`` (an upsert replacing the live ``old``) keeping what ``old`` has more of:
-    newer access statistics, a higher relevance_score (the rule of `engram_core.ports`)."""
-    kept = keep_access(new, old)
-    if old.relevance_score > kept.relevance_score:
-        kept = replace(kept, relevance_score=old.relevance_score)
-    return kept
 
 
 def scan_offset(cursor: str | None, limit: int) -> str | None:

@@ -24,7 +24,7 @@ import grpc
 from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from engram_core.access import apply_access
+from engram_core.access import apply_access, keep_derived
 from engram_core.errors import Internal, Unavailable
 from engram_core.model import (
     AccessUpdate,
@@ -230,7 +230,7 @@ class QdrantVectorIndex:
             if st is not None and st.memory is not None:
                 # From the read above: statistics or a score written between that read and
                 # this write are overwritten (the version guard itself is the server's).
-                memory = pl.keep_derived(memory, st.memory)
+                memory = keep_derived(memory, st.memory)
             point = models.PointStruct(
                 id=pid,
                 vector={pl.VECTOR_NAME: [float(x) for x in vector]},
@@ -269,23 +269,14 @@ class QdrantVectorIndex:
                 limit=limit,
                 with_payload=[pl.MEMORY],
             )
-        hits = []
-        for p in response.points:
-            memory = pl.memory_from_json((p.payload or {})[pl.MEMORY])
-            hits.append(Hit(id=memory.id, score=float(p.score), memory=memory))
-        return hits
+        return [pl.hit_from_payload(p.payload, p.score) for p in response.points]
 
     async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]:
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return []
         stored = await self._stored(tenant, wanted)
-        out = []
-        for memory_id in wanted:
-            st = stored.get(pl.point_id(tenant, memory_id))
-            if st is not None and st.memory is not None:
-                out.append(st.memory)
-        return out
+        return pl.live_in_order(stored, tenant, wanted)
 
     async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int:
         if not updates:
