@@ -28,6 +28,19 @@ class NotFound(EngramError):
     code = "NOT_FOUND"
 
 
+class FailedPrecondition(EngramError):
+    """The system is not in a state the call needs (e.g. dropping the live generation, or an
+    upsert embedded with another model than its target generation); retrying the same call
+    does not help until that state changes. `field` names what disagrees."""
+
+    code = "FAILED_PRECONDITION"
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
 class Unauthenticated(EngramError):
     code = "UNAUTHENTICATED"
 

@@ -17,3 +17,8 @@ def normalise_id(value: str) -> str | None:
         return str(uuid.UUID(value))
     except ValueError:
         return None
+
+
+# The tenant token of maintenance runs over every tenant (rebuilds) in KV keys and lease
+# names: never a tenant, since tenants match [A-Za-z0-9_-].
+EVERY_TENANT = "=all"

@@ -147,6 +147,20 @@ class ScanPage:
 
 
 @dataclass(frozen=True, slots=True)
+class Generation:
+    """One index generation of a store (vector, lexical). The live one serves reads and
+    writes that name no generation; another is filled beside it (a rebuild), then swapped in.
+    ``embedding_model`` is what its vectors come from ("" on lexical); ``count`` its live
+    memories over every tenant."""
+
+    name: str
+    live: bool
+    embedding_model: str
+    count: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class RelatedHit:
     id: str
     type: str

@@ -32,6 +32,7 @@ from engram_core.model import (
     AccessUpdate,
     Entity,
     Filter,
+    Generation,
     Hit,
     Memory,
     RelatedHit,
@@ -111,8 +112,28 @@ class GraphStore(Protocol):
     async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int: ...
 
     async def add_relations(
-        self, tenant: str, relations: Sequence[Relation], version: int
-    ) -> int: ...
+        self,
+        tenant: str,
+        relations: Sequence[Relation],
+        version: int,
+        versions: Sequence[int] = (),
+    ) -> int:
+        """``versions``: one per relation (the log sequence of the event that carried it),
+        so one call applies a batch of events; empty = ``version`` for every relation."""
+        ...
+
+    async def remove_relations(
+        self,
+        tenant: str,
+        relations: Sequence[Relation],
+        version: int,
+        versions: Sequence[int] = (),
+    ) -> int:
+        """Remove each (source_id, target_id, type) edge stored with an older version than
+        the removal's (``versions`` as in ``add_relations``); a removal whose ``origin`` is
+        ``system`` never removes a user edge. Absent edges or endpoints are skipped.
+        Returns the number of edges removed."""
+        ...
 
     async def related(
         self, tenant: str, id: str, depth: int, types: Sequence[str], limit: int
@@ -140,6 +161,32 @@ class GraphStore(Protocol):
     async def update_relevance(self, tenant: str, updates: Sequence[RelevanceUpdate]) -> int: ...
 
     async def close(self) -> None: ...
+
+
+class Generations(Protocol):
+    """Index generations of a store (vector, lexical), implemented by their adapters and
+    clients. A rebuild creates an empty generation beside the live one, fills it (a client
+    bound with ``in_generation(name)``), swaps it in, and drops the old one later."""
+
+    async def create_generation(self, embedding_model: str) -> Generation:
+        """A new EMPTY generation, named by the store ("v2", "v3"…); ``embedding_model`` ""
+        means the live one's (lexical ignores it). A model the store cannot embed with →
+        InvalidArgument naming ``embedding_model``."""
+        ...
+
+    async def list_generations(self) -> list[Generation]:
+        """Every generation, the live one included, oldest first."""
+        ...
+
+    async def swap_generation(self, name: str) -> Generation:
+        """Make ``name`` live atomically (alias swap, or pointer file + in-memory switch) and
+        return the previous live one, which is kept until dropped. Unknown → NotFound."""
+        ...
+
+    async def drop_generation(self, name: str) -> None:
+        """Delete a generation and its data. The live one → FailedPrecondition; unknown →
+        NotFound."""
+        ...
 
 
 class Cache(Protocol):

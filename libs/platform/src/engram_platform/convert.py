@@ -14,6 +14,7 @@ from engram_core.model import (
     AccessUpdate,
     Entity,
     Filter,
+    Generation,
     Hit,
     Memory,
     Relation,
@@ -232,4 +233,24 @@ def access_update_from_proto(p: common_pb2.AccessUpdate) -> AccessUpdate:
         id=p.id,
         last_accessed=_opt_ts(p, "last_accessed") or _EPOCH,
         access_count=p.access_count,
+    )
+
+
+def generation_to_proto(g: Generation) -> common_pb2.Generation:
+    return common_pb2.Generation(
+        name=g.name,
+        live=g.live,
+        embedding_model=g.embedding_model,
+        count=g.count,
+        created_at=ts_to_proto(g.created_at),
+    )
+
+
+def generation_from_proto(p: common_pb2.Generation) -> Generation:
+    return Generation(
+        name=p.name,
+        live=p.live,
+        embedding_model=p.embedding_model,
+        count=p.count,
+        created_at=ts_from_proto(p.created_at),
     )

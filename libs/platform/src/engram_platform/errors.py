@@ -11,6 +11,7 @@ FIELD_KEY = "engram-field"
 TO_CODE: dict[type[e.EngramError], grpc.StatusCode] = {
     e.InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
     e.NotFound: grpc.StatusCode.NOT_FOUND,
+    e.FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
     e.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     e.PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
     e.ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -27,6 +28,16 @@ def status_code(err: e.EngramError) -> grpc.StatusCode:
     return grpc.StatusCode.INTERNAL
 
 
+def _field(err: grpc.aio.AioRpcError, detail: str) -> tuple[str, str]:
+    """The field named in the trailing metadata (or "") and the detail without its prefix."""
+    for key, value in err.trailing_metadata() or ():
+        if key == FIELD_KEY and value:
+            field = value.decode() if isinstance(value, bytes) else str(value)
+            prefix = f"{field}: "
+            return field, detail[len(prefix) :] if detail.startswith(prefix) else detail
+    return "", detail
+
+
 def from_rpc_error(err: grpc.aio.AioRpcError, target: str) -> e.EngramError:
     """Turn a failed call into the catalog error the caller would have raised itself."""
     code = err.code()
@@ -41,6 +52,9 @@ def from_rpc_error(err: grpc.aio.AioRpcError, target: str) -> e.EngramError:
             reason = detail[len(prefix) :] if detail.startswith(prefix) else detail
             return e.InvalidArgument(field, reason)
         return e.InvalidArgument("request", detail)
+    if code == grpc.StatusCode.FAILED_PRECONDITION:
+        field, reason = _field(err, detail)
+        return e.FailedPrecondition(field or "request", reason)
     if code == grpc.StatusCode.NOT_FOUND:
         return e.NotFound(detail)
     if code == grpc.StatusCode.UNAUTHENTICATED:

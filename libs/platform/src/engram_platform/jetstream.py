@@ -25,15 +25,19 @@ STREAM_DEADLETTER = "ENGRAM_DEADLETTER"
 STREAM_CONSOLIDATE = "ENGRAM_CONSOLIDATE"
 CONSOLIDATE_EVENT = "consolidate"
 CONSOLIDATE_BUCKET = "ENGRAM_CONSOLIDATE"
+# The latest-state log: one message kept per memory and per relation (engram.<tenant>.state.…),
+# written by the consolidate worker's state keeper; Sync and Rebuild read it.
+STREAM_STATE = "ENGRAM_STATE"
 
 MEMORY_STORED = "memory_stored"
 MEMORY_UPDATED = "memory_updated"
 MEMORY_DELETED = "memory_deleted"
 RELATION_ADDED = "relation_added"
+RELATION_REMOVED = "relation_removed"
 MEMORY_ACCESSED = "memory_accessed"
 DEAD_LETTER = "dead_letter"
 
-MEMORY_EVENTS = (MEMORY_STORED, MEMORY_UPDATED, MEMORY_DELETED, RELATION_ADDED)
+MEMORY_EVENTS = (MEMORY_STORED, MEMORY_UPDATED, MEMORY_DELETED, RELATION_ADDED, RELATION_REMOVED)
 DURABLE_INGEST = "ingest-apply"
 DURABLE_ACCESS = "consolidate-access"
 

@@ -449,7 +449,16 @@ class ScoredMemory(_message.Message):
     SCORE_FIELD_NUMBER: _builtins.int
     COMPONENTS_FIELD_NUMBER: _builtins.int
     STREAMS_FIELD_NUMBER: _builtins.int
+    EXPANDED_FIELD_NUMBER: _builtins.int
+    EXPANDED_FROM_FIELD_NUMBER: _builtins.int
+    EXPANSION_FIELD_NUMBER: _builtins.int
     score: _builtins.float
+    expanded: _builtins.bool
+    """added after ranking, linked to a seed result"""
+    expanded_from: _builtins.str
+    """the seed's id (a bridge: ids joined by ",")"""
+    expansion: _builtins.str
+    """relation | bridge | entity"""
     @_builtins.property
     def memory(self) -> Global___Memory: ...
     @_builtins.property
@@ -467,10 +476,13 @@ class ScoredMemory(_message.Message):
         score: _builtins.float = ...,
         components: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
         streams: _abc.Mapping[_builtins.str, Global___StreamScore] | None = ...,
+        expanded: _builtins.bool = ...,
+        expanded_from: _builtins.str = ...,
+        expansion: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["components", b"components", "memory", b"memory", "score", b"score", "streams", b"streams"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["components", b"components", "expanded", b"expanded", "expanded_from", b"expanded_from", "expansion", b"expansion", "memory", b"memory", "score", b"score", "streams", b"streams"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -526,3 +538,42 @@ class AccessUpdate(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AccessUpdate: _TypeAlias = AccessUpdate  # noqa: Y015
+
+@_typing.final
+class Generation(_message.Message):
+    """One index generation of a store (vector, lexical): the live one answers reads without a
+    `generation`; others are built beside it (a rebuild) and swapped in atomically.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    LIVE_FIELD_NUMBER: _builtins.int
+    EMBEDDING_MODEL_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """"v1", "v2", ... chosen by the store"""
+    live: _builtins.bool
+    embedding_model: _builtins.str
+    """vector: the model its vectors come from; lexical: "" """
+    count: _builtins.int
+    """live memories, every tenant"""
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        live: _builtins.bool = ...,
+        embedding_model: _builtins.str = ...,
+        count: _builtins.int = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "created_at", b"created_at", "embedding_model", b"embedding_model", "live", b"live", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Generation: _TypeAlias = Generation  # noqa: Y015

@@ -208,6 +208,49 @@ class RelationAdded(_message.Message):
 Global___RelationAdded: _TypeAlias = RelationAdded  # noqa: Y015
 
 @_typing.final
+class RelationRemoved(_message.Message):
+    """Subject engram.<tenant>.relation_removed.v1 (stream ENGRAM_MEMORY): the edge
+    (source_id, target_id, type) is gone. Published by consolidation for system edges that
+    its rules no longer justify (SIMILAR_TO, PRECEDED_BY, SUMMARIZES); ingest applies it with
+    the graph's RemoveRelations, version = this event's stream sequence (an edge written by a
+    newer event stays).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENVELOPE_FIELD_NUMBER: _builtins.int
+    SOURCE_ID_FIELD_NUMBER: _builtins.int
+    TARGET_ID_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    ORIGIN_FIELD_NUMBER: _builtins.int
+    source_id: _builtins.str
+    target_id: _builtins.str
+    type: _builtins.str
+    """the registry's spelling, e.g. SIMILAR_TO"""
+    origin: _builtins.str
+    """"system": only a system edge is removed (a user edge written meanwhile stays);
+    "user" or "": whatever edge is there.
+    """
+    @_builtins.property
+    def envelope(self) -> Global___Envelope: ...
+    def __init__(
+        self,
+        *,
+        envelope: Global___Envelope | None = ...,
+        source_id: _builtins.str = ...,
+        target_id: _builtins.str = ...,
+        type: _builtins.str = ...,
+        origin: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope", "origin", b"origin", "source_id", b"source_id", "target_id", b"target_id", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RelationRemoved: _TypeAlias = RelationRemoved  # noqa: Y015
+
+@_typing.final
 class MemoryAccessed(_message.Message):
     """Subject engram.<tenant>.memory_accessed.v1 (stream ENGRAM_ACCESS)."""
 
@@ -251,8 +294,13 @@ class ConsolidateRequested(_message.Message):
     ENVELOPE_FIELD_NUMBER: _builtins.int
     PASSES_FIELD_NUMBER: _builtins.int
     DRY_RUN_FIELD_NUMBER: _builtins.int
+    PARAMS_FIELD_NUMBER: _builtins.int
     dry_run: _builtins.bool
     """report what would change; change nothing"""
+    params: _builtins.str
+    """What a run of these passes takes beyond its name, JSON (e.g. a rebuild's
+    {"embedding_model": "..."}); "" = nothing. Kept on the run's record.
+    """
     @_builtins.property
     def envelope(self) -> Global___Envelope:
         """event_id = the run id"""
@@ -267,10 +315,11 @@ class ConsolidateRequested(_message.Message):
         envelope: Global___Envelope | None = ...,
         passes: _abc.Iterable[_builtins.str] | None = ...,
         dry_run: _builtins.bool = ...,
+        params: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dry_run", b"dry_run", "envelope", b"envelope", "passes", b"passes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dry_run", b"dry_run", "envelope", b"envelope", "params", b"params", "passes", b"passes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -337,6 +386,8 @@ class ConsolidationRun(_message.Message):
     RESUMES_FIELD_NUMBER: _builtins.int
     PENDING_RUN_ID_FIELD_NUMBER: _builtins.int
     REQUESTED_AT_FIELD_NUMBER: _builtins.int
+    PARAMS_FIELD_NUMBER: _builtins.int
+    PENDING_PARAMS_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     tenant: _builtins.str
     state: Global___RunState.ValueType
@@ -359,6 +410,10 @@ class ConsolidationRun(_message.Message):
     """times a holder took over an unfinished run"""
     pending_run_id: _builtins.str
     """requested, starts once no run of the pass is running"""
+    params: _builtins.str
+    """the run's parameters and progress state (JSON)"""
+    pending_params: _builtins.str
+    """the parameters of the pending request"""
     @_builtins.property
     def now(self) -> _timestamp_pb2.Timestamp:
         """the run's clock: a resumed run computes the same"""
@@ -395,11 +450,123 @@ class ConsolidationRun(_message.Message):
         resumes: _builtins.int = ...,
         pending_run_id: _builtins.str = ...,
         requested_at: _timestamp_pb2.Timestamp | None = ...,
+        params: _builtins.str = ...,
+        pending_params: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "heartbeat_at", b"heartbeat_at", "now", b"now", "requested_at", b"requested_at", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "cursor", b"cursor", "done", b"done", "dry_run", b"dry_run", "error", b"error", "finished_at", b"finished_at", "heartbeat_at", b"heartbeat_at", "holder", b"holder", "now", b"now", "pass", b"pass", "pending_run_id", b"pending_run_id", "phase", b"phase", "requested_at", b"requested_at", "resumes", b"resumes", "run_id", b"run_id", "started_at", b"started_at", "state", b"state", "tenant", b"tenant", "total", b"total", "trigger", b"trigger"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "cursor", b"cursor", "done", b"done", "dry_run", b"dry_run", "error", b"error", "finished_at", b"finished_at", "heartbeat_at", b"heartbeat_at", "holder", b"holder", "now", b"now", "params", b"params", "pass", b"pass", "pending_params", b"pending_params", "pending_run_id", b"pending_run_id", "phase", b"phase", "requested_at", b"requested_at", "resumes", b"resumes", "run_id", b"run_id", "started_at", b"started_at", "state", b"state", "tenant", b"tenant", "total", b"total", "trigger", b"trigger"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ConsolidationRun: _TypeAlias = ConsolidationRun  # noqa: Y015
+
+@_typing.final
+class MemoryState(_message.Message):
+    """--- the latest state of every memory and relation (issue #5) -----------------------------
+
+    Stream ENGRAM_STATE (subjects engram.*.state.>, one message kept per subject, file
+    storage, no age limit), written by ONE state keeper (the consolidate worker holding the
+    lease "consolidate:state-keeper") that reads ENGRAM_MEMORY in log order and publishes each
+    event's resulting state: the kept message of a subject is the newest state. Any store
+    can be rebuilt, and checked for drift, from it (AdminService.Rebuild and Sync).
+
+    Subject engram.<tenant>.state.memory.<id> (an id that is not a safe subject token is
+    "~" + its UTF-8 in hex).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_FIELD_NUMBER: _builtins.int
+    DELETED_FIELD_NUMBER: _builtins.int
+    deleted: _builtins.bool
+    @_builtins.property
+    def memory(self) -> _common_pb2.Memory:
+        """The whole memory as the event wrote it; version = the log sequence of that event.
+        A tombstone keeps only tenant, id and version (the delete's sequence).
+        """
+
+    def __init__(
+        self,
+        *,
+        memory: _common_pb2.Memory | None = ...,
+        deleted: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted", b"deleted", "memory", b"memory"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemoryState: _TypeAlias = MemoryState  # noqa: Y015
+
+@_typing.final
+class RelationState(_message.Message):
+    """Subject engram.<tenant>.state.relation.<source>.<TYPE>.<target> (ids as above, TYPE the
+    registry's spelling).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RELATION_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    REMOVED_FIELD_NUMBER: _builtins.int
+    version: _builtins.int
+    """the log sequence of the event that wrote it"""
+    removed: _builtins.bool
+    """a RelationRemoved came after it"""
+    @_builtins.property
+    def relation(self) -> _common_pb2.Relation: ...
+    def __init__(
+        self,
+        *,
+        relation: _common_pb2.Relation | None = ...,
+        version: _builtins.int = ...,
+        removed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["relation", b"relation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["relation", b"relation", "removed", b"removed", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RelationState: _TypeAlias = RelationState  # noqa: Y015
+
+@_typing.final
+class StateKeeperCheckpoint(_message.Message):
+    """Value in the KV bucket ENGRAM_CONSOLIDATE under "state.keeper": how far the keeper is.
+    Written after each batch's states are in ENGRAM_STATE, compare-and-set on the revision.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    EVENTS_FIELD_NUMBER: _builtins.int
+    STATES_FIELD_NUMBER: _builtins.int
+    HOLDER_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
+    sequence: _builtins.int
+    """every ENGRAM_MEMORY event up to here has its state"""
+    events: _builtins.int
+    """events read since the stream began"""
+    states: _builtins.int
+    """state messages published"""
+    holder: _builtins.str
+    @_builtins.property
+    def updated_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        sequence: _builtins.int = ...,
+        events: _builtins.int = ...,
+        states: _builtins.int = ...,
+        holder: _builtins.str = ...,
+        updated_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["updated_at", b"updated_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events", "holder", b"holder", "sequence", b"sequence", "states", b"states", "updated_at", b"updated_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StateKeeperCheckpoint: _TypeAlias = StateKeeperCheckpoint  # noqa: Y015

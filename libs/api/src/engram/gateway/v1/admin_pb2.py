@@ -25,31 +25,49 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x65ngram/gateway/v1/admin.proto\x12\x11\x65ngram.gateway.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"i\n\x12\x43onsolidateRequest\x12\x32\n\x04mode\x18\x01 \x01(\x0e\x32$.engram.gateway.v1.ConsolidationMode\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\x12\x0e\n\x06tenant\x18\x03 \x01(\t\"F\n\x13\x43onsolidationChange\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x04\x12\x12\n\nsample_ids\x18\x03 \x03(\t\"\x96\x03\n\x07PassRun\x12\x32\n\x04mode\x18\x01 \x01(\x0e\x32$.engram.gateway.v1.ConsolidationMode\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12+\n\x05state\x18\x03 \x01(\x0e\x32\x1c.engram.gateway.v1.PassState\x12\x0f\n\x07\x64ry_run\x18\x04 \x01(\x08\x12\x0f\n\x07trigger\x18\x05 \x01(\t\x12.\n\nstarted_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nduration_s\x18\x08 \x01(\x01\x12\r\n\x05phase\x18\x0e \x01(\t\x12\x0c\n\x04\x64one\x18\t \x01(\x04\x12\r\n\x05total\x18\n \x01(\x04\x12\x37\n\x07\x63hanges\x18\x0b \x03(\x0b\x32&.engram.gateway.v1.ConsolidationChange\x12\r\n\x05\x65rror\x18\x0c \x01(\t\x12\x0f\n\x07resumes\x18\r \x01(\r\"\x88\x01\n\x13\x43onsolidateResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x34\n\x06passes\x18\x02 \x03(\x0e\x32$.engram.gateway.v1.ConsolidationMode\x12+\n\x07reports\x18\x03 \x03(\x0b\x32\x1a.engram.gateway.v1.PassRun\",\n\x1a\x43onsolidationStatusRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\"\xb8\x01\n\nPassStatus\x12\x32\n\x04mode\x18\x01 \x01(\x0e\x32$.engram.gateway.v1.ConsolidationMode\x12,\n\x08last_run\x18\x02 \x01(\x0b\x32\x1a.engram.gateway.v1.PassRun\x12\x16\n\x0epending_run_id\x18\x03 \x01(\t\x12\x30\n\x0clast_dry_run\x18\x04 \x01(\x0b\x32\x1a.engram.gateway.v1.PassRun\"\\\n\x1b\x43onsolidationStatusResponse\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12-\n\x06passes\x18\x02 \x03(\x0b\x32\x1d.engram.gateway.v1.PassStatus*\xd2\x01\n\x11\x43onsolidationMode\x12\"\n\x1e\x43ONSOLIDATION_MODE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x43ONSOLIDATION_MODE_DECAY\x10\x01\x12 \n\x1c\x43ONSOLIDATION_MODE_ASSOCIATE\x10\x02\x12\x1e\n\x1a\x43ONSOLIDATION_MODE_CLUSTER\x10\x03\x12\x1d\n\x19\x43ONSOLIDATION_MODE_FORGET\x10\x04\x12\x1a\n\x16\x43ONSOLIDATION_MODE_ALL\x10\x05*\x88\x01\n\tPassState\x12\x1a\n\x16PASS_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12PASS_STATE_RUNNING\x10\x01\x12\x18\n\x14PASS_STATE_SUCCEEDED\x10\x02\x12\x15\n\x11PASS_STATE_FAILED\x10\x03\x12\x16\n\x12PASS_STATE_PENDING\x10\x04\x32\xe2\x01\n\x0c\x41\x64minService\x12\\\n\x0b\x43onsolidate\x12%.engram.gateway.v1.ConsolidateRequest\x1a&.engram.gateway.v1.ConsolidateResponse\x12t\n\x13\x43onsolidationStatus\x12-.engram.gateway.v1.ConsolidationStatusRequest\x1a..engram.gateway.v1.ConsolidationStatusResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x65ngram/gateway/v1/admin.proto\x12\x11\x65ngram.gateway.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"X\n\x0bSyncRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12(\n\x06stores\x18\x02 \x03(\x0e\x32\x18.engram.gateway.v1.Store\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\"\xd6\x03\n\x08StoreRun\x12\'\n\x05store\x18\x01 \x01(\x0e\x32\x18.engram.gateway.v1.Store\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12+\n\x05state\x18\x03 \x01(\x0e\x32\x1c.engram.gateway.v1.PassState\x12\x0f\n\x07\x64ry_run\x18\x04 \x01(\x08\x12\x0f\n\x07trigger\x18\x05 \x01(\t\x12.\n\nstarted_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nduration_s\x18\x08 \x01(\x01\x12\r\n\x05phase\x18\t \x01(\t\x12\x0c\n\x04\x64one\x18\n \x01(\x04\x12\r\n\x05total\x18\x0b \x01(\x04\x12\x37\n\x07\x63hanges\x18\x0c \x03(\x0b\x32&.engram.gateway.v1.ConsolidationChange\x12\r\n\x05\x65rror\x18\r \x01(\t\x12\x0f\n\x07resumes\x18\x0e \x01(\r\x12\x12\n\ngeneration\x18\x0f \x01(\t\x12\x1b\n\x13previous_generation\x18\x10 \x01(\t\x12\x17\n\x0f\x65mbedding_model\x18\x11 \x01(\t\"v\n\x0cSyncResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12(\n\x06stores\x18\x02 \x03(\x0e\x32\x18.engram.gateway.v1.Store\x12,\n\x07reports\x18\x03 \x03(\x0b\x32\x1b.engram.gateway.v1.StoreRun\"R\n\x0eRebuildRequest\x12\'\n\x05store\x18\x01 \x01(\x0e\x32\x18.engram.gateway.v1.Store\x12\x17\n\x0f\x65mbedding_model\x18\x02 \x01(\t\"!\n\x0fRebuildResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"&\n\x14RebuildStatusRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\"\xb0\x01\n\x0bStoreStatus\x12\'\n\x05store\x18\x01 \x01(\x0e\x32\x18.engram.gateway.v1.Store\x12-\n\x08last_run\x18\x02 \x01(\x0b\x32\x1b.engram.gateway.v1.StoreRun\x12\x16\n\x0epending_run_id\x18\x03 \x01(\t\x12\x31\n\x0clast_dry_run\x18\x04 \x01(\x0b\x32\x1b.engram.gateway.v1.StoreRun\"\x88\x01\n\x15RebuildStatusResponse\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x30\n\x08rebuilds\x18\x02 \x03(\x0b\x32\x1e.engram.gateway.v1.StoreStatus\x12-\n\x05syncs\x18\x03 \x03(\x0b\x32\x1e.engram.gateway.v1.StoreStatus\"i\n\x12\x43onsolidateRequest\x12\x32\n\x04mode\x18\x01 \x01(\x0e\x32$.engram.gateway.v1.ConsolidationMode\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\x12\x0e\n\x06tenant\x18\x03 \x01(\t\"F\n\x13\x43onsolidationChange\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x04\x12\x12\n\nsample_ids\x18\x03 \x03(\t\"\x96\x03\n\x07PassRun\x12\x32\n\x04mode\x18\x01 \x01(\x0e\x32$.engram.gateway.v1.ConsolidationMode\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12+\n\x05state\x18\x03 \x01(\x0e\x32\x1c.engram.gateway.v1.PassState\x12\x0f\n\x07\x64ry_run\x18\x04 \x01(\x08\x12\x0f\n\x07trigger\x18\x05 \x01(\t\x12.\n\nstarted_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nduration_s\x18\x08 \x01(\x01\x12\r\n\x05phase\x18\x0e \x01(\t\x12\x0c\n\x04\x64one\x18\t \x01(\x04\x12\r\n\x05total\x18\n \x01(\x04\x12\x37\n\x07\x63hanges\x18\x0b \x03(\x0b\x32&.engram.gateway.v1.ConsolidationChange\x12\r\n\x05\x65rror\x18\x0c \x01(\t\x12\x0f\n\x07resumes\x18\r \x01(\r\"\x88\x01\n\x13\x43onsolidateResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x34\n\x06passes\x18\x02 \x03(\x0e\x32$.engram.gateway.v1.ConsolidationMode\x12+\n\x07reports\x18\x03 \x03(\x0b\x32\x1a.engram.gateway.v1.PassRun\",\n\x1a\x43onsolidationStatusRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\"\xb8\x01\n\nPassStatus\x12\x32\n\x04mode\x18\x01 \x01(\x0e\x32$.engram.gateway.v1.ConsolidationMode\x12,\n\x08last_run\x18\x02 \x01(\x0b\x32\x1a.engram.gateway.v1.PassRun\x12\x16\n\x0epending_run_id\x18\x03 \x01(\t\x12\x30\n\x0clast_dry_run\x18\x04 \x01(\x0b\x32\x1a.engram.gateway.v1.PassRun\"\\\n\x1b\x43onsolidationStatusResponse\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12-\n\x06passes\x18\x02 \x03(\x0b\x32\x1d.engram.gateway.v1.PassStatus*T\n\x05Store\x12\x15\n\x11STORE_UNSPECIFIED\x10\x00\x12\x10\n\x0cSTORE_VECTOR\x10\x01\x12\x11\n\rSTORE_LEXICAL\x10\x02\x12\x0f\n\x0bSTORE_GRAPH\x10\x03*\xd2\x01\n\x11\x43onsolidationMode\x12\"\n\x1e\x43ONSOLIDATION_MODE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x43ONSOLIDATION_MODE_DECAY\x10\x01\x12 \n\x1c\x43ONSOLIDATION_MODE_ASSOCIATE\x10\x02\x12\x1e\n\x1a\x43ONSOLIDATION_MODE_CLUSTER\x10\x03\x12\x1d\n\x19\x43ONSOLIDATION_MODE_FORGET\x10\x04\x12\x1a\n\x16\x43ONSOLIDATION_MODE_ALL\x10\x05*\x88\x01\n\tPassState\x12\x1a\n\x16PASS_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12PASS_STATE_RUNNING\x10\x01\x12\x18\n\x14PASS_STATE_SUCCEEDED\x10\x02\x12\x15\n\x11PASS_STATE_FAILED\x10\x03\x12\x16\n\x12PASS_STATE_PENDING\x10\x04\x32\xe1\x03\n\x0c\x41\x64minService\x12\\\n\x0b\x43onsolidate\x12%.engram.gateway.v1.ConsolidateRequest\x1a&.engram.gateway.v1.ConsolidateResponse\x12t\n\x13\x43onsolidationStatus\x12-.engram.gateway.v1.ConsolidationStatusRequest\x1a..engram.gateway.v1.ConsolidationStatusResponse\x12G\n\x04Sync\x12\x1e.engram.gateway.v1.SyncRequest\x1a\x1f.engram.gateway.v1.SyncResponse\x12P\n\x07Rebuild\x12!.engram.gateway.v1.RebuildRequest\x1a\".engram.gateway.v1.RebuildResponse\x12\x62\n\rRebuildStatus\x12\'.engram.gateway.v1.RebuildStatusRequest\x1a(.engram.gateway.v1.RebuildStatusResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'engram.gateway.v1.admin_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CONSOLIDATIONMODE']._serialized_start=1140
-  _globals['_CONSOLIDATIONMODE']._serialized_end=1350
-  _globals['_PASSSTATE']._serialized_start=1353
-  _globals['_PASSSTATE']._serialized_end=1489
-  _globals['_CONSOLIDATEREQUEST']._serialized_start=85
-  _globals['_CONSOLIDATEREQUEST']._serialized_end=190
-  _globals['_CONSOLIDATIONCHANGE']._serialized_start=192
-  _globals['_CONSOLIDATIONCHANGE']._serialized_end=262
-  _globals['_PASSRUN']._serialized_start=265
-  _globals['_PASSRUN']._serialized_end=671
-  _globals['_CONSOLIDATERESPONSE']._serialized_start=674
-  _globals['_CONSOLIDATERESPONSE']._serialized_end=810
-  _globals['_CONSOLIDATIONSTATUSREQUEST']._serialized_start=812
-  _globals['_CONSOLIDATIONSTATUSREQUEST']._serialized_end=856
-  _globals['_PASSSTATUS']._serialized_start=859
-  _globals['_PASSSTATUS']._serialized_end=1043
-  _globals['_CONSOLIDATIONSTATUSRESPONSE']._serialized_start=1045
-  _globals['_CONSOLIDATIONSTATUSRESPONSE']._serialized_end=1137
-  _globals['_ADMINSERVICE']._serialized_start=1492
-  _globals['_ADMINSERVICE']._serialized_end=1718
+  _globals['_STORE']._serialized_start=2299
+  _globals['_STORE']._serialized_end=2383
+  _globals['_CONSOLIDATIONMODE']._serialized_start=2386
+  _globals['_CONSOLIDATIONMODE']._serialized_end=2596
+  _globals['_PASSSTATE']._serialized_start=2599
+  _globals['_PASSSTATE']._serialized_end=2735
+  _globals['_SYNCREQUEST']._serialized_start=85
+  _globals['_SYNCREQUEST']._serialized_end=173
+  _globals['_STORERUN']._serialized_start=176
+  _globals['_STORERUN']._serialized_end=646
+  _globals['_SYNCRESPONSE']._serialized_start=648
+  _globals['_SYNCRESPONSE']._serialized_end=766
+  _globals['_REBUILDREQUEST']._serialized_start=768
+  _globals['_REBUILDREQUEST']._serialized_end=850
+  _globals['_REBUILDRESPONSE']._serialized_start=852
+  _globals['_REBUILDRESPONSE']._serialized_end=885
+  _globals['_REBUILDSTATUSREQUEST']._serialized_start=887
+  _globals['_REBUILDSTATUSREQUEST']._serialized_end=925
+  _globals['_STORESTATUS']._serialized_start=928
+  _globals['_STORESTATUS']._serialized_end=1104
+  _globals['_REBUILDSTATUSRESPONSE']._serialized_start=1107
+  _globals['_REBUILDSTATUSRESPONSE']._serialized_end=1243
+  _globals['_CONSOLIDATEREQUEST']._serialized_start=1245
+  _globals['_CONSOLIDATEREQUEST']._serialized_end=1350
+  _globals['_CONSOLIDATIONCHANGE']._serialized_start=1352
+  _globals['_CONSOLIDATIONCHANGE']._serialized_end=1422
+  _globals['_PASSRUN']._serialized_start=1425
+  _globals['_PASSRUN']._serialized_end=1831
+  _globals['_CONSOLIDATERESPONSE']._serialized_start=1834
+  _globals['_CONSOLIDATERESPONSE']._serialized_end=1970
+  _globals['_CONSOLIDATIONSTATUSREQUEST']._serialized_start=1972
+  _globals['_CONSOLIDATIONSTATUSREQUEST']._serialized_end=2016
+  _globals['_PASSSTATUS']._serialized_start=2019
+  _globals['_PASSSTATUS']._serialized_end=2203
+  _globals['_CONSOLIDATIONSTATUSRESPONSE']._serialized_start=2205
+  _globals['_CONSOLIDATIONSTATUSRESPONSE']._serialized_end=2297
+  _globals['_ADMINSERVICE']._serialized_start=2738
+  _globals['_ADMINSERVICE']._serialized_end=3219
 # @@protoc_insertion_point(module_scope)

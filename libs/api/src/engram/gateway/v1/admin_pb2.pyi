@@ -20,6 +20,25 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _Store:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _StoreEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Store.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    STORE_UNSPECIFIED: _Store.ValueType  # 0
+    STORE_VECTOR: _Store.ValueType  # 1
+    STORE_LEXICAL: _Store.ValueType  # 2
+    STORE_GRAPH: _Store.ValueType  # 3
+
+class Store(_Store, metaclass=_StoreEnumTypeWrapper): ...
+
+STORE_UNSPECIFIED: Store.ValueType  # 0
+STORE_VECTOR: Store.ValueType  # 1
+STORE_LEXICAL: Store.ValueType  # 2
+STORE_GRAPH: Store.ValueType  # 3
+Global___Store: _TypeAlias = Store  # noqa: Y015
+
 class _ConsolidationMode:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -79,6 +98,273 @@ PASS_STATE_FAILED: PassState.ValueType  # 3
 PASS_STATE_PENDING: PassState.ValueType  # 4
 """requested, not started yet"""
 Global___PassState: _TypeAlias = PassState  # noqa: Y015
+
+@_typing.final
+class SyncRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    STORES_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    """empty: the token's; another: a token of tenant "*" """
+    dry_run: _builtins.bool
+    @_builtins.property
+    def stores(self) -> _containers.RepeatedScalarFieldContainer[Global___Store.ValueType]:
+        """empty: all three"""
+
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        stores: _abc.Iterable[Global___Store.ValueType] | None = ...,
+        dry_run: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dry_run", b"dry_run", "stores", b"stores", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SyncRequest: _TypeAlias = SyncRequest  # noqa: Y015
+
+@_typing.final
+class StoreRun(_message.Message):
+    """One sync or rebuild run of one store. Changes of a sync: "missing" (re-applied, absent
+    from the store), "stale" (re-applied, older in the store), "deleted" (the log deleted
+    it), "orphaned" (the log never had it), "relation_missing" (re-added to the graph),
+    "checked" (memories compared). Of a rebuild: "memories", "tombstones", "relations"
+    (replayed), "derived" (access statistics and scores copied), "skipped".
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STORE_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    TRIGGER_FIELD_NUMBER: _builtins.int
+    STARTED_AT_FIELD_NUMBER: _builtins.int
+    FINISHED_AT_FIELD_NUMBER: _builtins.int
+    DURATION_S_FIELD_NUMBER: _builtins.int
+    PHASE_FIELD_NUMBER: _builtins.int
+    DONE_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    CHANGES_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    RESUMES_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    PREVIOUS_GENERATION_FIELD_NUMBER: _builtins.int
+    EMBEDDING_MODEL_FIELD_NUMBER: _builtins.int
+    store: Global___Store.ValueType
+    run_id: _builtins.str
+    state: Global___PassState.ValueType
+    dry_run: _builtins.bool
+    trigger: _builtins.str
+    duration_s: _builtins.float
+    phase: _builtins.str
+    """sync: log, store, relations; rebuild: create,"""
+    done: _builtins.int
+    """replay, relations, catchup, derived, swap, final"""
+    total: _builtins.int
+    error: _builtins.str
+    resumes: _builtins.int
+    generation: _builtins.str
+    """rebuild: the generation built ("" for graph)"""
+    previous_generation: _builtins.str
+    """rebuild: the one it replaced (kept)"""
+    embedding_model: _builtins.str
+    """rebuild of vector: the new generation's model"""
+    @_builtins.property
+    def started_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def finished_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def changes(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConsolidationChange]: ...
+    def __init__(
+        self,
+        *,
+        store: Global___Store.ValueType = ...,
+        run_id: _builtins.str = ...,
+        state: Global___PassState.ValueType = ...,
+        dry_run: _builtins.bool = ...,
+        trigger: _builtins.str = ...,
+        started_at: _timestamp_pb2.Timestamp | None = ...,
+        finished_at: _timestamp_pb2.Timestamp | None = ...,
+        duration_s: _builtins.float = ...,
+        phase: _builtins.str = ...,
+        done: _builtins.int = ...,
+        total: _builtins.int = ...,
+        changes: _abc.Iterable[Global___ConsolidationChange] | None = ...,
+        error: _builtins.str = ...,
+        resumes: _builtins.int = ...,
+        generation: _builtins.str = ...,
+        previous_generation: _builtins.str = ...,
+        embedding_model: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "started_at", b"started_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "done", b"done", "dry_run", b"dry_run", "duration_s", b"duration_s", "embedding_model", b"embedding_model", "error", b"error", "finished_at", b"finished_at", "generation", b"generation", "phase", b"phase", "previous_generation", b"previous_generation", "resumes", b"resumes", "run_id", b"run_id", "started_at", b"started_at", "state", b"state", "store", b"store", "total", b"total", "trigger", b"trigger"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreRun: _TypeAlias = StoreRun  # noqa: Y015
+
+@_typing.final
+class SyncResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    STORES_FIELD_NUMBER: _builtins.int
+    REPORTS_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    @_builtins.property
+    def stores(self) -> _containers.RepeatedScalarFieldContainer[Global___Store.ValueType]: ...
+    @_builtins.property
+    def reports(self) -> _containers.RepeatedCompositeFieldContainer[Global___StoreRun]:
+        """dry_run only, as far as they got in the deadline"""
+
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        stores: _abc.Iterable[Global___Store.ValueType] | None = ...,
+        reports: _abc.Iterable[Global___StoreRun] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reports", b"reports", "run_id", b"run_id", "stores", b"stores"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SyncResponse: _TypeAlias = SyncResponse  # noqa: Y015
+
+@_typing.final
+class RebuildRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STORE_FIELD_NUMBER: _builtins.int
+    EMBEDDING_MODEL_FIELD_NUMBER: _builtins.int
+    store: Global___Store.ValueType
+    embedding_model: _builtins.str
+    """vector only; "" = the live generation's model"""
+    def __init__(
+        self,
+        *,
+        store: Global___Store.ValueType = ...,
+        embedding_model: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["embedding_model", b"embedding_model", "store", b"store"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RebuildRequest: _TypeAlias = RebuildRequest  # noqa: Y015
+
+@_typing.final
+class RebuildResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RebuildResponse: _TypeAlias = RebuildResponse  # noqa: Y015
+
+@_typing.final
+class RebuildStatusRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    """of the syncs; empty: the token's"""
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RebuildStatusRequest: _TypeAlias = RebuildStatusRequest  # noqa: Y015
+
+@_typing.final
+class StoreStatus(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STORE_FIELD_NUMBER: _builtins.int
+    LAST_RUN_FIELD_NUMBER: _builtins.int
+    PENDING_RUN_ID_FIELD_NUMBER: _builtins.int
+    LAST_DRY_RUN_FIELD_NUMBER: _builtins.int
+    store: Global___Store.ValueType
+    pending_run_id: _builtins.str
+    @_builtins.property
+    def last_run(self) -> Global___StoreRun:
+        """unset: never ran"""
+
+    @_builtins.property
+    def last_dry_run(self) -> Global___StoreRun:
+        """syncs only"""
+
+    def __init__(
+        self,
+        *,
+        store: Global___Store.ValueType = ...,
+        last_run: Global___StoreRun | None = ...,
+        pending_run_id: _builtins.str = ...,
+        last_dry_run: Global___StoreRun | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["last_dry_run", b"last_dry_run", "last_run", b"last_run"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["last_dry_run", b"last_dry_run", "last_run", b"last_run", "pending_run_id", b"pending_run_id", "store", b"store"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreStatus: _TypeAlias = StoreStatus  # noqa: Y015
+
+@_typing.final
+class RebuildStatusResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    REBUILDS_FIELD_NUMBER: _builtins.int
+    SYNCS_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    @_builtins.property
+    def rebuilds(self) -> _containers.RepeatedCompositeFieldContainer[Global___StoreStatus]:
+        """vector, lexical, graph"""
+
+    @_builtins.property
+    def syncs(self) -> _containers.RepeatedCompositeFieldContainer[Global___StoreStatus]:
+        """the tenant's, vector, lexical, graph"""
+
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        rebuilds: _abc.Iterable[Global___StoreStatus] | None = ...,
+        syncs: _abc.Iterable[Global___StoreStatus] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["rebuilds", b"rebuilds", "syncs", b"syncs", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RebuildStatusResponse: _TypeAlias = RebuildStatusResponse  # noqa: Y015
 
 @_typing.final
 class ConsolidateRequest(_message.Message):

@@ -48,6 +48,21 @@ class AdminServiceStub:
                 request_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.ConsolidationStatusRequest.SerializeToString,
                 response_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.ConsolidationStatusResponse.FromString,
                 _registered_method=True)
+        self.Sync = channel.unary_unary(
+                '/engram.gateway.v1.AdminService/Sync',
+                request_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.SyncRequest.SerializeToString,
+                response_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.SyncResponse.FromString,
+                _registered_method=True)
+        self.Rebuild = channel.unary_unary(
+                '/engram.gateway.v1.AdminService/Rebuild',
+                request_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.RebuildRequest.SerializeToString,
+                response_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.RebuildResponse.FromString,
+                _registered_method=True)
+        self.RebuildStatus = channel.unary_unary(
+                '/engram.gateway.v1.AdminService/RebuildStatus',
+                request_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.RebuildStatusRequest.SerializeToString,
+                response_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.RebuildStatusResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -80,6 +95,44 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Sync(self, request, context):
+        """Compares a tenant's stores with the log's latest state (ENGRAM_STATE) and repairs them:
+        a memory missing or older in a store is re-applied from its state (embedded again for
+        vector, entities extracted again for graph), one the log deleted or never had is
+        deleted there, a relation missing from the graph is added again. One run per store
+        (a "sync_<store>" pass under its own lease, resumable). Replies with the run id once
+        the request is in the log; with dry_run the reply waits (bounded by the deadline) for
+        the reports, which count what would change, and nothing changes.
+        Codes: OK, INVALID_ARGUMENT (tenant, stores), PERMISSION_DENIED, UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Rebuild(self, request, context):
+        """Rebuilds a store from the log's latest state, across tenants: vector and lexical are
+        replayed into a new generation (index/collection) beside the live one, caught up,
+        given the live one's access statistics and relevance scores, then swapped in
+        atomically and replayed once more from the catch-up point; the previous generation is
+        kept until the next rebuild of the store. With embedding_model (vector only) the new
+        generation embeds with that model: this is how the model changes without downtime.
+        Graph (one database) is replayed in place. Any admin token may ask (no tenant's data
+        changes); one rebuild per store at a time (a second request waits for the first).
+        Codes: OK, INVALID_ARGUMENT (store, embedding_model), PERMISSION_DENIED, UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RebuildStatus(self, request, context):
+        """The current or latest rebuild of each store, and the tenant's latest sync of each store
+        (real and dry), with progress (phase, done of total) and counts.
+        Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED, UNAVAILABLE (log down).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -92,6 +145,21 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ConsolidationStatus,
                     request_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.ConsolidationStatusRequest.FromString,
                     response_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.ConsolidationStatusResponse.SerializeToString,
+            ),
+            'Sync': grpc.unary_unary_rpc_method_handler(
+                    servicer.Sync,
+                    request_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.SyncRequest.FromString,
+                    response_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.SyncResponse.SerializeToString,
+            ),
+            'Rebuild': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rebuild,
+                    request_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.RebuildRequest.FromString,
+                    response_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.RebuildResponse.SerializeToString,
+            ),
+            'RebuildStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.RebuildStatus,
+                    request_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.RebuildStatusRequest.FromString,
+                    response_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.RebuildStatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -152,6 +220,87 @@ class AdminService:
             '/engram.gateway.v1.AdminService/ConsolidationStatus',
             engram_dot_gateway_dot_v1_dot_admin__pb2.ConsolidationStatusRequest.SerializeToString,
             engram_dot_gateway_dot_v1_dot_admin__pb2.ConsolidationStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Sync(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.gateway.v1.AdminService/Sync',
+            engram_dot_gateway_dot_v1_dot_admin__pb2.SyncRequest.SerializeToString,
+            engram_dot_gateway_dot_v1_dot_admin__pb2.SyncResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rebuild(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.gateway.v1.AdminService/Rebuild',
+            engram_dot_gateway_dot_v1_dot_admin__pb2.RebuildRequest.SerializeToString,
+            engram_dot_gateway_dot_v1_dot_admin__pb2.RebuildResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RebuildStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.gateway.v1.AdminService/RebuildStatus',
+            engram_dot_gateway_dot_v1_dot_admin__pb2.RebuildStatusRequest.SerializeToString,
+            engram_dot_gateway_dot_v1_dot_admin__pb2.RebuildStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,

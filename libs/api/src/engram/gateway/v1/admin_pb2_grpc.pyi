@@ -52,6 +52,32 @@ class AdminServiceStub:
     a requested run waiting to start, and the latest dry run.
     Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED, UNAVAILABLE (log down).
     """
+    Sync: _grpc.UnaryUnaryMultiCallable[_admin_pb2.SyncRequest, _admin_pb2.SyncResponse]
+    """Compares a tenant's stores with the log's latest state (ENGRAM_STATE) and repairs them:
+    a memory missing or older in a store is re-applied from its state (embedded again for
+    vector, entities extracted again for graph), one the log deleted or never had is
+    deleted there, a relation missing from the graph is added again. One run per store
+    (a "sync_<store>" pass under its own lease, resumable). Replies with the run id once
+    the request is in the log; with dry_run the reply waits (bounded by the deadline) for
+    the reports, which count what would change, and nothing changes.
+    Codes: OK, INVALID_ARGUMENT (tenant, stores), PERMISSION_DENIED, UNAVAILABLE.
+    """
+    Rebuild: _grpc.UnaryUnaryMultiCallable[_admin_pb2.RebuildRequest, _admin_pb2.RebuildResponse]
+    """Rebuilds a store from the log's latest state, across tenants: vector and lexical are
+    replayed into a new generation (index/collection) beside the live one, caught up,
+    given the live one's access statistics and relevance scores, then swapped in
+    atomically and replayed once more from the catch-up point; the previous generation is
+    kept until the next rebuild of the store. With embedding_model (vector only) the new
+    generation embeds with that model: this is how the model changes without downtime.
+    Graph (one database) is replayed in place. Any admin token may ask (no tenant's data
+    changes); one rebuild per store at a time (a second request waits for the first).
+    Codes: OK, INVALID_ARGUMENT (store, embedding_model), PERMISSION_DENIED, UNAVAILABLE.
+    """
+    RebuildStatus: _grpc.UnaryUnaryMultiCallable[_admin_pb2.RebuildStatusRequest, _admin_pb2.RebuildStatusResponse]
+    """The current or latest rebuild of each store, and the tenant's latest sync of each store
+    (real and dry), with progress (phase, done of total) and counts.
+    Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED, UNAVAILABLE (log down).
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -75,6 +101,32 @@ class AdminServiceAsyncStub(AdminServiceStub):
     ConsolidationStatus: _aio.UnaryUnaryMultiCallable[_admin_pb2.ConsolidationStatusRequest, _admin_pb2.ConsolidationStatusResponse]  # type: ignore[assignment]
     """Per pass: the current or latest run (start, end, state, changes, duration, progress),
     a requested run waiting to start, and the latest dry run.
+    Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED, UNAVAILABLE (log down).
+    """
+    Sync: _aio.UnaryUnaryMultiCallable[_admin_pb2.SyncRequest, _admin_pb2.SyncResponse]  # type: ignore[assignment]
+    """Compares a tenant's stores with the log's latest state (ENGRAM_STATE) and repairs them:
+    a memory missing or older in a store is re-applied from its state (embedded again for
+    vector, entities extracted again for graph), one the log deleted or never had is
+    deleted there, a relation missing from the graph is added again. One run per store
+    (a "sync_<store>" pass under its own lease, resumable). Replies with the run id once
+    the request is in the log; with dry_run the reply waits (bounded by the deadline) for
+    the reports, which count what would change, and nothing changes.
+    Codes: OK, INVALID_ARGUMENT (tenant, stores), PERMISSION_DENIED, UNAVAILABLE.
+    """
+    Rebuild: _aio.UnaryUnaryMultiCallable[_admin_pb2.RebuildRequest, _admin_pb2.RebuildResponse]  # type: ignore[assignment]
+    """Rebuilds a store from the log's latest state, across tenants: vector and lexical are
+    replayed into a new generation (index/collection) beside the live one, caught up,
+    given the live one's access statistics and relevance scores, then swapped in
+    atomically and replayed once more from the catch-up point; the previous generation is
+    kept until the next rebuild of the store. With embedding_model (vector only) the new
+    generation embeds with that model: this is how the model changes without downtime.
+    Graph (one database) is replayed in place. Any admin token may ask (no tenant's data
+    changes); one rebuild per store at a time (a second request waits for the first).
+    Codes: OK, INVALID_ARGUMENT (store, embedding_model), PERMISSION_DENIED, UNAVAILABLE.
+    """
+    RebuildStatus: _aio.UnaryUnaryMultiCallable[_admin_pb2.RebuildStatusRequest, _admin_pb2.RebuildStatusResponse]  # type: ignore[assignment]
+    """The current or latest rebuild of each store, and the tenant's latest sync of each store
+    (real and dry), with progress (phase, done of total) and counts.
     Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED, UNAVAILABLE (log down).
     """
 
@@ -109,6 +161,50 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_admin_pb2.ConsolidationStatusResponse, _abc.Awaitable[_admin_pb2.ConsolidationStatusResponse]]:
         """Per pass: the current or latest run (start, end, state, changes, duration, progress),
         a requested run waiting to start, and the latest dry run.
+        Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED, UNAVAILABLE (log down).
+        """
+
+    @_abc_1.abstractmethod
+    def Sync(
+        self,
+        request: _admin_pb2.SyncRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.SyncResponse, _abc.Awaitable[_admin_pb2.SyncResponse]]:
+        """Compares a tenant's stores with the log's latest state (ENGRAM_STATE) and repairs them:
+        a memory missing or older in a store is re-applied from its state (embedded again for
+        vector, entities extracted again for graph), one the log deleted or never had is
+        deleted there, a relation missing from the graph is added again. One run per store
+        (a "sync_<store>" pass under its own lease, resumable). Replies with the run id once
+        the request is in the log; with dry_run the reply waits (bounded by the deadline) for
+        the reports, which count what would change, and nothing changes.
+        Codes: OK, INVALID_ARGUMENT (tenant, stores), PERMISSION_DENIED, UNAVAILABLE.
+        """
+
+    @_abc_1.abstractmethod
+    def Rebuild(
+        self,
+        request: _admin_pb2.RebuildRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.RebuildResponse, _abc.Awaitable[_admin_pb2.RebuildResponse]]:
+        """Rebuilds a store from the log's latest state, across tenants: vector and lexical are
+        replayed into a new generation (index/collection) beside the live one, caught up,
+        given the live one's access statistics and relevance scores, then swapped in
+        atomically and replayed once more from the catch-up point; the previous generation is
+        kept until the next rebuild of the store. With embedding_model (vector only) the new
+        generation embeds with that model: this is how the model changes without downtime.
+        Graph (one database) is replayed in place. Any admin token may ask (no tenant's data
+        changes); one rebuild per store at a time (a second request waits for the first).
+        Codes: OK, INVALID_ARGUMENT (store, embedding_model), PERMISSION_DENIED, UNAVAILABLE.
+        """
+
+    @_abc_1.abstractmethod
+    def RebuildStatus(
+        self,
+        request: _admin_pb2.RebuildStatusRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.RebuildStatusResponse, _abc.Awaitable[_admin_pb2.RebuildStatusResponse]]:
+        """The current or latest rebuild of each store, and the tenant's latest sync of each store
+        (real and dry), with progress (phase, done of total) and counts.
         Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED, UNAVAILABLE (log down).
         """
 

@@ -57,6 +57,10 @@ class _RecallModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RecallMode
     """lexical BM25 alone"""
     RECALL_MODE_GRAPH: _RecallMode.ValueType  # 4
     """entities and keywords of the query in the graph alone"""
+    RECALL_MODE_HYBRID_GRAPH: _RecallMode.ValueType  # 5
+    """hybrid, then a graph rerank: personalised PageRank from the best results over their
+    relations and shared entities, blended with the fused score by `graph_alpha`.
+    """
 
 class RecallMode(_RecallMode, metaclass=_RecallModeEnumTypeWrapper):
     """Which retrieval streams a recall queries; scoring then ranks what they found."""
@@ -71,6 +75,10 @@ RECALL_MODE_BM25: RecallMode.ValueType  # 3
 """lexical BM25 alone"""
 RECALL_MODE_GRAPH: RecallMode.ValueType  # 4
 """entities and keywords of the query in the graph alone"""
+RECALL_MODE_HYBRID_GRAPH: RecallMode.ValueType  # 5
+"""hybrid, then a graph rerank: personalised PageRank from the best results over their
+relations and shared entities, blended with the fused score by `graph_alpha`.
+"""
 Global___RecallMode: _TypeAlias = RecallMode  # noqa: Y015
 
 @_typing.final
@@ -191,6 +199,21 @@ class RecallRequest(_message.Message):
     TOKEN_BUDGET_FIELD_NUMBER: _builtins.int
     MIN_SCORE_FIELD_NUMBER: _builtins.int
     EXCLUDE_TYPES_FIELD_NUMBER: _builtins.int
+    QUERIES_FIELD_NUMBER: _builtins.int
+    PER_QUERY_LIMIT_FIELD_NUMBER: _builtins.int
+    DECOMPOSE_FIELD_NUMBER: _builtins.int
+    SORT_FIELD_NUMBER: _builtins.int
+    HYDE_FIELD_NUMBER: _builtins.int
+    RERANK_FIELD_NUMBER: _builtins.int
+    EXPAND_RELATIONS_FIELD_NUMBER: _builtins.int
+    EXPAND_PER_SEED_FIELD_NUMBER: _builtins.int
+    EXPAND_LIMIT_FIELD_NUMBER: _builtins.int
+    EXPAND_MIN_STRENGTH_FIELD_NUMBER: _builtins.int
+    EXPAND_MIN_IMPORTANCE_FIELD_NUMBER: _builtins.int
+    EXPAND_ENTITIES_FIELD_NUMBER: _builtins.int
+    EXPAND_IN_SCOPE_FIELD_NUMBER: _builtins.int
+    GRAPH_ALPHA_FIELD_NUMBER: _builtins.int
+    EXPAND_TYPES_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     limit: _builtins.int
     """1..100, default 10"""
@@ -228,6 +251,44 @@ class RecallRequest(_message.Message):
     """> 0: pack results best-first into `context`"""
     min_score: _builtins.float
     """absolute fused-score floor; 0 = off"""
+    per_query_limit: _builtins.int
+    """hits per stream and sub-query; 0 = the pool (1..200)"""
+    decompose: _builtins.bool
+    """Split the question into entity/topic sub-queries (names, "X and Y", comparisons) and
+    run them as `queries`; unset = the server's setting (off by default).
+    """
+    sort: _builtins.str
+    """Empty `query` (or "*") without `queries` = trending: no text streams, memories that
+    pass the filters ordered by importance (default) | recency | relevance | access_count.
+    Unknown, or set with a text query → INVALID_ARGUMENT naming `sort`.
+    """
+    hyde: _builtins.bool
+    """Query-side models (gateway README, "Query-side models"); unset = the server's setting.
+    HyDE: an LLM writes a hypothetical answer and the vector stream embeds the query with it.
+    """
+    rerank: _builtins.bool
+    """A cross-encoder re-scores the top of the ranking (blended with or replacing the score)."""
+    expand_relations: _builtins.bool
+    """After ranking (gateway README, "Expansion"): memories linked to the best results.
+    Relations: neighbours of the seeds over typed edges, bridges (linked to two or more
+    seeds) first; each is marked `expanded` with `expansion` relation|bridge and the seed(s).
+    """
+    expand_per_seed: _builtins.int
+    """most neighbours per seed; 0 = the server default"""
+    expand_limit: _builtins.int
+    """most expanded results in all (1..100); 0 = default"""
+    expand_min_strength: _builtins.float
+    """edges weaker than this are not followed [0,1]"""
+    expand_min_importance: _builtins.float
+    """expanded memories less important are left out [0,1]"""
+    expand_entities: _builtins.bool
+    """Memories sharing an entity with the seeds (`expansion` entity)."""
+    expand_in_scope: _builtins.bool
+    """Expanded memories must match the request's `tags` too (exclude_tags, types, the time
+    window and archived apply always).
+    """
+    graph_alpha: _builtins.float
+    """hybrid_graph: weight of the PageRank score in [0,1]; 0 = the server default."""
     @_builtins.property
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -237,6 +298,18 @@ class RecallRequest(_message.Message):
     @_builtins.property
     def exclude_types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Types left out; MetaPattern is always left out unless `types` names it."""
+
+    @_builtins.property
+    def queries(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Candidate generation (gateway README, "Multiple queries", "Trending").
+        More queries run alongside `query` (at most 8, each like `query`); hits are merged by
+        id keeping each stream's best score, and a result found by several sub-queries lists
+        each in `streams` as "query:<i>" (0 = `query`, then `queries`, then decomposed ones).
+        """
+
+    @_builtins.property
+    def expand_types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Relation types followed by expand_relations; empty = all. Unknown → INVALID_ARGUMENT."""
 
     def __init__(
         self,
@@ -262,12 +335,38 @@ class RecallRequest(_message.Message):
         token_budget: _builtins.int = ...,
         min_score: _builtins.float = ...,
         exclude_types: _abc.Iterable[_builtins.str] | None = ...,
+        queries: _abc.Iterable[_builtins.str] | None = ...,
+        per_query_limit: _builtins.int = ...,
+        decompose: _builtins.bool | None = ...,
+        sort: _builtins.str = ...,
+        hyde: _builtins.bool | None = ...,
+        rerank: _builtins.bool | None = ...,
+        expand_relations: _builtins.bool = ...,
+        expand_per_seed: _builtins.int = ...,
+        expand_limit: _builtins.int = ...,
+        expand_min_strength: _builtins.float = ...,
+        expand_min_importance: _builtins.float = ...,
+        expand_entities: _builtins.bool = ...,
+        expand_in_scope: _builtins.bool = ...,
+        graph_alpha: _builtins.float = ...,
+        expand_types: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_decompose", b"_decompose", "_hyde", b"_hyde", "_rerank", b"_rerank", "decompose", b"decompose", "hyde", b"hyde", "rerank", b"rerank"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["diversify_by", b"diversify_by", "end", b"end", "exclude_tags", b"exclude_tags", "exclude_types", b"exclude_types", "fusion", b"fusion", "include_archived", b"include_archived", "limit", b"limit", "max_per_group", b"max_per_group", "min_score", b"min_score", "min_sequence", b"min_sequence", "mode", b"mode", "query", b"query", "start", b"start", "state_mode", b"state_mode", "tag_match", b"tag_match", "tag_mode", b"tag_mode", "tags", b"tags", "time_query", b"time_query", "timezone", b"timezone", "token_budget", b"token_budget", "types", b"types"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_decompose", b"_decompose", "_hyde", b"_hyde", "_rerank", b"_rerank", "decompose", b"decompose", "diversify_by", b"diversify_by", "end", b"end", "exclude_tags", b"exclude_tags", "exclude_types", b"exclude_types", "expand_entities", b"expand_entities", "expand_in_scope", b"expand_in_scope", "expand_limit", b"expand_limit", "expand_min_importance", b"expand_min_importance", "expand_min_strength", b"expand_min_strength", "expand_per_seed", b"expand_per_seed", "expand_relations", b"expand_relations", "expand_types", b"expand_types", "fusion", b"fusion", "graph_alpha", b"graph_alpha", "hyde", b"hyde", "include_archived", b"include_archived", "limit", b"limit", "max_per_group", b"max_per_group", "min_score", b"min_score", "min_sequence", b"min_sequence", "mode", b"mode", "per_query_limit", b"per_query_limit", "queries", b"queries", "query", b"query", "rerank", b"rerank", "sort", b"sort", "start", b"start", "state_mode", b"state_mode", "tag_match", b"tag_match", "tag_mode", b"tag_mode", "tags", b"tags", "time_query", b"time_query", "timezone", b"timezone", "token_budget", b"token_budget", "types", b"types"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__decompose: _TypeAlias = _typing.Literal["decompose"]  # noqa: Y015
+    _WhichOneofArgType__decompose: _TypeAlias = _typing.Literal["_decompose", b"_decompose"]  # noqa: Y015
+    _WhichOneofReturnType__hyde: _TypeAlias = _typing.Literal["hyde"]  # noqa: Y015
+    _WhichOneofArgType__hyde: _TypeAlias = _typing.Literal["_hyde", b"_hyde"]  # noqa: Y015
+    _WhichOneofReturnType__rerank: _TypeAlias = _typing.Literal["rerank"]  # noqa: Y015
+    _WhichOneofArgType__rerank: _TypeAlias = _typing.Literal["_rerank", b"_rerank"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__decompose) -> _WhichOneofReturnType__decompose | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__hyde) -> _WhichOneofReturnType__hyde | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__rerank) -> _WhichOneofReturnType__rerank | None: ...
 
 Global___RecallRequest: _TypeAlias = RecallRequest  # noqa: Y015
 
@@ -303,6 +402,8 @@ class RecallResponse(_message.Message):
     CONTEXT_TOKENS_FIELD_NUMBER: _builtins.int
     CUT_FIELD_NUMBER: _builtins.int
     ESCALATED_FIELD_NUMBER: _builtins.int
+    MODELS_FIELD_NUMBER: _builtins.int
+    MODELS_FAILED_FIELD_NUMBER: _builtins.int
     query_ms: _builtins.float
     context: _builtins.str
     """with token_budget: the results packed as text"""
@@ -324,6 +425,16 @@ class RecallResponse(_message.Message):
     def cut(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """post-ranking cuts by reason (min_score, limit…)"""
 
+    @_builtins.property
+    def models(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """query-side models that ran: hyde, decompose, rerank"""
+
+    @_builtins.property
+    def models_failed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Models asked for that did not answer (timeout, error, bad reply) or are not configured;
+        the recall went on without them (a failure is also listed in `degraded`).
+        """
+
     def __init__(
         self,
         *,
@@ -335,10 +446,12 @@ class RecallResponse(_message.Message):
         context_tokens: _builtins.int = ...,
         cut: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
         escalated: _builtins.bool = ...,
+        models: _abc.Iterable[_builtins.str] | None = ...,
+        models_failed: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["context", b"context", "context_tokens", b"context_tokens", "cut", b"cut", "degraded", b"degraded", "escalated", b"escalated", "query_ms", b"query_ms", "results", b"results", "streams", b"streams"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context", b"context", "context_tokens", b"context_tokens", "cut", b"cut", "degraded", b"degraded", "escalated", b"escalated", "models", b"models", "models_failed", b"models_failed", "query_ms", b"query_ms", "results", b"results", "streams", b"streams"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -140,20 +140,28 @@ class AddRelationsRequest(_message.Message):
     TENANT_FIELD_NUMBER: _builtins.int
     RELATIONS_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
+    VERSIONS_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
     version: _builtins.int
     @_builtins.property
     def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Relation]: ...
+    @_builtins.property
+    def versions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """One per relation (the log sequence of the event that carried it), so one request can
+        apply a batch of events; empty = `version` for every relation.
+        """
+
     def __init__(
         self,
         *,
         tenant: _builtins.str = ...,
         relations: _abc.Iterable[_common_pb2.Relation] | None = ...,
         version: _builtins.int = ...,
+        versions: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["relations", b"relations", "tenant", b"tenant", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["relations", b"relations", "tenant", b"tenant", "version", b"version", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -177,6 +185,59 @@ class AddRelationsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AddRelationsResponse: _TypeAlias = AddRelationsResponse  # noqa: Y015
+
+@_typing.final
+class RemoveRelationsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    VERSIONS_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    version: _builtins.int
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Relation]:
+        """source_id, target_id, type and origin are read; the rest is ignored."""
+
+    @_builtins.property
+    def versions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """as in AddRelationsRequest"""
+
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        relations: _abc.Iterable[_common_pb2.Relation] | None = ...,
+        version: _builtins.int = ...,
+        versions: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["relations", b"relations", "tenant", b"tenant", "version", b"version", "versions", b"versions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveRelationsRequest: _TypeAlias = RemoveRelationsRequest  # noqa: Y015
+
+@_typing.final
+class RemoveRelationsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REMOVED_FIELD_NUMBER: _builtins.int
+    removed: _builtins.int
+    def __init__(
+        self,
+        *,
+        removed: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["removed", b"removed"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveRelationsResponse: _TypeAlias = RemoveRelationsResponse  # noqa: Y015
 
 @_typing.final
 class RelatedRequest(_message.Message):

@@ -51,6 +51,11 @@ class GraphServiceStub:
                 request_serializer=engram_dot_graph_dot_v1_dot_graph__pb2.AddRelationsRequest.SerializeToString,
                 response_deserializer=engram_dot_graph_dot_v1_dot_graph__pb2.AddRelationsResponse.FromString,
                 _registered_method=True)
+        self.RemoveRelations = channel.unary_unary(
+                '/engram.graph.v1.GraphService/RemoveRelations',
+                request_serializer=engram_dot_graph_dot_v1_dot_graph__pb2.RemoveRelationsRequest.SerializeToString,
+                response_deserializer=engram_dot_graph_dot_v1_dot_graph__pb2.RemoveRelationsResponse.FromString,
+                _registered_method=True)
         self.Related = channel.unary_unary(
                 '/engram.graph.v1.GraphService/Related',
                 request_serializer=engram_dot_graph_dot_v1_dot_graph__pb2.RelatedRequest.SerializeToString,
@@ -111,6 +116,16 @@ class GraphServiceServicer:
     def AddRelations(self, request, context):
         """Typed relations between memories; a user edge is never replaced by a system one.
         Codes: OK, INVALID_ARGUMENT (type, strength), NOT_FOUND (endpoint), UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveRelations(self, request, context):
+        """Removes each (source, target, type) edge written by an older version than the
+        removal's; a "system" removal never removes a user edge; an absent edge or endpoint is
+        no error (a removal is idempotent).
+        Codes: OK, INVALID_ARGUMENT (tenant, relations, type, ids, origin, versions), UNAVAILABLE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -187,6 +202,11 @@ def add_GraphServiceServicer_to_server(servicer, server):
                     servicer.AddRelations,
                     request_deserializer=engram_dot_graph_dot_v1_dot_graph__pb2.AddRelationsRequest.FromString,
                     response_serializer=engram_dot_graph_dot_v1_dot_graph__pb2.AddRelationsResponse.SerializeToString,
+            ),
+            'RemoveRelations': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveRelations,
+                    request_deserializer=engram_dot_graph_dot_v1_dot_graph__pb2.RemoveRelationsRequest.FromString,
+                    response_serializer=engram_dot_graph_dot_v1_dot_graph__pb2.RemoveRelationsResponse.SerializeToString,
             ),
             'Related': grpc.unary_unary_rpc_method_handler(
                     servicer.Related,
@@ -307,6 +327,33 @@ class GraphService:
             '/engram.graph.v1.GraphService/AddRelations',
             engram_dot_graph_dot_v1_dot_graph__pb2.AddRelationsRequest.SerializeToString,
             engram_dot_graph_dot_v1_dot_graph__pb2.AddRelationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveRelations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.graph.v1.GraphService/RemoveRelations',
+            engram_dot_graph_dot_v1_dot_graph__pb2.RemoveRelationsRequest.SerializeToString,
+            engram_dot_graph_dot_v1_dot_graph__pb2.RemoveRelationsResponse.FromString,
             options,
             channel_credentials,
             insecure,

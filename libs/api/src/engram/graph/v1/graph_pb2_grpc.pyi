@@ -45,6 +45,12 @@ class GraphServiceStub:
     """Typed relations between memories; a user edge is never replaced by a system one.
     Codes: OK, INVALID_ARGUMENT (type, strength), NOT_FOUND (endpoint), UNAVAILABLE.
     """
+    RemoveRelations: _grpc.UnaryUnaryMultiCallable[_graph_pb2.RemoveRelationsRequest, _graph_pb2.RemoveRelationsResponse]
+    """Removes each (source, target, type) edge written by an older version than the
+    removal's; a "system" removal never removes a user edge; an absent edge or endpoint is
+    no error (a removal is idempotent).
+    Codes: OK, INVALID_ARGUMENT (tenant, relations, type, ids, origin, versions), UNAVAILABLE.
+    """
     Related: _grpc.UnaryUnaryMultiCallable[_graph_pb2.RelatedRequest, _graph_pb2.RelatedResponse]
     """Memories within `depth` hops of `id`. Codes: OK, INVALID_ARGUMENT, NOT_FOUND, UNAVAILABLE."""
     Search: _grpc.UnaryUnaryMultiCallable[_graph_pb2.SearchRequest, _graph_pb2.SearchResponse]
@@ -84,6 +90,12 @@ class GraphServiceAsyncStub(GraphServiceStub):
     AddRelations: _aio.UnaryUnaryMultiCallable[_graph_pb2.AddRelationsRequest, _graph_pb2.AddRelationsResponse]  # type: ignore[assignment]
     """Typed relations between memories; a user edge is never replaced by a system one.
     Codes: OK, INVALID_ARGUMENT (type, strength), NOT_FOUND (endpoint), UNAVAILABLE.
+    """
+    RemoveRelations: _aio.UnaryUnaryMultiCallable[_graph_pb2.RemoveRelationsRequest, _graph_pb2.RemoveRelationsResponse]  # type: ignore[assignment]
+    """Removes each (source, target, type) edge written by an older version than the
+    removal's; a "system" removal never removes a user edge; an absent edge or endpoint is
+    no error (a removal is idempotent).
+    Codes: OK, INVALID_ARGUMENT (tenant, relations, type, ids, origin, versions), UNAVAILABLE.
     """
     Related: _aio.UnaryUnaryMultiCallable[_graph_pb2.RelatedRequest, _graph_pb2.RelatedResponse]  # type: ignore[assignment]
     """Memories within `depth` hops of `id`. Codes: OK, INVALID_ARGUMENT, NOT_FOUND, UNAVAILABLE."""
@@ -139,6 +151,18 @@ class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_graph_pb2.AddRelationsResponse, _abc.Awaitable[_graph_pb2.AddRelationsResponse]]:
         """Typed relations between memories; a user edge is never replaced by a system one.
         Codes: OK, INVALID_ARGUMENT (type, strength), NOT_FOUND (endpoint), UNAVAILABLE.
+        """
+
+    @_abc_1.abstractmethod
+    def RemoveRelations(
+        self,
+        request: _graph_pb2.RemoveRelationsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_graph_pb2.RemoveRelationsResponse, _abc.Awaitable[_graph_pb2.RemoveRelationsResponse]]:
+        """Removes each (source, target, type) edge written by an older version than the
+        removal's; a "system" removal never removes a user edge; an absent edge or endpoint is
+        no error (a removal is idempotent).
+        Codes: OK, INVALID_ARGUMENT (tenant, relations, type, ids, origin, versions), UNAVAILABLE.
         """
 
     @_abc_1.abstractmethod

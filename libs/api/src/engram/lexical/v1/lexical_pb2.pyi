@@ -25,7 +25,10 @@ class UpsertRequest(_message.Message):
 
     TENANT_FIELD_NUMBER: _builtins.int
     MEMORIES_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
+    generation: _builtins.str
+    """"" = the live one; else by name (NOT_FOUND: unknown)"""
     @_builtins.property
     def memories(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Memory]: ...
     def __init__(
@@ -33,10 +36,11 @@ class UpsertRequest(_message.Message):
         *,
         tenant: _builtins.str = ...,
         memories: _abc.Iterable[_common_pb2.Memory] | None = ...,
+        generation: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["memories", b"memories", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "memories", b"memories", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -71,8 +75,11 @@ class DeleteRequest(_message.Message):
     TENANT_FIELD_NUMBER: _builtins.int
     IDS_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
     version: _builtins.int
+    generation: _builtins.str
+    """"" = the live one; else by name (NOT_FOUND: unknown)"""
     @_builtins.property
     def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -81,10 +88,11 @@ class DeleteRequest(_message.Message):
         tenant: _builtins.str = ...,
         ids: _abc.Iterable[_builtins.str] | None = ...,
         version: _builtins.int = ...,
+        generation: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids", b"ids", "tenant", b"tenant", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "ids", b"ids", "tenant", b"tenant", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -164,7 +172,10 @@ class GetRequest(_message.Message):
 
     TENANT_FIELD_NUMBER: _builtins.int
     IDS_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
+    generation: _builtins.str
+    """"" = the live one; else by name (NOT_FOUND: unknown)"""
     @_builtins.property
     def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -172,10 +183,11 @@ class GetRequest(_message.Message):
         *,
         tenant: _builtins.str = ...,
         ids: _abc.Iterable[_builtins.str] | None = ...,
+        generation: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids", b"ids", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "ids", b"ids", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -207,7 +219,10 @@ class UpdateAccessRequest(_message.Message):
 
     TENANT_FIELD_NUMBER: _builtins.int
     UPDATES_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
+    generation: _builtins.str
+    """"" = the live one; else by name (NOT_FOUND: unknown)"""
     @_builtins.property
     def updates(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AccessUpdate]: ...
     def __init__(
@@ -215,10 +230,11 @@ class UpdateAccessRequest(_message.Message):
         *,
         tenant: _builtins.str = ...,
         updates: _abc.Iterable[_common_pb2.AccessUpdate] | None = ...,
+        generation: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["tenant", b"tenant", "updates", b"updates"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "tenant", b"tenant", "updates", b"updates"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -248,15 +264,19 @@ class CountRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TENANT_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
+    generation: _builtins.str
+    """"" = the live one; else by name (NOT_FOUND: unknown)"""
     def __init__(
         self,
         *,
         tenant: _builtins.str = ...,
+        generation: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -288,21 +308,25 @@ class ScanRequest(_message.Message):
     TENANT_FIELD_NUMBER: _builtins.int
     CURSOR_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
     cursor: _builtins.str
     """"" = from the start; else a next_cursor, opaque"""
     limit: _builtins.int
     """1..max"""
+    generation: _builtins.str
+    """"" = the live one; else by name (NOT_FOUND: unknown)"""
     def __init__(
         self,
         *,
         tenant: _builtins.str = ...,
         cursor: _builtins.str = ...,
         limit: _builtins.int = ...,
+        generation: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "limit", b"limit", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "generation", b"generation", "limit", b"limit", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -360,7 +384,10 @@ class UpdateRelevanceRequest(_message.Message):
 
     TENANT_FIELD_NUMBER: _builtins.int
     UPDATES_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
+    generation: _builtins.str
+    """"" = the live one; else by name (NOT_FOUND: unknown)"""
     @_builtins.property
     def updates(self) -> _containers.RepeatedCompositeFieldContainer[Global___RelevanceUpdate]: ...
     def __init__(
@@ -368,10 +395,11 @@ class UpdateRelevanceRequest(_message.Message):
         *,
         tenant: _builtins.str = ...,
         updates: _abc.Iterable[Global___RelevanceUpdate] | None = ...,
+        generation: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["tenant", b"tenant", "updates", b"updates"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "tenant", b"tenant", "updates", b"updates"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -395,3 +423,150 @@ class UpdateRelevanceResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___UpdateRelevanceResponse: _TypeAlias = UpdateRelevanceResponse  # noqa: Y015
+
+@_typing.final
+class CreateGenerationRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EMBEDDING_MODEL_FIELD_NUMBER: _builtins.int
+    embedding_model: _builtins.str
+    def __init__(
+        self,
+        *,
+        embedding_model: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["embedding_model", b"embedding_model"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateGenerationRequest: _TypeAlias = CreateGenerationRequest  # noqa: Y015
+
+@_typing.final
+class CreateGenerationResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GENERATION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def generation(self) -> _common_pb2.Generation: ...
+    def __init__(
+        self,
+        *,
+        generation: _common_pb2.Generation | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateGenerationResponse: _TypeAlias = CreateGenerationResponse  # noqa: Y015
+
+@_typing.final
+class ListGenerationsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListGenerationsRequest: _TypeAlias = ListGenerationsRequest  # noqa: Y015
+
+@_typing.final
+class ListGenerationsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GENERATIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def generations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Generation]: ...
+    def __init__(
+        self,
+        *,
+        generations: _abc.Iterable[_common_pb2.Generation] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generations", b"generations"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListGenerationsResponse: _TypeAlias = ListGenerationsResponse  # noqa: Y015
+
+@_typing.final
+class SwapGenerationRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SwapGenerationRequest: _TypeAlias = SwapGenerationRequest  # noqa: Y015
+
+@_typing.final
+class SwapGenerationResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PREVIOUS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def previous(self) -> _common_pb2.Generation: ...
+    def __init__(
+        self,
+        *,
+        previous: _common_pb2.Generation | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["previous", b"previous"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["previous", b"previous"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SwapGenerationResponse: _TypeAlias = SwapGenerationResponse  # noqa: Y015
+
+@_typing.final
+class DropGenerationRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DropGenerationRequest: _TypeAlias = DropGenerationRequest  # noqa: Y015
+
+@_typing.final
+class DropGenerationResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DropGenerationResponse: _TypeAlias = DropGenerationResponse  # noqa: Y015

@@ -28,6 +28,8 @@ if _version_not_supported:
 class LexicalServiceStub:
     """Owns the text index (BM25). Writes are idempotent on (id, version): a write
     whose version is not newer than the stored one (or a tombstone) is ignored.
+    Upsert, Delete, Get, UpdateAccess, Count, Scan and UpdateRelevance also answer NOT_FOUND
+    (generation) when their `generation` names none.
     """
 
     def __init__(self, channel):
@@ -76,11 +78,33 @@ class LexicalServiceStub:
                 request_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.UpdateRelevanceRequest.SerializeToString,
                 response_deserializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.UpdateRelevanceResponse.FromString,
                 _registered_method=True)
+        self.CreateGeneration = channel.unary_unary(
+                '/engram.lexical.v1.LexicalService/CreateGeneration',
+                request_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.CreateGenerationRequest.SerializeToString,
+                response_deserializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.CreateGenerationResponse.FromString,
+                _registered_method=True)
+        self.ListGenerations = channel.unary_unary(
+                '/engram.lexical.v1.LexicalService/ListGenerations',
+                request_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.ListGenerationsRequest.SerializeToString,
+                response_deserializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.ListGenerationsResponse.FromString,
+                _registered_method=True)
+        self.SwapGeneration = channel.unary_unary(
+                '/engram.lexical.v1.LexicalService/SwapGeneration',
+                request_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.SwapGenerationRequest.SerializeToString,
+                response_deserializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.SwapGenerationResponse.FromString,
+                _registered_method=True)
+        self.DropGeneration = channel.unary_unary(
+                '/engram.lexical.v1.LexicalService/DropGeneration',
+                request_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.DropGenerationRequest.SerializeToString,
+                response_deserializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.DropGenerationResponse.FromString,
+                _registered_method=True)
 
 
 class LexicalServiceServicer:
     """Owns the text index (BM25). Writes are idempotent on (id, version): a write
     whose version is not newer than the stored one (or a tombstone) is ignored.
+    Upsert, Delete, Get, UpdateAccess, Count, Scan and UpdateRelevance also answer NOT_FOUND
+    (generation) when their `generation` names none.
     """
 
     def Upsert(self, request, context):
@@ -144,6 +168,39 @@ class LexicalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateGeneration(self, request, context):
+        """Generations (a rebuild): a new EMPTY index beside the live one, named by the store
+        ("v2", "v3"…); embedding_model "" = the live generation's. Writes and reads carrying
+        `generation` go to it; everything else keeps using the live one.
+        embedding_model is ignored (no vectors here). Codes: OK, UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGenerations(self, request, context):
+        """Every generation, the live one included, oldest first. Codes: OK, UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SwapGeneration(self, request, context):
+        """Makes `name` live atomically and returns the previous live generation (kept until
+        dropped). Codes: OK, INVALID_ARGUMENT (name), NOT_FOUND (name), UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DropGeneration(self, request, context):
+        """Deletes a generation and its data. Codes: OK, INVALID_ARGUMENT (name), NOT_FOUND (name),
+        FAILED_PRECONDITION (name: the live one), UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LexicalServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -187,6 +244,26 @@ def add_LexicalServiceServicer_to_server(servicer, server):
                     request_deserializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.UpdateRelevanceRequest.FromString,
                     response_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.UpdateRelevanceResponse.SerializeToString,
             ),
+            'CreateGeneration': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateGeneration,
+                    request_deserializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.CreateGenerationRequest.FromString,
+                    response_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.CreateGenerationResponse.SerializeToString,
+            ),
+            'ListGenerations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGenerations,
+                    request_deserializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.ListGenerationsRequest.FromString,
+                    response_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.ListGenerationsResponse.SerializeToString,
+            ),
+            'SwapGeneration': grpc.unary_unary_rpc_method_handler(
+                    servicer.SwapGeneration,
+                    request_deserializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.SwapGenerationRequest.FromString,
+                    response_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.SwapGenerationResponse.SerializeToString,
+            ),
+            'DropGeneration': grpc.unary_unary_rpc_method_handler(
+                    servicer.DropGeneration,
+                    request_deserializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.DropGenerationRequest.FromString,
+                    response_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.DropGenerationResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'engram.lexical.v1.LexicalService', rpc_method_handlers)
@@ -198,6 +275,8 @@ def add_LexicalServiceServicer_to_server(servicer, server):
 class LexicalService:
     """Owns the text index (BM25). Writes are idempotent on (id, version): a write
     whose version is not newer than the stored one (or a tombstone) is ignored.
+    Upsert, Delete, Get, UpdateAccess, Count, Scan and UpdateRelevance also answer NOT_FOUND
+    (generation) when their `generation` names none.
     """
 
     @staticmethod
@@ -406,6 +485,114 @@ class LexicalService:
             '/engram.lexical.v1.LexicalService/UpdateRelevance',
             engram_dot_lexical_dot_v1_dot_lexical__pb2.UpdateRelevanceRequest.SerializeToString,
             engram_dot_lexical_dot_v1_dot_lexical__pb2.UpdateRelevanceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateGeneration(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.lexical.v1.LexicalService/CreateGeneration',
+            engram_dot_lexical_dot_v1_dot_lexical__pb2.CreateGenerationRequest.SerializeToString,
+            engram_dot_lexical_dot_v1_dot_lexical__pb2.CreateGenerationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGenerations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.lexical.v1.LexicalService/ListGenerations',
+            engram_dot_lexical_dot_v1_dot_lexical__pb2.ListGenerationsRequest.SerializeToString,
+            engram_dot_lexical_dot_v1_dot_lexical__pb2.ListGenerationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SwapGeneration(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.lexical.v1.LexicalService/SwapGeneration',
+            engram_dot_lexical_dot_v1_dot_lexical__pb2.SwapGenerationRequest.SerializeToString,
+            engram_dot_lexical_dot_v1_dot_lexical__pb2.SwapGenerationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DropGeneration(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.lexical.v1.LexicalService/DropGeneration',
+            engram_dot_lexical_dot_v1_dot_lexical__pb2.DropGenerationRequest.SerializeToString,
+            engram_dot_lexical_dot_v1_dot_lexical__pb2.DropGenerationResponse.FromString,
             options,
             channel_credentials,
             insecure,

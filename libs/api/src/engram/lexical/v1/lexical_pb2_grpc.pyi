@@ -29,6 +29,8 @@ GRPC_VERSION: str
 class LexicalServiceStub:
     """Owns the text index (BM25). Writes are idempotent on (id, version): a write
     whose version is not newer than the stored one (or a tombstone) is ignored.
+    Upsert, Delete, Get, UpdateAccess, Count, Scan and UpdateRelevance also answer NOT_FOUND
+    (generation) when their `generation` names none.
     """
 
     @_typing.overload
@@ -59,11 +61,29 @@ class LexicalServiceStub:
     deleted ids are skipped. Codes: OK, INVALID_ARGUMENT (tenant, updates,
     updates[i].id, updates[i].relevance_score), UNAVAILABLE.
     """
+    CreateGeneration: _grpc.UnaryUnaryMultiCallable[_lexical_pb2.CreateGenerationRequest, _lexical_pb2.CreateGenerationResponse]
+    """Generations (a rebuild): a new EMPTY index beside the live one, named by the store
+    ("v2", "v3"…); embedding_model "" = the live generation's. Writes and reads carrying
+    `generation` go to it; everything else keeps using the live one.
+    embedding_model is ignored (no vectors here). Codes: OK, UNAVAILABLE.
+    """
+    ListGenerations: _grpc.UnaryUnaryMultiCallable[_lexical_pb2.ListGenerationsRequest, _lexical_pb2.ListGenerationsResponse]
+    """Every generation, the live one included, oldest first. Codes: OK, UNAVAILABLE."""
+    SwapGeneration: _grpc.UnaryUnaryMultiCallable[_lexical_pb2.SwapGenerationRequest, _lexical_pb2.SwapGenerationResponse]
+    """Makes `name` live atomically and returns the previous live generation (kept until
+    dropped). Codes: OK, INVALID_ARGUMENT (name), NOT_FOUND (name), UNAVAILABLE.
+    """
+    DropGeneration: _grpc.UnaryUnaryMultiCallable[_lexical_pb2.DropGenerationRequest, _lexical_pb2.DropGenerationResponse]
+    """Deletes a generation and its data. Codes: OK, INVALID_ARGUMENT (name), NOT_FOUND (name),
+    FAILED_PRECONDITION (name: the live one), UNAVAILABLE.
+    """
 
 @_typing.type_check_only
 class LexicalServiceAsyncStub(LexicalServiceStub):
     """Owns the text index (BM25). Writes are idempotent on (id, version): a write
     whose version is not newer than the stored one (or a tombstone) is ignored.
+    Upsert, Delete, Get, UpdateAccess, Count, Scan and UpdateRelevance also answer NOT_FOUND
+    (generation) when their `generation` names none.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -91,10 +111,28 @@ class LexicalServiceAsyncStub(LexicalServiceStub):
     deleted ids are skipped. Codes: OK, INVALID_ARGUMENT (tenant, updates,
     updates[i].id, updates[i].relevance_score), UNAVAILABLE.
     """
+    CreateGeneration: _aio.UnaryUnaryMultiCallable[_lexical_pb2.CreateGenerationRequest, _lexical_pb2.CreateGenerationResponse]  # type: ignore[assignment]
+    """Generations (a rebuild): a new EMPTY index beside the live one, named by the store
+    ("v2", "v3"…); embedding_model "" = the live generation's. Writes and reads carrying
+    `generation` go to it; everything else keeps using the live one.
+    embedding_model is ignored (no vectors here). Codes: OK, UNAVAILABLE.
+    """
+    ListGenerations: _aio.UnaryUnaryMultiCallable[_lexical_pb2.ListGenerationsRequest, _lexical_pb2.ListGenerationsResponse]  # type: ignore[assignment]
+    """Every generation, the live one included, oldest first. Codes: OK, UNAVAILABLE."""
+    SwapGeneration: _aio.UnaryUnaryMultiCallable[_lexical_pb2.SwapGenerationRequest, _lexical_pb2.SwapGenerationResponse]  # type: ignore[assignment]
+    """Makes `name` live atomically and returns the previous live generation (kept until
+    dropped). Codes: OK, INVALID_ARGUMENT (name), NOT_FOUND (name), UNAVAILABLE.
+    """
+    DropGeneration: _aio.UnaryUnaryMultiCallable[_lexical_pb2.DropGenerationRequest, _lexical_pb2.DropGenerationResponse]  # type: ignore[assignment]
+    """Deletes a generation and its data. Codes: OK, INVALID_ARGUMENT (name), NOT_FOUND (name),
+    FAILED_PRECONDITION (name: the live one), UNAVAILABLE.
+    """
 
 class LexicalServiceServicer(metaclass=_abc_1.ABCMeta):
     """Owns the text index (BM25). Writes are idempotent on (id, version): a write
     whose version is not newer than the stored one (or a tombstone) is ignored.
+    Upsert, Delete, Get, UpdateAccess, Count, Scan and UpdateRelevance also answer NOT_FOUND
+    (generation) when their `generation` names none.
     """
 
     @_abc_1.abstractmethod
@@ -167,6 +205,46 @@ class LexicalServiceServicer(metaclass=_abc_1.ABCMeta):
         """Sets relevance_score of live memories, nothing else (version untouched); unknown and
         deleted ids are skipped. Codes: OK, INVALID_ARGUMENT (tenant, updates,
         updates[i].id, updates[i].relevance_score), UNAVAILABLE.
+        """
+
+    @_abc_1.abstractmethod
+    def CreateGeneration(
+        self,
+        request: _lexical_pb2.CreateGenerationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_lexical_pb2.CreateGenerationResponse, _abc.Awaitable[_lexical_pb2.CreateGenerationResponse]]:
+        """Generations (a rebuild): a new EMPTY index beside the live one, named by the store
+        ("v2", "v3"…); embedding_model "" = the live generation's. Writes and reads carrying
+        `generation` go to it; everything else keeps using the live one.
+        embedding_model is ignored (no vectors here). Codes: OK, UNAVAILABLE.
+        """
+
+    @_abc_1.abstractmethod
+    def ListGenerations(
+        self,
+        request: _lexical_pb2.ListGenerationsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_lexical_pb2.ListGenerationsResponse, _abc.Awaitable[_lexical_pb2.ListGenerationsResponse]]:
+        """Every generation, the live one included, oldest first. Codes: OK, UNAVAILABLE."""
+
+    @_abc_1.abstractmethod
+    def SwapGeneration(
+        self,
+        request: _lexical_pb2.SwapGenerationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_lexical_pb2.SwapGenerationResponse, _abc.Awaitable[_lexical_pb2.SwapGenerationResponse]]:
+        """Makes `name` live atomically and returns the previous live generation (kept until
+        dropped). Codes: OK, INVALID_ARGUMENT (name), NOT_FOUND (name), UNAVAILABLE.
+        """
+
+    @_abc_1.abstractmethod
+    def DropGeneration(
+        self,
+        request: _lexical_pb2.DropGenerationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_lexical_pb2.DropGenerationResponse, _abc.Awaitable[_lexical_pb2.DropGenerationResponse]]:
+        """Deletes a generation and its data. Codes: OK, INVALID_ARGUMENT (name), NOT_FOUND (name),
+        FAILED_PRECONDITION (name: the live one), UNAVAILABLE.
         """
 
 def add_LexicalServiceServicer_to_server(servicer: LexicalServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

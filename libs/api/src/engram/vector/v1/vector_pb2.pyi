@@ -49,7 +49,10 @@ class UpsertRequest(_message.Message):
 
     TENANT_FIELD_NUMBER: _builtins.int
     POINTS_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
+    generation: _builtins.str
+    """"" = the live one; else by name (NOT_FOUND: unknown)"""
     @_builtins.property
     def points(self) -> _containers.RepeatedCompositeFieldContainer[Global___Point]: ...
     def __init__(
@@ -57,10 +60,11 @@ class UpsertRequest(_message.Message):
         *,
         tenant: _builtins.str = ...,
         points: _abc.Iterable[Global___Point] | None = ...,
+        generation: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["points", b"points", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "points", b"points", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -95,8 +99,11 @@ class DeleteRequest(_message.Message):
     TENANT_FIELD_NUMBER: _builtins.int
     IDS_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
     version: _builtins.int
+    generation: _builtins.str
+    """"" = the live one; else by name (NOT_FOUND: unknown)"""
     @_builtins.property
     def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -105,10 +112,11 @@ class DeleteRequest(_message.Message):
         tenant: _builtins.str = ...,
         ids: _abc.Iterable[_builtins.str] | None = ...,
         version: _builtins.int = ...,
+        generation: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids", b"ids", "tenant", b"tenant", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "ids", b"ids", "tenant", b"tenant", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -192,7 +200,10 @@ class GetRequest(_message.Message):
 
     TENANT_FIELD_NUMBER: _builtins.int
     IDS_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
+    generation: _builtins.str
+    """"" = the live one; else by name (NOT_FOUND: unknown)"""
     @_builtins.property
     def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -200,10 +211,11 @@ class GetRequest(_message.Message):
         *,
         tenant: _builtins.str = ...,
         ids: _abc.Iterable[_builtins.str] | None = ...,
+        generation: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids", b"ids", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "ids", b"ids", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -235,7 +247,10 @@ class UpdateAccessRequest(_message.Message):
 
     TENANT_FIELD_NUMBER: _builtins.int
     UPDATES_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
+    generation: _builtins.str
+    """"" = the live one; else by name (NOT_FOUND: unknown)"""
     @_builtins.property
     def updates(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AccessUpdate]: ...
     def __init__(
@@ -243,10 +258,11 @@ class UpdateAccessRequest(_message.Message):
         *,
         tenant: _builtins.str = ...,
         updates: _abc.Iterable[_common_pb2.AccessUpdate] | None = ...,
+        generation: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["tenant", b"tenant", "updates", b"updates"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "tenant", b"tenant", "updates", b"updates"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -276,15 +292,19 @@ class CountRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TENANT_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
+    generation: _builtins.str
+    """"" = the live one; else by name (NOT_FOUND: unknown)"""
     def __init__(
         self,
         *,
         tenant: _builtins.str = ...,
+        generation: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -316,21 +336,25 @@ class ScanRequest(_message.Message):
     TENANT_FIELD_NUMBER: _builtins.int
     CURSOR_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
     cursor: _builtins.str
     """"" = from the start; else a next_cursor, opaque"""
     limit: _builtins.int
     """1..max"""
+    generation: _builtins.str
+    """"" = the live one; else by name (NOT_FOUND: unknown)"""
     def __init__(
         self,
         *,
         tenant: _builtins.str = ...,
         cursor: _builtins.str = ...,
         limit: _builtins.int = ...,
+        generation: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "limit", b"limit", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "generation", b"generation", "limit", b"limit", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -388,7 +412,10 @@ class UpdateRelevanceRequest(_message.Message):
 
     TENANT_FIELD_NUMBER: _builtins.int
     UPDATES_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
+    generation: _builtins.str
+    """"" = the live one; else by name (NOT_FOUND: unknown)"""
     @_builtins.property
     def updates(self) -> _containers.RepeatedCompositeFieldContainer[Global___RelevanceUpdate]: ...
     def __init__(
@@ -396,10 +423,11 @@ class UpdateRelevanceRequest(_message.Message):
         *,
         tenant: _builtins.str = ...,
         updates: _abc.Iterable[Global___RelevanceUpdate] | None = ...,
+        generation: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["tenant", b"tenant", "updates", b"updates"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "tenant", b"tenant", "updates", b"updates"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -497,3 +525,150 @@ class NeighboursResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___NeighboursResponse: _TypeAlias = NeighboursResponse  # noqa: Y015
+
+@_typing.final
+class CreateGenerationRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EMBEDDING_MODEL_FIELD_NUMBER: _builtins.int
+    embedding_model: _builtins.str
+    def __init__(
+        self,
+        *,
+        embedding_model: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["embedding_model", b"embedding_model"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateGenerationRequest: _TypeAlias = CreateGenerationRequest  # noqa: Y015
+
+@_typing.final
+class CreateGenerationResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GENERATION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def generation(self) -> _common_pb2.Generation: ...
+    def __init__(
+        self,
+        *,
+        generation: _common_pb2.Generation | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateGenerationResponse: _TypeAlias = CreateGenerationResponse  # noqa: Y015
+
+@_typing.final
+class ListGenerationsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListGenerationsRequest: _TypeAlias = ListGenerationsRequest  # noqa: Y015
+
+@_typing.final
+class ListGenerationsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GENERATIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def generations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Generation]: ...
+    def __init__(
+        self,
+        *,
+        generations: _abc.Iterable[_common_pb2.Generation] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generations", b"generations"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListGenerationsResponse: _TypeAlias = ListGenerationsResponse  # noqa: Y015
+
+@_typing.final
+class SwapGenerationRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SwapGenerationRequest: _TypeAlias = SwapGenerationRequest  # noqa: Y015
+
+@_typing.final
+class SwapGenerationResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PREVIOUS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def previous(self) -> _common_pb2.Generation: ...
+    def __init__(
+        self,
+        *,
+        previous: _common_pb2.Generation | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["previous", b"previous"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["previous", b"previous"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SwapGenerationResponse: _TypeAlias = SwapGenerationResponse  # noqa: Y015
+
+@_typing.final
+class DropGenerationRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DropGenerationRequest: _TypeAlias = DropGenerationRequest  # noqa: Y015
+
+@_typing.final
+class DropGenerationResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DropGenerationResponse: _TypeAlias = DropGenerationResponse  # noqa: Y015

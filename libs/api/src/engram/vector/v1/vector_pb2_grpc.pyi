@@ -29,6 +29,8 @@ GRPC_VERSION: str
 class VectorServiceStub:
     """Owns the vector store. Writes are idempotent on (id, version): a write
     whose version is not newer than the stored one (or a tombstone) is ignored.
+    Upsert, Delete, Get, UpdateAccess, Count, Scan and UpdateRelevance also answer NOT_FOUND
+    (generation) when their `generation` names none.
     """
 
     @_typing.overload
@@ -36,7 +38,9 @@ class VectorServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> VectorServiceAsyncStub: ...
     Upsert: _grpc.UnaryUnaryMultiCallable[_vector_pb2.UpsertRequest, _vector_pb2.UpsertResponse]
-    """Codes: OK, INVALID_ARGUMENT (dimension, tenant), UNAVAILABLE."""
+    """Codes: OK, INVALID_ARGUMENT (dimension, tenant), FAILED_PRECONDITION
+    (points[i].memory.embedding_model: not the target generation's model), UNAVAILABLE.
+    """
     Delete: _grpc.UnaryUnaryMultiCallable[_vector_pb2.DeleteRequest, _vector_pb2.DeleteResponse]
     """Codes: OK, INVALID_ARGUMENT, UNAVAILABLE."""
     Search: _grpc.UnaryUnaryMultiCallable[_vector_pb2.SearchRequest, _vector_pb2.SearchResponse]
@@ -65,16 +69,37 @@ class VectorServiceStub:
     Codes: OK, INVALID_ARGUMENT (tenant, ids, ids[i], limit, min_score), UNAVAILABLE,
     DEADLINE_EXCEEDED.
     """
+    CreateGeneration: _grpc.UnaryUnaryMultiCallable[_vector_pb2.CreateGenerationRequest, _vector_pb2.CreateGenerationResponse]
+    """Generations (a rebuild): a new EMPTY index beside the live one, named by the store
+    ("v2", "v3"…); embedding_model "" = the live generation's. Writes and reads carrying
+    `generation` go to it; everything else keeps using the live one.
+    Codes: OK, INVALID_ARGUMENT (embedding_model: one this service cannot embed with),
+    UNAVAILABLE.
+    """
+    ListGenerations: _grpc.UnaryUnaryMultiCallable[_vector_pb2.ListGenerationsRequest, _vector_pb2.ListGenerationsResponse]
+    """Every generation, the live one included, oldest first. Codes: OK, UNAVAILABLE."""
+    SwapGeneration: _grpc.UnaryUnaryMultiCallable[_vector_pb2.SwapGenerationRequest, _vector_pb2.SwapGenerationResponse]
+    """Makes `name` live atomically and returns the previous live generation (kept until
+    dropped). Codes: OK, INVALID_ARGUMENT (name), NOT_FOUND (name), UNAVAILABLE.
+    """
+    DropGeneration: _grpc.UnaryUnaryMultiCallable[_vector_pb2.DropGenerationRequest, _vector_pb2.DropGenerationResponse]
+    """Deletes a generation and its data. Codes: OK, INVALID_ARGUMENT (name), NOT_FOUND (name),
+    FAILED_PRECONDITION (name: the live one), UNAVAILABLE.
+    """
 
 @_typing.type_check_only
 class VectorServiceAsyncStub(VectorServiceStub):
     """Owns the vector store. Writes are idempotent on (id, version): a write
     whose version is not newer than the stored one (or a tombstone) is ignored.
+    Upsert, Delete, Get, UpdateAccess, Count, Scan and UpdateRelevance also answer NOT_FOUND
+    (generation) when their `generation` names none.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     Upsert: _aio.UnaryUnaryMultiCallable[_vector_pb2.UpsertRequest, _vector_pb2.UpsertResponse]  # type: ignore[assignment]
-    """Codes: OK, INVALID_ARGUMENT (dimension, tenant), UNAVAILABLE."""
+    """Codes: OK, INVALID_ARGUMENT (dimension, tenant), FAILED_PRECONDITION
+    (points[i].memory.embedding_model: not the target generation's model), UNAVAILABLE.
+    """
     Delete: _aio.UnaryUnaryMultiCallable[_vector_pb2.DeleteRequest, _vector_pb2.DeleteResponse]  # type: ignore[assignment]
     """Codes: OK, INVALID_ARGUMENT, UNAVAILABLE."""
     Search: _aio.UnaryUnaryMultiCallable[_vector_pb2.SearchRequest, _vector_pb2.SearchResponse]  # type: ignore[assignment]
@@ -103,10 +128,29 @@ class VectorServiceAsyncStub(VectorServiceStub):
     Codes: OK, INVALID_ARGUMENT (tenant, ids, ids[i], limit, min_score), UNAVAILABLE,
     DEADLINE_EXCEEDED.
     """
+    CreateGeneration: _aio.UnaryUnaryMultiCallable[_vector_pb2.CreateGenerationRequest, _vector_pb2.CreateGenerationResponse]  # type: ignore[assignment]
+    """Generations (a rebuild): a new EMPTY index beside the live one, named by the store
+    ("v2", "v3"…); embedding_model "" = the live generation's. Writes and reads carrying
+    `generation` go to it; everything else keeps using the live one.
+    Codes: OK, INVALID_ARGUMENT (embedding_model: one this service cannot embed with),
+    UNAVAILABLE.
+    """
+    ListGenerations: _aio.UnaryUnaryMultiCallable[_vector_pb2.ListGenerationsRequest, _vector_pb2.ListGenerationsResponse]  # type: ignore[assignment]
+    """Every generation, the live one included, oldest first. Codes: OK, UNAVAILABLE."""
+    SwapGeneration: _aio.UnaryUnaryMultiCallable[_vector_pb2.SwapGenerationRequest, _vector_pb2.SwapGenerationResponse]  # type: ignore[assignment]
+    """Makes `name` live atomically and returns the previous live generation (kept until
+    dropped). Codes: OK, INVALID_ARGUMENT (name), NOT_FOUND (name), UNAVAILABLE.
+    """
+    DropGeneration: _aio.UnaryUnaryMultiCallable[_vector_pb2.DropGenerationRequest, _vector_pb2.DropGenerationResponse]  # type: ignore[assignment]
+    """Deletes a generation and its data. Codes: OK, INVALID_ARGUMENT (name), NOT_FOUND (name),
+    FAILED_PRECONDITION (name: the live one), UNAVAILABLE.
+    """
 
 class VectorServiceServicer(metaclass=_abc_1.ABCMeta):
     """Owns the vector store. Writes are idempotent on (id, version): a write
     whose version is not newer than the stored one (or a tombstone) is ignored.
+    Upsert, Delete, Get, UpdateAccess, Count, Scan and UpdateRelevance also answer NOT_FOUND
+    (generation) when their `generation` names none.
     """
 
     @_abc_1.abstractmethod
@@ -115,7 +159,9 @@ class VectorServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _vector_pb2.UpsertRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_vector_pb2.UpsertResponse, _abc.Awaitable[_vector_pb2.UpsertResponse]]:
-        """Codes: OK, INVALID_ARGUMENT (dimension, tenant), UNAVAILABLE."""
+        """Codes: OK, INVALID_ARGUMENT (dimension, tenant), FAILED_PRECONDITION
+        (points[i].memory.embedding_model: not the target generation's model), UNAVAILABLE.
+        """
 
     @_abc_1.abstractmethod
     def Delete(
@@ -191,6 +237,47 @@ class VectorServiceServicer(metaclass=_abc_1.ABCMeta):
         index holds (cosine >= min_score, nearest first; hits carry id and score, no memory).
         Codes: OK, INVALID_ARGUMENT (tenant, ids, ids[i], limit, min_score), UNAVAILABLE,
         DEADLINE_EXCEEDED.
+        """
+
+    @_abc_1.abstractmethod
+    def CreateGeneration(
+        self,
+        request: _vector_pb2.CreateGenerationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vector_pb2.CreateGenerationResponse, _abc.Awaitable[_vector_pb2.CreateGenerationResponse]]:
+        """Generations (a rebuild): a new EMPTY index beside the live one, named by the store
+        ("v2", "v3"…); embedding_model "" = the live generation's. Writes and reads carrying
+        `generation` go to it; everything else keeps using the live one.
+        Codes: OK, INVALID_ARGUMENT (embedding_model: one this service cannot embed with),
+        UNAVAILABLE.
+        """
+
+    @_abc_1.abstractmethod
+    def ListGenerations(
+        self,
+        request: _vector_pb2.ListGenerationsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vector_pb2.ListGenerationsResponse, _abc.Awaitable[_vector_pb2.ListGenerationsResponse]]:
+        """Every generation, the live one included, oldest first. Codes: OK, UNAVAILABLE."""
+
+    @_abc_1.abstractmethod
+    def SwapGeneration(
+        self,
+        request: _vector_pb2.SwapGenerationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vector_pb2.SwapGenerationResponse, _abc.Awaitable[_vector_pb2.SwapGenerationResponse]]:
+        """Makes `name` live atomically and returns the previous live generation (kept until
+        dropped). Codes: OK, INVALID_ARGUMENT (name), NOT_FOUND (name), UNAVAILABLE.
+        """
+
+    @_abc_1.abstractmethod
+    def DropGeneration(
+        self,
+        request: _vector_pb2.DropGenerationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vector_pb2.DropGenerationResponse, _abc.Awaitable[_vector_pb2.DropGenerationResponse]]:
+        """Deletes a generation and its data. Codes: OK, INVALID_ARGUMENT (name), NOT_FOUND (name),
+        FAILED_PRECONDITION (name: the live one), UNAVAILABLE.
         """
 
 def add_VectorServiceServicer_to_server(servicer: VectorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

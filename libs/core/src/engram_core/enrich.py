@@ -1,4 +1,7 @@
-"""A memory as the stores get it: entity tags, tag prefixes, model name, log version."""
+"""A memory as the stores get it: entity tags, tag prefixes, model name, log version.
+
+Ingest applies it to every event; Sync and Rebuild (consolidate) to every log state they replay,
+so a replayed memory is the one ingest wrote."""
 
 from __future__ import annotations
 
