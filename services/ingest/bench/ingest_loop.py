@@ -54,7 +54,22 @@ class NoOpStore:
     async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int:
         return len(ids)
 
-    async def add_relations(self, tenant: str, relations: Sequence[Relation], version: int) -> int:
+    async def add_relations(
+        self,
+        tenant: str,
+        relations: Sequence[Relation],
+        version: int,
+        versions: Sequence[int] = (),
+    ) -> int:
+        return len(relations)
+
+    async def remove_relations(
+        self,
+        tenant: str,
+        relations: Sequence[Relation],
+        version: int,
+        versions: Sequence[int] = (),
+    ) -> int:
         return len(relations)
 
 

@@ -55,13 +55,34 @@ class GraphClient(StoreClient["graph_pb2_grpc.GraphServiceAsyncStub"]):
         tenant: str,
         relations: Sequence[Relation],
         version: int,
+        versions: Sequence[int] = (),
         timeout: float | None = None,
     ) -> int:
         request = graph_pb2.AddRelationsRequest(
-            tenant=tenant, relations=[relation_to_proto(r) for r in relations], version=version
+            tenant=tenant,
+            relations=[relation_to_proto(r) for r in relations],
+            version=version,
+            versions=list(versions),
         )
         reply = await self._call(self._stub.AddRelations, request, timeout)
         return int(reply.applied)
+
+    async def remove_relations(
+        self,
+        tenant: str,
+        relations: Sequence[Relation],
+        version: int,
+        versions: Sequence[int] = (),
+        timeout: float | None = None,
+    ) -> int:
+        request = graph_pb2.RemoveRelationsRequest(
+            tenant=tenant,
+            relations=[relation_to_proto(r) for r in relations],
+            version=version,
+            versions=list(versions),
+        )
+        reply = await self._call(self._stub.RemoveRelations, request, timeout)
+        return int(reply.removed)
 
     async def related(
         self,

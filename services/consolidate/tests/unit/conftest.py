@@ -165,6 +165,9 @@ class MemoryLog:
     async def relation_added(self, tenant: str, relation: Relation, event_id: str) -> bool:
         return self._add(Published("relation_added", tenant, event_id, relation))
 
+    async def relation_removed(self, tenant: str, relation: Relation, event_id: str) -> bool:
+        return self._add(Published("relation_removed", tenant, event_id, relation))
+
     def of(self, kind: str) -> list[Published]:
         return [e for e in self.events if e.kind == kind]
 
@@ -238,6 +241,9 @@ class World:
         for e in self.log.events:
             if e.kind == "relation_added":
                 await self.relate(e.payload)
+            elif e.kind == "relation_removed":
+                self.version += 1
+                await self.graph.remove_relations(self.tenant, [e.payload], self.version)
             elif e.kind in ("stored", "updated"):
                 await self.put(e.payload, vectors.get(e.payload.id, (0.0, 0.0, 0.0, 1.0)))
             elif e.kind == "deleted":

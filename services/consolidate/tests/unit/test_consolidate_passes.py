@@ -289,6 +289,41 @@ async def test_associate_again_writes_nothing_once_its_edges_are_in(world: World
     assert [(r.origin, r.strength) for r in user] == [("user", 0.2)]
 
 
+async def test_associate_removes_system_edges_its_rules_no_longer_propose(world: World) -> None:
+    await associations_world(world)
+    await run_pass(world, PassName.ASSOCIATE, run_id="first")
+    await world.apply_log()
+    # 2 moves away from 1 and 3; 5 leaves the session it shared with 4.
+    await world.put(memory(2, 10), (0.0, 0.0, 0.0, 1.0))
+    five = replace(
+        memory(5, 10, tags=("session:s2",)), timestamp=NOW - timedelta(days=10, hours=-1)
+    )
+    await world.put(five, (0.0, 0.0, 1.0, 0.0))
+
+    record = await run_pass(world, PassName.ASSOCIATE, run_id="second")
+
+    removed = {
+        (r.source_id, r.target_id, r.type)
+        for r in (e.payload for e in world.log.of("relation_removed"))
+    }
+    assert removed == {
+        (mid(1), mid(2), "SIMILAR_TO"),
+        (mid(2), mid(3), "SIMILAR_TO"),
+        (mid(5), mid(4), "PRECEDED_BY"),
+    }
+    assert all(e.payload.origin == "system" for e in world.log.of("relation_removed"))
+    counts = {c.kind: c.count for c in record.changes}
+    assert (counts["similar_to_removed"], counts["preceded_by_removed"]) == (2, 1)
+    await world.apply_log()
+    left = await world.graph.relations(TENANT, [mid(n) for n in range(1, 6)])
+    # The user's 1–3 stays, though 1 and 3 are still similar enough to be proposed.
+    assert [(r.source_id, r.target_id, r.origin) for r in left] == [(mid(1), mid(3), "user")]
+
+    third = await run_pass(world, PassName.ASSOCIATE, run_id="third")
+    assert not world.log.events
+    assert not any(c.kind.endswith("_removed") for c in third.changes)
+
+
 async def test_associate_dry_run_publishes_nothing(world: World) -> None:
     await associations_world(world)
 
@@ -387,6 +422,30 @@ async def test_cluster_writes_one_meta_pattern_and_updates_it_in_place(world: Wo
     again = await run_pass(world, PassName.CLUSTER, run_id="r2")
     assert not world.log.events  # same members, same text: nothing rewritten
     assert {c.kind: c.count for c in again.changes} == {"meta_pattern_unchanged": 1}
+
+
+async def test_cluster_unlinks_a_member_that_left(world: World) -> None:
+    vectors = [(1, 0, 0, 0), (0.99, 0.1, 0, 0), (0.98, 0, 0.1, 0), (0.99, 0, 0, 0.1)]
+    for n, v in enumerate(vectors, start=1):
+        await world.put(replace(memory(n, 3), content=f"deploy pipeline failed {n}"), v)
+    await run_pass(world, PassName.CLUSTER)
+    [meta] = [e.payload for e in world.log.of("stored")]
+    await world.apply_log()
+    await world.put(replace(memory(3, 3), content="something else"), (0, 0, 1, 0))
+
+    record = await run_pass(world, PassName.CLUSTER, run_id="r2")
+
+    [gone] = [e.payload for e in world.log.of("relation_removed")]
+    assert (gone.source_id, gone.target_id, gone.type, gone.origin) == (
+        meta.id,
+        mid(3),
+        "SUMMARIZES",
+        "system",
+    )
+    assert {c.kind: c.count for c in record.changes}["summarizes_removed"] == 1
+    await world.apply_log()
+    edges = await world.graph.relations(TENANT, [meta.id])
+    assert sorted(e.target_id for e in edges) == [mid(1), mid(2), mid(4)]
 
 
 async def test_cluster_dry_run_publishes_nothing(world: World) -> None:

@@ -65,8 +65,25 @@ class GraphHandlers(graph_pb2_grpc.GraphServiceServicer):
             if r.HasField("created_at"):
                 checks.check_timestamp(f"relations[{i}].created_at", r.created_at)
         relations = mapping.relations_from_proto(request.relations, utcnow())
-        applied = await self._service.add_relations(request.tenant, relations, request.version)
+        applied = await self._service.add_relations(
+            request.tenant, relations, request.version, list(request.versions)
+        )
         return graph_pb2.AddRelationsResponse(applied=applied)
+
+    async def RemoveRelations(  # noqa: N802
+        self, request: graph_pb2.RemoveRelationsRequest, context: _Context
+    ) -> graph_pb2.RemoveRelationsResponse:
+        check_tenant(request.tenant)
+        if not request.relations:
+            raise InvalidArgument("relations", "must not be empty")
+        for i, r in enumerate(request.relations):
+            checks.check_id(f"relations[{i}].source_id", r.source_id)
+            checks.check_id(f"relations[{i}].target_id", r.target_id)
+        relations = mapping.relations_from_proto(request.relations, utcnow())
+        removed = await self._service.remove_relations(
+            request.tenant, relations, request.version, list(request.versions)
+        )
+        return graph_pb2.RemoveRelationsResponse(removed=removed)
 
     async def Related(  # noqa: N802
         self, request: graph_pb2.RelatedRequest, context: _Context

@@ -27,7 +27,7 @@ from engram_platform.convert import (
     ts_to_proto,
 )
 from engram_platform.errors import FIELD_KEY
-from engram_testing.contracts.graph import QDRANT, SARAH, full_memory, mem, rel
+from engram_testing.contracts.graph import QDRANT, SARAH, full_memory, idf, mem, rel
 from engram_testing.in_process import serving
 
 T = "tenant-a"
@@ -102,7 +102,11 @@ async def test_upsert_relate_search_delete(stub: Stub) -> None:
             filter=common_pb2.Filter(include_archived=True),
         )
     )
-    assert [(h.id, h.score) for h in both.hits] == [(m.id, 2.0), ("b", 1.0)]
+    # 3 memories: qdrant in 2 of them, sarah ("connor") in 1.
+    assert [(h.id, h.score) for h in both.hits] == [
+        (m.id, pytest.approx(idf(3, 2) + idf(3, 1))),
+        ("b", pytest.approx(idf(3, 2))),
+    ]
     assert memory_from_proto(both.hits[0].memory) == m
 
     seen = datetime(2025, 1, 2, tzinfo=UTC)
@@ -168,6 +172,14 @@ def _add(*relations: common_pb2.Relation, version: int = 1) -> graph_pb2.AddRela
     return graph_pb2.AddRelationsRequest(tenant=T, relations=relations, version=version)
 
 
+def _remove(
+    *relations: common_pb2.Relation, version: int = 1, versions: tuple[int, ...] = ()
+) -> graph_pb2.RemoveRelationsRequest:
+    return graph_pb2.RemoveRelationsRequest(
+        tenant=T, relations=relations, version=version, versions=versions
+    )
+
+
 def _search(**fields: Any) -> graph_pb2.SearchRequest:
     return graph_pb2.SearchRequest(tenant=T, **fields)
 
@@ -212,6 +224,23 @@ BAD_ENTITY = graph_pb2.GraphMemory(
         ("AddRelations", _add(_relation(origin="robot")), "relations[0].origin"),
         ("AddRelations", _add(_relation(created_at=_bad_ts())), "relations[0].created_at"),
         ("AddRelations", _add(_relation(), version=-1), "version"),
+        (
+            "AddRelations",
+            graph_pb2.AddRelationsRequest(tenant=T, relations=[_relation()], versions=[1, 2]),
+            "versions",
+        ),
+        (
+            "AddRelations",
+            graph_pb2.AddRelationsRequest(tenant=T, relations=[_relation()], versions=[-3]),
+            "versions[0]",
+        ),
+        ("RemoveRelations", _remove(), "relations"),
+        ("RemoveRelations", graph_pb2.RemoveRelationsRequest(relations=[_relation()]), "tenant"),
+        ("RemoveRelations", _remove(_relation(source_id="")), "relations[0].source_id"),
+        ("RemoveRelations", _remove(_relation(type="LIKES")), "relations[0].type"),
+        ("RemoveRelations", _remove(_relation(origin="robot")), "relations[0].origin"),
+        ("RemoveRelations", _remove(_relation(), versions=(1, 2)), "versions"),
+        ("RemoveRelations", _remove(*[_relation()] * 4), "relations"),
         ("Related", graph_pb2.RelatedRequest(tenant=T, id="", depth=1), "id"),
         ("Related", graph_pb2.RelatedRequest(tenant=T, id="a", depth=4), "depth"),
         ("Related", graph_pb2.RelatedRequest(tenant=T, id="a", depth=-1), "depth"),
@@ -305,3 +334,25 @@ async def test_scan_and_update_relevance(stub: Stub) -> None:
     assert sorted(scanned) == sorted([m.id, "b", "c"])
     assert scanned["b"].relevance_score == 0.75
     assert scanned[m.id] == m
+
+
+async def test_add_and_remove_relations_with_per_event_versions(stub: Stub) -> None:
+    await stub.Upsert(_upsert(_memory(id="a"), _memory(id="b"), _memory(id="c")))
+    relations = [
+        _relation(),
+        _relation(target_id="c", type="SIMILAR_TO", origin="system"),
+    ]
+    reply = await stub.AddRelations(
+        graph_pb2.AddRelationsRequest(tenant=T, relations=relations, versions=[4, 6])
+    )
+    assert reply.applied == 2
+    # a→b was written at 4, a→c at 6: a removal at 5 takes only a→b.
+    removed = await stub.RemoveRelations(_remove(*relations, version=5))
+    assert removed.removed == 1
+    got = await stub.Relations(graph_pb2.RelationsRequest(tenant=T, ids=["a"]))
+    assert [(r.target_id, r.type) for r in got.relations] == [("c", "SIMILAR_TO")]
+    # A system removal leaves a user edge alone.
+    await stub.AddRelations(_add(_relation(), version=7))
+    system = _relation(origin="system")
+    assert (await stub.RemoveRelations(_remove(system, version=8))).removed == 0
+    assert (await stub.RemoveRelations(_remove(_relation(), version=8))).removed == 1

@@ -92,11 +92,16 @@ def test_duplicate_edges_in_a_batch_fold_as_applied_in_turn() -> None:
     later = rel("a", "b", strength=0.7, minutes=5)
     system = rel("a", "b", strength=0.1, origin="system", minutes=9)
     other = rel("b", "a", strength=0.3)
-    folded = _fold([first, later, system, other])
+    folded = _fold([first, later, system, other], [1, 1, 1, 1])
     assert len(folded) == 2
-    [ab] = [r for r in folded if r.source_id == "a"]
+    [(ab, version)] = [(r, v) for r, v in folded if r.source_id == "a"]
     # The later user edge replaced the first (created_at stays); the system one did not.
     assert (ab.strength, ab.origin, ab.created_at) == (0.7, "user", BASE + timedelta(minutes=1))
+    # With per-relation versions an older duplicate does not replace a newer one.
+    [(ab, version)] = [
+        (r, v) for r, v in _fold([first, later, other], [6, 5, 1]) if r.source_id == "a"
+    ]
+    assert (ab.strength, version) == (0.2, 6)
 
 
 def test_the_filter_uses_only_its_parts_normalised_like_the_reference() -> None:

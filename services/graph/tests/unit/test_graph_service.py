@@ -146,3 +146,20 @@ async def test_bootstrap_builds_the_ladybug_store(tmp_path: Path) -> None:
         assert (tmp_path / "graph" / "graph.lbug").is_file()
     finally:
         await store.close()
+
+
+async def test_versions_are_one_per_relation(service: GraphService, fake: FakeGraphStore) -> None:
+    await service.upsert(T, [(mem("a"), []), (mem("b"), [])])
+    with pytest.raises(InvalidArgument) as err:
+        await service.add_relations(T, [rel("a", "b")], 1, [1, 2])
+    assert err.value.field == "versions"
+    with pytest.raises(InvalidArgument) as err:
+        await service.remove_relations(T, [rel("a", "b")], 1, [-1])
+    assert err.value.field == "versions[0]"
+    assert await service.add_relations(T, [rel("a", "b", " similar_to ")], 0, [3]) == 1
+    # A removal is checked like an add (registry type, origin) but its strength is moot.
+    assert await service.remove_relations(T, [rel("a", "b", "similar_to", 7.0)], 3) == 1
+    assert await fake.relations(T, ["a"]) == []
+    with pytest.raises(InvalidArgument) as err:
+        await service.remove_relations(T, [rel("a", "b", "MENTIONS")], 4)
+    assert err.value.field == "relations[0].type"

@@ -11,6 +11,7 @@ from engram_clients.graph import GraphClient
 from engram_clients.lexical import LexicalClient
 from engram_clients.vector import VectorClient
 from engram_core.ports import Embedder
+from engram_core.relevance import DecaySettings
 from engram_embed.factory import make_embedder
 from engram_ingest.config import Settings
 from engram_ingest.service import Applier, GraphWriter, TextWriter, Timeouts, VectorWriter
@@ -43,5 +44,6 @@ def build(
         lexical if lexical is not None else LexicalClient(channels.open(settings.lexical_addr)),
         graph if graph is not None else GraphClient(channels.open(settings.graph_addr)),
         Timeouts(embed_s=settings.embed_timeout_s, write_s=settings.write_timeout_s),
+        DecaySettings() if settings.initial_relevance else None,
     )
     return Ingest(applier=applier, channels=channels)

@@ -21,6 +21,13 @@ class Settings(WorkerSettings):
         default_factory=EmbedSettings, description="Embedding provider for memory contents."
     )
     embed_timeout_s: float = Field(30.0, gt=0, description="Deadline of one embedder call.")
+    initial_relevance: bool = Field(
+        True,
+        description="Give a newly stored memory (MemoryStored) whose relevance_score is 0 the "
+        "score engram_core.relevance computes at age 0 with no access and no relations (its "
+        "own importance and confidence, the formula's default constants), instead of 0 until "
+        "the first decay pass.",
+    )
 
     @model_validator(mode="after")
     def _ack_wait_covers_a_batch(self) -> Settings:

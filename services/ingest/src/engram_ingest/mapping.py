@@ -12,7 +12,14 @@ from dataclasses import dataclass, field, replace
 from google.protobuf.message import DecodeError
 
 from engram.events.v1 import events_pb2
-from engram_ingest.service import Event, MemoryRemoved, MemoryWritten, RelationLinked
+from engram_core.model import Relation
+from engram_ingest.service import (
+    Event,
+    MemoryRemoved,
+    MemoryWritten,
+    RelationLinked,
+    RelationUnlinked,
+)
 from engram_platform import jetstream as jsm
 from engram_platform.convert import memory_from_proto, relation_from_proto
 
@@ -42,6 +49,8 @@ def decode(subject: str, data: bytes, sequence: int) -> Decoded:
         if name == jsm.MEMORY_DELETED:
             deleted = events_pb2.MemoryDeleted.FromString(data)
             return _checked(tenant, deleted.envelope, MemoryRemoved(tenant, deleted.id, sequence))
+        if name == jsm.RELATION_REMOVED:
+            return _removed(tenant, data, sequence)
         added = events_pb2.RelationAdded.FromString(data)
         if not added.HasField("relation"):
             return Decoded(tenant, problem="relation_added without a relation")
@@ -49,6 +58,14 @@ def decode(subject: str, data: bytes, sequence: int) -> Decoded:
         return _checked(tenant, added.envelope, event)
     except (DecodeError, ValueError, OverflowError) as exc:  # bad bytes, bad timestamps
         return Decoded(tenant, problem=f"undecodable {name}: {exc}")
+
+
+def _removed(tenant: str, data: bytes, sequence: int) -> Decoded:
+    gone = events_pb2.RelationRemoved.FromString(data)
+    relation = Relation(
+        gone.source_id, gone.target_id, gone.type, strength=0.0, origin=gone.origin or "user"
+    )
+    return _checked(tenant, gone.envelope, RelationUnlinked(tenant, relation, sequence))
 
 
 def _written(tenant: str, name: str, data: bytes, sequence: int) -> Decoded:
@@ -62,7 +79,8 @@ def _written(tenant: str, name: str, data: bytes, sequence: int) -> Decoded:
     memory = memory_from_proto(msg.memory)
     if memory.tenant and memory.tenant != tenant:
         return Decoded(tenant, problem=f"memory of tenant {memory.tenant!r} on {tenant!r}")
-    return _checked(tenant, msg.envelope, MemoryWritten(replace(memory, tenant=tenant), sequence))
+    event = MemoryWritten(replace(memory, tenant=tenant), sequence, name == jsm.MEMORY_STORED)
+    return _checked(tenant, msg.envelope, event)
 
 
 def _checked(tenant: str, envelope: events_pb2.Envelope, event: Event) -> Decoded:

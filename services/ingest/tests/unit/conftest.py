@@ -121,11 +121,33 @@ class FakeGraph(FakeStore):
                 applied += 1
         return UpsertResult(applied=applied, skipped=len(items) - applied)
 
-    async def add_relations(self, tenant: str, relations: Sequence[Relation], version: int) -> int:
+    async def add_relations(
+        self,
+        tenant: str,
+        relations: Sequence[Relation],
+        version: int,
+        versions: Sequence[int] = (),
+    ) -> int:
         await self._enter("add_relations", tenant, [r.source_id for r in relations], version)
-        for r in relations:
-            self.relations[(tenant, r.source_id, r.target_id, r.type)] = (r, version)
+        for r, v in zip(relations, list(versions) or [version] * len(relations), strict=True):
+            self.relations[(tenant, r.source_id, r.target_id, r.type)] = (r, v)
         return len(relations)
+
+    async def remove_relations(
+        self,
+        tenant: str,
+        relations: Sequence[Relation],
+        version: int,
+        versions: Sequence[int] = (),
+    ) -> int:
+        await self._enter("remove_relations", tenant, [r.source_id for r in relations], version)
+        removed = 0
+        for r, v in zip(relations, list(versions) or [version] * len(relations), strict=True):
+            held = self.relations.get((tenant, r.source_id, r.target_id, r.type))
+            if held is not None and held[1] <= v:
+                del self.relations[(tenant, r.source_id, r.target_id, r.type)]
+                removed += 1
+        return removed
 
 
 class CountingEmbedder(HashingEmbedder):

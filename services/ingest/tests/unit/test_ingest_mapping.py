@@ -9,7 +9,7 @@ import pytest
 from engram.events.v1 import events_pb2
 from engram_core.model import Memory, Relation
 from engram_ingest.mapping import decode, tenant_of
-from engram_ingest.service import MemoryRemoved, MemoryWritten, RelationLinked
+from engram_ingest.service import MemoryRemoved, MemoryWritten, RelationLinked, RelationUnlinked
 from engram_platform.convert import memory_to_proto, relation_to_proto
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
@@ -31,6 +31,7 @@ def test_memory_stored_becomes_memory_written_with_the_subject_tenant() -> None:
     assert isinstance(d.event, MemoryWritten)
     assert (d.event.memory.tenant, d.event.memory.id, d.event.sequence) == ("t1", ID, 17)
     assert d.event.memory.timestamp == T0
+    assert d.event.created
     assert d.trace_context == {"traceparent": "00-abc-def-01"}
 
 
@@ -41,6 +42,7 @@ def test_memory_updated_deleted_and_relation_added() -> None:
     d = decode("engram.t1.memory_updated.v1", updated, 3)
     assert isinstance(d.event, MemoryWritten)
     assert d.event.memory.content == "new"
+    assert not d.event.created  # an update is no new memory
 
     deleted = events_pb2.MemoryDeleted(id=ID).SerializeToString()
     assert decode("engram.t1.memory_deleted.v1", deleted, 4).event == MemoryRemoved("t1", ID, 4)
@@ -49,6 +51,30 @@ def test_memory_updated_deleted_and_relation_added() -> None:
     added = events_pb2.RelationAdded(relation=relation_to_proto(rel)).SerializeToString()
     d = decode("engram.t1.relation_added.v1", added, 5)
     assert d.event == RelationLinked("t1", rel, 5)
+
+
+def test_relation_removed() -> None:
+    removed = events_pb2.RelationRemoved(
+        envelope=events_pb2.Envelope(tenant="t1"),
+        source_id=ID,
+        target_id="other",
+        type="SIMILAR_TO",
+        origin="system",
+    ).SerializeToString()
+    d = decode("engram.t1.relation_removed.v1", removed, 6)
+    assert isinstance(d.event, RelationUnlinked)
+    r = d.event.relation
+    assert (d.event.tenant, d.event.sequence) == ("t1", 6)
+    assert (r.source_id, r.target_id, r.type, r.origin) == (ID, "other", "SIMILAR_TO", "system")
+    # No origin: a user removal (whatever edge is there).
+    plain = events_pb2.RelationRemoved(source_id=ID, target_id="x", type="LEADS_TO")
+    d = decode("engram.t1.relation_removed.v1", plain.SerializeToString(), 7)
+    assert isinstance(d.event, RelationUnlinked)
+    assert d.event.relation.origin == "user"
+    other = events_pb2.RelationRemoved(envelope=events_pb2.Envelope(tenant="t2"), source_id=ID)
+    d = decode("engram.t1.relation_removed.v1", other.SerializeToString(), 8)
+    assert d.event is None
+    assert "envelope of tenant 't2'" in d.problem
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import pytest
 
 from engram_core.errors import InvalidArgument, NotFound, Unavailable
 from engram_core.model import Memory, Relation
+from engram_core.relevance import relevance_score
 from engram_core.tags import tag_prefixes
 from engram_ingest.bootstrap import build
 from engram_ingest.config import Settings
@@ -20,6 +21,7 @@ from engram_ingest.service import (
     MemoryWritten,
     Outcome,
     RelationLinked,
+    RelationUnlinked,
 )
 
 if TYPE_CHECKING:
@@ -125,12 +127,112 @@ async def test_relations_go_to_the_graph_with_the_sequence_and_registry_type(
 
 
 async def test_relation_to_a_deleted_memory_is_skipped_not_retried(stores: Stores) -> None:
-    stores.graph.fail_next.append(NotFound(f"memory {ID_B} not found"))
+    # The batch call fails as a whole, then the event alone: skipped, not retried.
+    stores.graph.fail_next += [NotFound(f"memory {ID_B} not found")] * 2
     results = await applier(stores).apply(
         [RelationLinked("t1", Relation(ID_A, ID_B, "LEADS_TO"), 5)]
     )
     assert [r.outcome for r in results] == [Outcome.APPLIED]
     assert stores.graph.relations == {}
+
+
+ID_C = "0195a000-0000-7000-8000-00000000000c"
+
+
+async def test_relation_events_go_out_as_one_call_per_tenant(stores: Stores) -> None:
+    events: list[Event] = [
+        RelationLinked("t1", Relation(ID_A, ID_B, "relates_to"), 7),
+        RelationLinked("t2", Relation(ID_A, ID_B, "LEADS_TO"), 8),
+        RelationLinked("t1", Relation(ID_B, ID_C, "SIMILAR_TO", origin="system"), 9),
+        RelationLinked("t1", Relation(ID_A, ID_C, "PART_OF"), 11),
+    ]
+    results = await applier(stores).apply(events)
+    assert [r.outcome for r in results] == [Outcome.APPLIED] * 4
+    calls = stores.graph.writes("add_relations")
+    assert sorted((c.tenant, len(c.ids)) for c in calls) == [("t1", 3), ("t2", 1)]
+    # Each edge carries its own event's sequence, in the registry's spelling.
+    assert {k: v for k, (_, v) in stores.graph.relations.items()} == {
+        ("t1", ID_A, ID_B, "RELATES_TO"): 7,
+        ("t2", ID_A, ID_B, "LEADS_TO"): 8,
+        ("t1", ID_B, ID_C, "SIMILAR_TO"): 9,
+        ("t1", ID_A, ID_C, "PART_OF"): 11,
+    }
+
+
+async def test_a_batch_naming_a_deleted_memory_falls_back_to_one_call_per_event(
+    stores: Stores,
+) -> None:
+    stores.graph.fail_next += [NotFound(f"memory {ID_C} not found")] * 2
+    events: list[Event] = [
+        RelationLinked("t1", Relation(ID_A, ID_C, "LEADS_TO"), 3),
+        RelationLinked("t1", Relation(ID_A, ID_B, "LEADS_TO"), 4),
+    ]
+    results = await applier(stores).apply(events)
+    assert [r.outcome for r in results] == [Outcome.APPLIED] * 2
+    assert [len(c.ids) for c in stores.graph.writes("add_relations")] == [2, 1, 1]
+    assert {k: v for k, (_, v) in stores.graph.relations.items()} == {
+        ("t1", ID_A, ID_B, "LEADS_TO"): 4
+    }
+
+
+async def test_relation_removed_goes_to_the_graph_in_order(stores: Stores) -> None:
+    gone = Relation(ID_A, ID_B, "similar_to", origin="system")
+    events: list[Event] = [
+        RelationLinked("t1", Relation(ID_A, ID_B, "SIMILAR_TO", origin="system"), 1),
+        RelationLinked("t1", Relation(ID_A, ID_C, "SIMILAR_TO", origin="system"), 2),
+        RelationUnlinked("t1", gone, 3),
+    ]
+    results = await applier(stores).apply(events)
+    assert [r.outcome for r in results] == [Outcome.APPLIED] * 3
+    assert [c.method for c in stores.graph.calls] == ["add_relations", "remove_relations"]
+    assert list(stores.graph.relations) == [("t1", ID_A, ID_C, "SIMILAR_TO")]
+    # A failed removal is retried like any write.
+    stores.graph.fail_next.append(Unavailable("graph down"))
+    (result,) = await applier(stores).apply([RelationUnlinked("t1", gone, 4)])
+    assert result.outcome is Outcome.RETRY
+
+
+async def test_a_self_loop_or_mentions_relation_is_poison(stores: Stores) -> None:
+    events: list[Event] = [
+        RelationLinked("t1", Relation(ID_A, ID_A, "LEADS_TO"), 1),
+        RelationLinked("t1", Relation(ID_A, ID_B, "MENTIONS"), 2),
+    ]
+    results = await applier(stores).apply(events)
+    assert [r.outcome for r in results] == [Outcome.POISON] * 2
+    assert stores.graph.calls == []
+
+
+async def test_a_new_memory_gets_its_initial_relevance(stores: Stores) -> None:
+    new = MemoryWritten(
+        Memory(id=ID_A, tenant="t1", content="n", timestamp=T0, importance=0.9, confidence=0.4),
+        1,
+        created=True,
+    )
+    updated = MemoryWritten(Memory(id=ID_B, tenant="t1", content="u", timestamp=T0), 2)
+    await applier(stores).apply([new, updated])
+    for store in stores.all():
+        a, b = store.memory("t1", ID_A), store.memory("t1", ID_B)
+        assert a is not None
+        assert b is not None
+        # Age 0, no access, no relations: 1 * (0.3 + 0.3) * 1 * (0.5 + 0.9) * (0.7 + 0.3 * 0.4)
+        assert a.relevance_score == pytest.approx(0.6 * 1.4 * 0.82)
+        assert a.relevance_score == relevance_score(new.memory, 0, T0)
+        assert b.relevance_score == 0.0  # an update keeps what it carries
+
+
+async def test_initial_relevance_can_be_switched_off(stores: Stores) -> None:
+    settings = Settings(ack_wait_s=60.0, initial_relevance=False)
+    a = build(
+        settings,
+        embedder=stores.embedder,
+        vector=stores.vector,
+        lexical=stores.lexical,
+        graph=stores.graph,
+    ).applier
+    await a.apply([MemoryWritten(Memory(id=ID_A, tenant="t1", content="n", timestamp=T0), 1, True)])
+    m = stores.vector.memory("t1", ID_A)
+    assert m is not None
+    assert m.relevance_score == 0.0
 
 
 async def test_events_apply_in_sequence_order_by_kind_segments(stores: Stores) -> None:

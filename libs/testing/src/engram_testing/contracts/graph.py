@@ -17,18 +17,25 @@ Semantics pinned here (the fake and every adapter agree):
 - ``add_relations`` needs both endpoints live in the tenant (else NotFound naming the id, and
   nothing of the batch is written); one edge per (source, target, type): re-adding updates
   strength, properties and origin (created_at stays); a system-origin edge never replaces a
-  user-origin one; an edge write older than the stored edge's version is skipped.
+  user-origin one; an edge write older than the stored edge's version is skipped. With
+  ``versions`` each relation carries its own version (a batch of events in one call).
+- ``remove_relations`` removes each (source, target, type) edge unless it was written by a
+  newer version, or it is a user edge and the removal's origin is system; absent edges and
+  endpoints are skipped.
 - ``related`` walks relations in both directions, nearest first; a memory's strength is the
   best product of strengths over its shortest paths, its type the first edge of that path;
   the start node and tombstones never come back; unknown start → NotFound.
-- ``search`` scores a memory by how many distinct matching entities it MENTIONS (entity keys
-  ``kind:slug`` exactly, keywords as case-insensitive substrings of entity names); ties go to
-  the newer timestamp; the filter is applied inside the query.
+- ``search`` scores a memory by the IDF of the distinct matching entities it MENTIONS (entity
+  keys ``kind:slug`` exactly, keywords as case-insensitive substrings of entity names): the sum
+  of ``ln(1 + n / df)``, ``n`` the tenant's live memories, ``df`` those mentioning the entity
+  (archived included, the filter not applied), so a rare entity counts more than a common
+  one; ties go to the newer timestamp; the filter is applied inside the query.
 - Anything a caller sends — content, tags, names, keywords, ids — is data, never query text.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -42,6 +49,7 @@ from engram_core.model import (
     AccessUpdate,
     Entity,
     Filter,
+    Hit,
     Memory,
     RelatedHit,
     Relation,
@@ -79,6 +87,7 @@ __all__ = [
     "T",
     "edge_keys",
     "full_memory",
+    "idf",
     "ids",
     "mem",
     "rel",
@@ -112,6 +121,19 @@ def rel(
         properties=properties or {},
         origin=origin,
         created_at=BASE + timedelta(minutes=minutes),
+    )
+
+
+def idf(n: int, df: int) -> float:
+    """What one matching entity adds to a search hit's score."""
+    return math.log(1.0 + n / df)
+
+
+def scored(hits: Sequence[Hit], expected: Sequence[tuple[str, float]]) -> bool:
+    """The hits are ``expected`` (id, score) in order, scores equal up to rounding."""
+    return [h.id for h in hits] == [i for i, _ in expected] and all(
+        math.isclose(h.score, score, rel_tol=1e-9)
+        for h, (_, score) in zip(hits, expected, strict=False)
     )
 
 
@@ -217,7 +239,7 @@ class GraphStoreContract(MemoryStoreContract):
         assert await store.search(T, ["people:sarah"], [], ALL, 10) == []
         assert await store.search(T, [], ["sarah"], ALL, 10) == []
         [hit] = await store.search(T, ["tools:qdrant", "places:paris"], [], ALL, 10)
-        assert (hit.id, hit.score) == ("a", 2.0)
+        assert scored([hit], [("a", 2 * idf(1, 1))])
         # An empty entity list clears them all.
         await store.upsert(T, [(mem("a", version=3), [])])
         assert await store.search(T, ["tools:qdrant", "places:paris"], ["qdrant"], ALL, 10) == []
@@ -237,7 +259,7 @@ class GraphStoreContract(MemoryStoreContract):
         assert result == UpsertResult(applied=1, skipped=2)
         assert [m.content for m in await store.get(T, ["a"])] == ["newest"]
         [hit] = await store.search(T, ["people:sarah", "people:bob", "tools:qdrant"], [], ALL, 10)
-        assert (hit.id, hit.score) == ("a", 1.0)
+        assert scored([hit], [("a", idf(1, 1))])
         assert await store.count(T) == 1
 
     async def test_delete_leaves_a_tombstone(self, store: GraphStore) -> None:
@@ -441,6 +463,73 @@ class GraphStoreContract(MemoryStoreContract):
         await store.upsert(T, [(mem("a", "edited", version=2), [SARAH])])
         assert edge_keys(await store.relations(T, ["a"])) == {("a", "b", "RELATES_TO")}
 
+    async def test_per_relation_versions_apply_a_batch_of_events(self, store: GraphStore) -> None:
+        await store.upsert(T, [(mem("a"), []), (mem("b"), []), (mem("c"), [])])
+        await store.add_relations(T, [rel("a", "b", strength=0.5)], 20)
+        batch = [
+            rel("a", "b", strength=0.1),  # event 15: older than the stored edge (20)
+            rel("a", "c", strength=0.3),  # event 16
+            rel("a", "c", strength=0.6),  # event 18: the newer duplicate wins
+            rel("b", "c", strength=0.2),  # event 30
+        ]
+        await store.add_relations(T, batch, 99, [15, 16, 18, 30])
+
+        def strengths(rels: Sequence[Relation]) -> dict[tuple[str, str], float]:
+            return {(r.source_id, r.target_id): r.strength for r in rels}
+
+        got = strengths(await store.relations(T, ["a", "b"]))
+        assert got == {("a", "b"): 0.5, ("a", "c"): 0.6, ("b", "c"): 0.2}
+        # Each edge kept its own event's version, not the batch's 99 nor its largest (30).
+        assert await store.add_relations(T, [rel("a", "c", strength=0.9)], 17) == 0
+        assert await store.add_relations(T, [rel("a", "c", strength=0.8)], 19) == 1
+        assert await store.add_relations(T, [rel("b", "c", strength=0.9)], 25) == 0
+        got = strengths(await store.relations(T, ["a", "b"]))
+        assert got == {("a", "b"): 0.5, ("a", "c"): 0.8, ("b", "c"): 0.2}
+
+    async def test_remove_relations(self, store: GraphStore) -> None:
+        await store.upsert(T, [(mem(x), []) for x in "abc"])
+        await store.add_relations(
+            T, [rel("a", "b", "SIMILAR_TO", origin="system"), rel("a", "b"), rel("b", "c")], 5
+        )
+        # Only the named type goes; the same pair's other edge stays.
+        assert await store.remove_relations(T, [rel("a", "b", "SIMILAR_TO")], 6) == 1
+        assert edge_keys(await store.relations(T, ["a", "b"])) == {
+            ("a", "b", "RELATES_TO"),
+            ("b", "c", "RELATES_TO"),
+        }
+        # Absent edges, absent endpoints and the reverse direction are no error, no change.
+        gone = [rel("a", "b", "SIMILAR_TO"), rel("b", "a"), rel("a", "ghost"), rel("x", "y")]
+        assert await store.remove_relations(T, gone, 7) == 0
+        assert len(await store.relations(T, ["b"])) == 2
+        # An edge written by a newer event stays; a removal at or after its version removes it.
+        assert await store.remove_relations(T, [rel("b", "c")], 4) == 0
+        assert await store.remove_relations(T, [rel("b", "c")], 8, [5]) == 1
+        assert edge_keys(await store.relations(T, ["a", "b", "c"])) == {("a", "b", "RELATES_TO")}
+        # Removed edges can come back with a later add.
+        assert await store.add_relations(T, [rel("b", "c", strength=0.7)], 9) == 1
+        assert [r.strength for r in await store.relations(T, ["c"])] == [0.7]
+
+    async def test_system_removal_never_removes_a_user_edge(self, store: GraphStore) -> None:
+        await store.upsert(T, [(mem(x), []) for x in "abc"])
+        await store.add_relations(T, [rel("a", "b", "SIMILAR_TO")], 1)  # a user wrote it
+        await store.add_relations(T, [rel("b", "c", "SIMILAR_TO", origin="system")], 2)
+        system = [rel("a", "b", "SIMILAR_TO", origin="system"), rel("b", "c", "SIMILAR_TO")]
+        system[1] = replace(system[1], origin="system")
+        assert await store.remove_relations(T, system, 3) == 1
+        assert edge_keys(await store.relations(T, ["b"])) == {("a", "b", "SIMILAR_TO")}
+        # A user removal removes whatever is there.
+        assert await store.remove_relations(T, [rel("a", "b", "SIMILAR_TO")], 4) == 1
+        assert await store.relations(T, ["b"]) == []
+
+    async def test_remove_relations_is_tenant_scoped(self, store: GraphStore) -> None:
+        for tenant in (T, OTHER):
+            await store.upsert(tenant, [(mem("a"), []), (mem("b"), [])])
+            await store.add_relations(tenant, [rel("a", "b")], 1)
+        assert await store.remove_relations(OTHER, [rel("a", "b")], 2) == 1
+        assert edge_keys(await store.relations(T, ["a"])) == {("a", "b", "RELATES_TO")}
+        assert await store.relations(OTHER, ["a"]) == []
+        assert await store.remove_relations(T, [], 3) == 0
+
     # -- related -------------------------------------------------------------------------------
 
     async def _chain(self, store: GraphStore) -> None:
@@ -579,11 +668,15 @@ class GraphStoreContract(MemoryStoreContract):
             ],
         )
         hits = await store.search(T, ["people:sarah", "tools:qdrant"], [], Filter(), 10)
-        assert [(h.id, h.score) for h in hits] == [
-            ("two", 2.0),
-            ("one-new", 1.0),
-            ("one-old", 1.0),
-        ]
+        # n = 5; sarah and qdrant are each mentioned by 2 memories.
+        assert scored(
+            hits,
+            [
+                ("two", 2 * idf(5, 2)),
+                ("one-new", idf(5, 2)),
+                ("one-old", idf(5, 2)),
+            ],
+        )
         assert all(h.memory is not None and h.memory.id == h.id for h in hits)
 
     async def test_search_keywords_match_entity_names(self, store: GraphStore) -> None:
@@ -598,16 +691,61 @@ class GraphStoreContract(MemoryStoreContract):
         )
         # Case-insensitive substring of the name, not of the slug or kind.
         hits = await store.search(T, [], ["SARAH"], Filter(), 10)
-        assert [(h.id, h.score) for h in hits] == [("both", 2.0), ("si", 1.0), ("s", 1.0)]
+        both, one = 2 * idf(4, 2), idf(4, 2)
+        assert scored(hits, [("both", both), ("si", one), ("s", one)])
         assert ids(await store.search(T, [], ["drant"], Filter(), 10)) == ["q"]
         assert await store.search(T, [], ["tools"], Filter(), 10) == []
         assert await store.search(T, [], ["people"], Filter(), 10) == []
-        # An entity matched by key and by keyword counts once.
+        # An entity matched by key and by keyword counts once; qdrant (1 of 4) is rarer than
+        # people:sarah (2 of 4), so q comes first though it is older than "both".
         hits = await store.search(T, ["people:sarah"], ["connor", "qdrant"], Filter(), 10)
-        assert [(h.id, h.score) for h in hits] == [("both", 1.0), ("q", 1.0), ("s", 1.0)]
+        assert scored(
+            hits,
+            [
+                ("q", idf(4, 1)),
+                ("both", idf(4, 2)),
+                ("s", idf(4, 2)),
+            ],
+        )
         # Keys are exact "kind:slug".
         assert ids(await store.search(T, ["places:sarah"], [], Filter(), 10)) == ["both", "si"]
         assert await store.search(T, ["people:sar", "sarah", "people"], [], Filter(), 10) == []
+
+    async def test_search_counts_a_rare_entity_more_than_a_common_one(
+        self, store: GraphStore
+    ) -> None:
+        # SARAH in 6 of 8 memories, QDRANT in 1, BOB in 2 (one of them archived: it counts
+        # in df and n, as it is still a memory). Filters do not change df.
+        common = [(mem(f"c{i}", minutes=50 + i), [SARAH]) for i in range(5)]
+        await store.upsert(
+            T,
+            [
+                *common,
+                (mem("rare", minutes=1), [QDRANT]),
+                (mem("two-common", minutes=2), [SARAH, BOB]),
+                (mem("bob-archived", minutes=3, archived=True), [BOB]),
+            ],
+        )
+        await store.upsert(OTHER, [(mem(f"o{i}", tenant=OTHER), [QDRANT]) for i in range(9)])
+        keys = ["people:sarah", "tools:qdrant", "people:bob"]
+        hits = await store.search(T, keys, [], Filter(), 3)
+        assert scored(
+            hits,
+            [
+                ("two-common", idf(8, 6) + idf(8, 2)),
+                ("rare", idf(8, 1)),
+                ("c4", idf(8, 6)),
+            ],
+        )
+        later = Filter(start=BASE + timedelta(minutes=53))
+        hits = await store.search(T, keys, [], later, 10)
+        assert scored(
+            hits,
+            [
+                ("c4", idf(8, 6)),
+                ("c3", idf(8, 6)),
+            ],
+        )
 
     async def test_search_with_nothing_to_match_is_empty(self, store: GraphStore) -> None:
         await store.upsert(T, [(mem("a"), [SARAH])])
@@ -648,7 +786,8 @@ class GraphStoreContract(MemoryStoreContract):
         m = replace(full_memory(), archived=False)
         await store.upsert(T, [(m, [SARAH])])
         [hit] = await store.search(T, ["people:sarah"], [], Filter(), 5)
-        assert (hit.id, hit.score, hit.memory) == (m.id, 1.0, m)
+        assert scored([hit], [(m.id, idf(1, 1))])
+        assert hit.memory == m
 
     async def test_entity_names_keep_the_first_seen(self, store: GraphStore) -> None:
         await store.upsert(T, [(mem("a"), [SARAH])])

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from engram_core.errors import NotFound
+from engram_core.errors import InvalidArgument, NotFound
 from engram_core.filters import matches
 from engram_core.model import (
     Entity,
@@ -26,6 +27,12 @@ class _Edge:
 
 
 _EdgeKey = tuple[str, str, str, str]  # tenant, source, target, type
+
+
+def _versions(relations: Sequence[Relation], version: int, versions: Sequence[int]) -> list[int]:
+    if versions and len(versions) != len(relations):
+        raise InvalidArgument("versions", "one per relation or none")
+    return list(versions) or [version] * len(relations)
 
 
 class FakeGraphStore(FakeStore[tuple[Entity, ...]]):
@@ -50,25 +57,52 @@ class FakeGraphStore(FakeStore[tuple[Entity, ...]]):
                 self._entities.setdefault((tenant, e.key), e)
         return UpsertResult(applied=len(applied), skipped=len(items) - len(applied))
 
-    async def add_relations(self, tenant: str, relations: Sequence[Relation], version: int) -> int:
+    async def add_relations(
+        self,
+        tenant: str,
+        relations: Sequence[Relation],
+        version: int,
+        versions: Sequence[int] = (),
+    ) -> int:
         self._check()
+        per = _versions(relations, version, versions)
         for r in relations:
             for id_ in (r.source_id, r.target_id):
                 if self._live(tenant, id_) is None:
                     raise NotFound(f"memory {id_} not found")
         applied = 0
-        for r in relations:
+        for r, v in zip(relations, per, strict=True):
             key = (tenant, r.source_id, r.target_id, r.type)
             old = self._edges.get(key)
             if old is not None:
                 if r.origin == "system" and old.relation.origin == "user":
                     continue
-                if version < old.version:
+                if v < old.version:
                     continue
                 r = replace(r, created_at=old.relation.created_at)
-            self._edges[key] = _Edge(r, version)
+            self._edges[key] = _Edge(r, v)
             applied += 1
         return applied
+
+    async def remove_relations(
+        self,
+        tenant: str,
+        relations: Sequence[Relation],
+        version: int,
+        versions: Sequence[int] = (),
+    ) -> int:
+        self._check()
+        removed = 0
+        for r, v in zip(relations, _versions(relations, version, versions), strict=True):
+            key = (tenant, r.source_id, r.target_id, r.type)
+            old = self._edges.get(key)
+            if old is None or v < old.version:
+                continue
+            if r.origin == "system" and old.relation.origin == "user":
+                continue
+            del self._edges[key]
+            removed += 1
+        return removed
 
     def _neighbours(
         self, tenant: str, id_: str, types: Sequence[str]
@@ -128,13 +162,15 @@ class FakeGraphStore(FakeStore[tuple[Entity, ...]]):
             for (t, key), e in self._entities.items()
             if t == tenant and (key in wanted_keys or any(w in e.name.lower() for w in words))
         }
+        live = list(self._all_live(tenant))
+        df = {k: sum(1 for _, ents in live if k in {e.key for e in ents}) for k in matched}
         scored = []
-        for m, entities in self._all_live(tenant):
+        for m, entities in live:
             if not matches(m, flt):
                 continue
-            score = len({e.key for e in entities} & matched)
-            if score:
-                scored.append((score, m))
+            keys = sorted({e.key for e in entities} & matched)
+            if keys:
+                scored.append((sum(math.log(1.0 + len(live) / df[k]) for k in keys), m))
         scored.sort(key=lambda sm: (-sm[0], -sm[1].timestamp.timestamp(), sm[1].id))
         return [Hit(id=m.id, score=float(s), memory=m) for s, m in scored[: max(limit, 0)]]
 

@@ -123,6 +123,20 @@ class LogEvents:
             lambda e: events_pb2.RelationAdded(envelope=e, relation=proto),
         )
 
+    async def relation_removed(self, tenant: str, relation: Relation, event_id: str) -> bool:
+        return await self._publish(
+            tenant,
+            jsm.RELATION_REMOVED,
+            event_id,
+            lambda e: events_pb2.RelationRemoved(
+                envelope=e,
+                source_id=relation.source_id,
+                target_id=relation.target_id,
+                type=relation.type,
+                origin=relation.origin,
+            ),
+        )
+
 
 class LogTenants:
     """Every tenant that ever stored a memory: the tenant tokens of the memory stream's

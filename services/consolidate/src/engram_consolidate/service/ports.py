@@ -63,6 +63,10 @@ class EventSink(Protocol):
 
     async def relation_added(self, tenant: str, relation: Relation, event_id: str) -> bool: ...
 
+    async def relation_removed(self, tenant: str, relation: Relation, event_id: str) -> bool:
+        """RelationRemoved of (source, target, type) with the relation's origin."""
+        ...
+
 
 class FenceLost(Exception):
     """A checkpoint write found another revision: another runner has the record."""

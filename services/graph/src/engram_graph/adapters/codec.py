@@ -1,4 +1,5 @@
-"""Memory <-> the JSON document kept on the graph's memory node, and time <-> microseconds.
+"""Memory <-> the JSON document kept on the graph's memory node, time <-> microseconds, and
+the per-relation versions both adapters read.
 
 Access statistics live in their own columns (update_access changes them without rewriting the
 document), so they are not part of the document. So does the relevance_score once written: the
@@ -7,11 +8,13 @@ document keeps the score its upsert carried, the column (when set) is the one th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from engram_core.codec import memory_from_json, memory_to_json
-from engram_core.model import Memory
+from engram_core.errors import InvalidArgument
+from engram_core.model import Memory, Relation
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
@@ -45,3 +48,10 @@ def decode(
         doc, last_accessed=access_time(last_accessed_us), access_count=access_count
     )
     return m if relevance is None else replace(m, relevance_score=float(relevance))
+
+
+def per_relation(relations: Sequence[Relation], version: int, versions: Sequence[int]) -> list[int]:
+    """The version of each relation: ``versions`` (one per relation) or ``version`` for all."""
+    if versions and len(versions) != len(relations):
+        raise InvalidArgument("versions", f"one per relation ({len(relations)}) or none")
+    return list(versions) or [version] * len(relations)

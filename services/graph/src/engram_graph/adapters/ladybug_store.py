@@ -38,7 +38,15 @@ from engram_core.model import (
 )
 from engram_core.tags import tag_prefixes
 from engram_graph.adapters import ladybug_cypher as cypher
-from engram_graph.adapters.codec import NEVER, access_time, decode, encode, from_us, to_us
+from engram_graph.adapters.codec import (
+    NEVER,
+    access_time,
+    decode,
+    encode,
+    from_us,
+    per_relation,
+    to_us,
+)
 from engram_graph.adapters.walk import Walk
 from engram_platform.paging import ScanRests
 
@@ -188,11 +196,31 @@ class LadybugGraphStore:
             return 0
         return await self._write(_delete, tenant, list(dict.fromkeys(ids)), version)
 
-    async def add_relations(self, tenant: str, relations: Sequence[Relation], version: int) -> int:
+    async def add_relations(
+        self,
+        tenant: str,
+        relations: Sequence[Relation],
+        version: int,
+        versions: Sequence[int] = (),
+    ) -> int:
         _check_tenant(tenant)
         if not relations:
             return 0
-        return await self._write(_add_relations, tenant, list(relations), version)
+        rows = list(zip(relations, per_relation(relations, version, versions), strict=True))
+        return await self._write(_add_relations, tenant, rows)
+
+    async def remove_relations(
+        self,
+        tenant: str,
+        relations: Sequence[Relation],
+        version: int,
+        versions: Sequence[int] = (),
+    ) -> int:
+        _check_tenant(tenant)
+        if not relations:
+            return 0
+        rows = list(zip(relations, per_relation(relations, version, versions), strict=True))
+        return await self._write(_remove_relations, tenant, rows)
 
     async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int:
         _check_tenant(tenant)
@@ -402,11 +430,17 @@ def _delete(conn: ladybug.Connection, tenant: str, ids: list[str], version: int)
     return deleted
 
 
-def _add_relations(
-    conn: ladybug.Connection, tenant: str, relations: list[Relation], version: int
-) -> int:
+def _edge_params(tenant: str, r: Relation) -> dict[str, Any]:
+    return {
+        "s": memory_key(tenant, r.source_id),
+        "t": memory_key(tenant, r.target_id),
+        "type": r.type,
+    }
+
+
+def _add_relations(conn: ladybug.Connection, tenant: str, rows: list[tuple[Relation, int]]) -> int:
     # Every endpoint is checked before anything is written: a bad batch leaves no trace.
-    endpoints = list(dict.fromkeys(i for r in relations for i in (r.source_id, r.target_id)))
+    endpoints = list(dict.fromkeys(i for r, _ in rows for i in (r.source_id, r.target_id)))
     states = _states(conn, [memory_key(tenant, id_) for id_ in endpoints])
     for id_ in endpoints:
         state = states.get(memory_key(tenant, id_))
@@ -414,12 +448,9 @@ def _add_relations(
             raise NotFound(f"memory {id_} not found")
     applied = 0
     with _transaction(conn):
-        for r in relations:
-            params: dict[str, Any] = {
-                "s": memory_key(tenant, r.source_id),
-                "t": memory_key(tenant, r.target_id),
-                "type": r.type,
-            }
+        # In turn, each seeing the ones before it: duplicates in a batch settle as if apart.
+        for r, version in rows:
+            params = _edge_params(tenant, r)
             existing = _rows(conn, cypher.EDGE, params)
             params.update(
                 strength=float(r.strength),
@@ -436,6 +467,24 @@ def _add_relations(
                 _rows(conn, cypher.CREATE_EDGE, {**params, "created_at": to_us(r.created_at)})
             applied += 1
     return applied
+
+
+def _remove_relations(
+    conn: ladybug.Connection, tenant: str, rows: list[tuple[Relation, int]]
+) -> int:
+    removed = 0
+    with _transaction(conn):
+        for r, version in rows:
+            params = _edge_params(tenant, r)
+            existing = _rows(conn, cypher.EDGE, params)
+            if not existing:
+                continue
+            origin, stored_version = existing[0]
+            if (r.origin == SYSTEM and origin == USER) or version < stored_version:
+                continue
+            _rows(conn, cypher.REMOVE_EDGE, params)
+            removed += 1
+    return removed
 
 
 def _update_access(conn: ladybug.Connection, tenant: str, updates: list[AccessUpdate]) -> int:
@@ -488,7 +537,9 @@ def _neighbour_params(tenant: str, node: str, types: list[str]) -> dict[str, Any
 
 
 def _search(conn: ladybug.Connection, query: str, params: dict[str, Any]) -> list[Hit]:
-    ranked = _rows(conn, query, params)
+    # The IDF's N: one pass over the memory table (the only index is the key's).
+    total = int(_rows(conn, cypher.COUNT, {"tenant": params["tenant"]})[0][0])
+    ranked = _rows(conn, query, {**params, "n": float(total)})
     docs = _documents(conn, [key for key, _ in ranked])
     return [
         Hit(id=memory.id, score=float(score), memory=memory)

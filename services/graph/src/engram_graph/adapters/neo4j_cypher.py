@@ -119,15 +119,33 @@ MERGE (s)-[r:{rel_type}]->(t)
   ON CREATE SET r.created_at = row.created_at
 WITH r, row
 WHERE NOT (row.origin = 'system' AND coalesce(r.origin, '') = 'user')
-  AND coalesce(r.version, $version) <= $version
+  AND coalesce(r.version, row.version) <= row.version
 SET r.strength = row.strength, r.origin = row.origin, r.properties = row.properties,
-    r.version = $version
+    r.version = row.version
 RETURN count(r) AS applied
+"""
+
+
+def _remove_edge(rel_type: str) -> str:
+    # The edge is locked before its origin and version are read (the node idiom, on the
+    # relationship), so a concurrent re-add either commits first and is seen, or waits.
+    return f"""
+UNWIND $rows AS row
+MATCH (s:Memory {{tenant: $tenant, id: row.source}})-[r:{rel_type}]->
+      (t:Memory {{tenant: $tenant, id: row.target}})
+SET r._lock = true
+REMOVE r._lock
+WITH r, row
+WHERE NOT (row.origin = 'system' AND coalesce(r.origin, '') = 'user')
+  AND coalesce(r.version, 0) <= row.version
+DELETE r
+RETURN count(*) AS removed
 """
 
 
 # Relationship type (a registry value) -> its MERGE statement. Built from the registry only.
 MERGE_EDGE: dict[str, str] = {t: _merge_edge(t) for t in sorted(MEMORY_EDGE_TYPES)}
+REMOVE_EDGE: dict[str, str] = {t: _remove_edge(t) for t in sorted(MEMORY_EDGE_TYPES)}
 
 # $rows: {id, last_accessed, access_count}, one per distinct id.
 TOUCH = """
@@ -227,7 +245,13 @@ RETURN collect([f,
 # counts distinct entities. No `deleted` check: a tombstone has no MENTIONS (the statement
 # that makes it removes them). The tenant check on m is a second fence (seeds are tenant
 # keyed and MENTIONS never cross tenants).
+# Scored by the sum of the matching entities' IDF, ln(1 + n / df): n the tenant's live
+# memories (the engram_memory_live index), df the memories mentioning the entity (its degree).
 _SEARCH_SEEDS = """
+CALL () {
+  MATCH (c:Memory {tenant: $tenant, deleted: false})
+  RETURN toFloat(count(c)) AS n
+}
 CALL () {
   UNWIND $keys AS k
   MATCH (e:Entity {tenant: $tenant, key: k})
@@ -238,10 +262,11 @@ CALL () {
   WHERE e.lname CONTAINS w AND e.tenant = $tenant
   RETURN e
 }
+WITH n, e, COUNT { (e)<-[:MENTIONS]-(:Memory) } AS df
 MATCH (m:Memory)-[:MENTIONS]->(e)
 WHERE """
 _SEARCH_RANK = """
-WITH m, count(e) AS score
+WITH m, sum(log(1.0 + n / df)) AS score
 ORDER BY score DESC, m.timestamp DESC, m.id
 LIMIT $limit
 RETURN collect([m.id, score, m.doc,

@@ -62,7 +62,7 @@ from engram_core.model import (
 )
 from engram_core.tags import normalise_tag, tag_prefixes
 from engram_graph.adapters import neo4j_cypher as cypher
-from engram_graph.adapters.codec import from_us
+from engram_graph.adapters.codec import from_us, per_relation
 from engram_graph.adapters.walk import Walk
 
 log = logging.getLogger(__name__)
@@ -231,18 +231,45 @@ class Neo4jGraphStore:
             "write", _single, cypher.DELETE, tenant=tenant, ids=unique, version=version
         )
 
-    async def add_relations(self, tenant: str, relations: Sequence[Relation], version: int) -> int:
+    async def add_relations(
+        self,
+        tenant: str,
+        relations: Sequence[Relation],
+        version: int,
+        versions: Sequence[int] = (),
+    ) -> int:
         _check_tenant(tenant)
         if not relations:
             return 0
-        for i, r in enumerate(relations):
-            if r.type not in cypher.MERGE_EDGE:
-                raise InvalidArgument(f"relations[{i}].type", "not a memory relation type")
+        _check_types(relations)
         endpoints = list(dict.fromkeys(i for r in relations for i in (r.source_id, r.target_id)))
         by_type: dict[str, list[dict[str, Any]]] = {}
-        for r in _fold(relations):
-            by_type.setdefault(r.type, []).append(_edge_row(r))
-        return await self._run("write", _add_relations, tenant, endpoints, by_type, version)
+        for r, v in _fold(relations, per_relation(relations, version, versions)):
+            by_type.setdefault(r.type, []).append(_edge_row(r, v))
+        return await self._run("write", _add_relations, tenant, endpoints, by_type)
+
+    async def remove_relations(
+        self,
+        tenant: str,
+        relations: Sequence[Relation],
+        version: int,
+        versions: Sequence[int] = (),
+    ) -> int:
+        _check_tenant(tenant)
+        if not relations:
+            return 0
+        _check_types(relations)
+        # One row per edge: the newest removal of it (one statement reads each edge once).
+        newest: dict[tuple[str, str, str], tuple[Relation, int]] = {}
+        for r, v in zip(relations, per_relation(relations, version, versions), strict=True):
+            key = (r.source_id, r.target_id, r.type)
+            if key not in newest or v >= newest[key][1]:
+                newest[key] = (r, v)
+        by_type: dict[str, list[dict[str, Any]]] = {}
+        for (source, target, type_), (r, v) in sorted(newest.items()):
+            row = {"source": source, "target": target, "origin": r.origin, "version": v}
+            by_type.setdefault(type_, []).append(row)
+        return await self._run("write", _remove_relations, tenant, by_type)
 
     async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int:
         _check_tenant(tenant)
@@ -378,23 +405,30 @@ def _memory_row(tenant: str, m: Memory, entities: Sequence[Entity]) -> dict[str,
     }
 
 
-def _fold(relations: Sequence[Relation]) -> list[Relation]:
+def _check_types(relations: Sequence[Relation]) -> None:
+    for i, r in enumerate(relations):
+        if r.type not in cypher.MERGE_EDGE:
+            raise InvalidArgument(f"relations[{i}].type", "not a memory relation type")
+
+
+def _fold(relations: Sequence[Relation], versions: list[int]) -> list[tuple[Relation, int]]:
     """One write per (source, target, type), as applying the batch in order would leave it:
     a later duplicate replaces an earlier one (keeping its created_at) unless a system edge
-    would replace a user one."""
-    out: dict[tuple[str, str, str], Relation] = {}
-    for r in relations:
+    would replace a user one or it is older."""
+    out: dict[tuple[str, str, str], tuple[Relation, int]] = {}
+    for r, v in zip(relations, versions, strict=True):
         key = (r.source_id, r.target_id, r.type)
         held = out.get(key)
         if held is None:
-            out[key] = r
-        elif not (r.origin == SYSTEM and held.origin == USER):
-            out[key] = replace(r, created_at=held.created_at)
+            out[key] = (r, v)
+        elif not (r.origin == SYSTEM and held[0].origin == USER) and v >= held[1]:
+            out[key] = (replace(r, created_at=held[0].created_at), v)
     return list(out.values())
 
 
-def _edge_row(r: Relation) -> dict[str, Any]:
+def _edge_row(r: Relation, version: int) -> dict[str, Any]:
     return {
+        "version": version,
         "source": r.source_id,
         "target": r.target_id,
         "strength": float(r.strength),
@@ -469,7 +503,6 @@ async def _add_relations(
     tenant: str,
     endpoints: list[str],
     by_type: dict[str, list[dict[str, Any]]],
-    version: int,
 ) -> int:
     # Endpoints are locked (sorted: one lock order for every writer) and checked before any
     # edge is written; NotFound rolls the transaction back, so a bad batch leaves no trace.
@@ -481,10 +514,17 @@ async def _add_relations(
             raise NotFound(f"memory {id_} not found")
     applied = 0
     for rel_type, rows in sorted(by_type.items()):
-        applied += await _single(
-            tx, cypher.MERGE_EDGE[rel_type], tenant=tenant, rows=rows, version=version
-        )
+        applied += await _single(tx, cypher.MERGE_EDGE[rel_type], tenant=tenant, rows=rows)
     return applied
+
+
+async def _remove_relations(
+    tx: AsyncManagedTransaction, /, tenant: str, by_type: dict[str, list[dict[str, Any]]]
+) -> int:
+    removed = 0
+    for rel_type, rows in sorted(by_type.items()):
+        removed += await _single(tx, cypher.REMOVE_EDGE[rel_type], tenant=tenant, rows=rows)
+    return removed
 
 
 async def _related(

@@ -78,6 +78,25 @@ def _check_relation(field: str, r: Relation) -> Relation:
     return replace(r, type=parsed.value)
 
 
+def _check_edge_key(field: str, r: Relation) -> Relation:
+    """What a removal reads of a relation: its ends, type and origin (strength is moot)."""
+    return _check_relation(field, replace(r, strength=0.0))
+
+
+def _check_versions(count: int, version: int, versions: Sequence[int]) -> list[int]:
+    """One version per relation: ``versions`` as given, or ``version`` for each."""
+    if version < 0:
+        raise InvalidArgument("version", "must be >= 0")
+    if versions and len(versions) != count:
+        raise InvalidArgument(
+            "versions", f"one per relation ({count}) or none, got {len(versions)}"
+        )
+    for i, v in enumerate(versions):
+        if v < 0:
+            raise InvalidArgument(f"versions[{i}]", "must be >= 0")
+    return list(versions) or [version] * count
+
+
 class GraphService:
     """Memory nodes, entities and relations of one tenant per call."""
 
@@ -105,12 +124,29 @@ class GraphService:
             raise InvalidArgument("version", "must be >= 0")
         return await self._store.delete(tenant, ids, version)
 
-    async def add_relations(self, tenant: str, relations: Sequence[Relation], version: int) -> int:
+    async def add_relations(
+        self,
+        tenant: str,
+        relations: Sequence[Relation],
+        version: int,
+        versions: Sequence[int] = (),
+    ) -> int:
         _check_count("relations", len(relations), self.limits.max_batch)
-        if version < 0:
-            raise InvalidArgument("version", "must be >= 0")
+        per = _check_versions(len(relations), version, versions)
         checked = [_check_relation(f"relations[{i}]", r) for i, r in enumerate(relations)]
-        return await self._store.add_relations(tenant, checked, version)
+        return await self._store.add_relations(tenant, checked, version, per)
+
+    async def remove_relations(
+        self,
+        tenant: str,
+        relations: Sequence[Relation],
+        version: int,
+        versions: Sequence[int] = (),
+    ) -> int:
+        _check_count("relations", len(relations), self.limits.max_batch)
+        per = _check_versions(len(relations), version, versions)
+        checked = [_check_edge_key(f"relations[{i}]", r) for i, r in enumerate(relations)]
+        return await self._store.remove_relations(tenant, checked, version, per)
 
     async def related(
         self, tenant: str, id: str, depth: int, types: Sequence[str], limit: int

@@ -1,13 +1,13 @@
 """Ingest logic over ports: decoded events in, per-event outcomes out. No NATS, no gRPC."""
 
 from engram_ingest.service.applier import Applier, Timeouts, invalid
-from engram_ingest.service.enrich import enrich
 from engram_ingest.service.events import (
     Event,
     MemoryRemoved,
     MemoryWritten,
     Outcome,
     RelationLinked,
+    RelationUnlinked,
     Result,
 )
 from engram_ingest.service.ports import GraphWriter, TextWriter, VectorWriter
@@ -20,10 +20,10 @@ __all__ = [
     "MemoryWritten",
     "Outcome",
     "RelationLinked",
+    "RelationUnlinked",
     "Result",
     "TextWriter",
     "Timeouts",
     "VectorWriter",
-    "enrich",
     "invalid",
 ]

@@ -9,6 +9,16 @@ store, the three stores at once, after ONE embedder call for the whole batch. Wh
 segment fails, it and every later segment are left for a retry, so this worker never
 applies a relation before the memories it links or a delete out of turn.
 
+Relation events of a segment go out as one graph call per tenant (in chunks of
+``RELATION_CHUNK``), each relation carrying its own event's sequence as its version; a
+chunk naming a memory deleted since falls back to one call per event, so only the moot
+edges are skipped.
+
+A new memory (``MemoryStored``) gets its first ``relevance_score`` here, from
+``engram_core.relevance`` at age 0 and no access (its own importance and confidence), so
+recall's relevance component means something before the first decay pass. Age 0 rather
+than the wall clock keeps the score a function of the event: a replay writes the same.
+
 Poison is decided from the event alone (:func:`invalid`). A store that refuses a
 valid event — even with INVALID_ARGUMENT — points at configuration (say, a vector
 dimension mismatch) or a bug, not at the event; dead-lettering then would quietly
@@ -24,11 +34,12 @@ from dataclasses import dataclass, replace
 from itertools import groupby
 from typing import Any, TypeVar
 
+from engram_core.enrich import enrich
 from engram_core.errors import DeadlineExceeded, EngramError, Internal, NotFound
-from engram_core.model import Entity, Memory
+from engram_core.model import Entity, Memory, Relation
 from engram_core.ports import Embedder
-from engram_core.relations import parse_relation_type
-from engram_ingest.service.enrich import enrich
+from engram_core.relations import MEMORY_EDGE_TYPES, parse_relation_type
+from engram_core.relevance import DecaySettings, relevance_score
 from engram_ingest.service.events import (
     APPLIED,
     Event,
@@ -36,6 +47,7 @@ from engram_ingest.service.events import (
     MemoryWritten,
     Outcome,
     RelationLinked,
+    RelationUnlinked,
     Result,
 )
 from engram_ingest.service.ports import GraphWriter, TextWriter, VectorWriter
@@ -43,6 +55,8 @@ from engram_ingest.service.ports import GraphWriter, TextWriter, VectorWriter
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 E = TypeVar("E", MemoryRemoved, RelationLinked)
+# Relations per graph call: under the graph service's default MAX_BATCH (1000).
+RELATION_CHUNK = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +73,14 @@ class Applier:
         lexical: TextWriter,
         graph: GraphWriter,
         timeouts: Timeouts | None = None,
+        initial_relevance: DecaySettings | None = None,
     ) -> None:
         self._embedder = embedder
         self._vector = vector
         self._lexical = lexical
         self._graph = graph
         self._timeouts = timeouts or Timeouts()
+        self._initial_relevance = initial_relevance  # None: new memories keep the score sent
 
     @property
     def embedding_model(self) -> str:
@@ -100,7 +116,7 @@ class Applier:
             elif kind is MemoryRemoved:
                 outcome = await self._each(events, indices, MemoryRemoved, self._delete)
             else:
-                outcome = await self._each(events, indices, RelationLinked, self._relate)
+                outcome = await self._relations(events, indices)
             results.update(outcome)
             first_failure = next((r for r in outcome.values() if r.outcome is Outcome.RETRY), None)
             if first_failure is not None:
@@ -144,6 +160,8 @@ class Applier:
         ready: list[tuple[Memory, list[Entity], list[float]]] = []
         for event, vector in items:
             enriched, entities = enrich(event.memory, event.sequence, model)
+            if event.created:
+                enriched = self._with_initial_relevance(enriched)
             ready.append((enriched, entities, vector))
         await self._all(
             "upsert",
@@ -151,6 +169,12 @@ class Applier:
             self._lexical.upsert(tenant, [m for m, _, _ in ready]),
             self._graph.upsert(tenant, [(m, ents) for m, ents, _ in ready]),
         )
+
+    def _with_initial_relevance(self, memory: Memory) -> Memory:
+        if self._initial_relevance is None or memory.relevance_score > 0:
+            return memory
+        score = relevance_score(memory, 0, memory.timestamp, self._initial_relevance)
+        return replace(memory, relevance_score=score)
 
     async def _each(
         self,
@@ -175,20 +199,58 @@ class Applier:
             self._graph.delete(event.tenant, ids, version),
         )
 
-    async def _relate(self, event: RelationLinked) -> None:
-        # The registry's spelling ("relates_to" → RELATES_TO); invalid() let no unknown through.
-        rel_type = parse_relation_type(event.relation.type)
-        relation = replace(event.relation, type=rel_type.value if rel_type else "")
+    async def _relations(self, events: Sequence[Event], indices: list[int]) -> dict[int, Result]:
+        """A segment of RelationAdded (or of RelationRemoved) events: one call per tenant."""
+        by_tenant: dict[str, list[RelationLinked | RelationUnlinked]] = {}
+        for i in indices:
+            event = events[i]
+            if isinstance(event, RelationLinked | RelationUnlinked):
+                by_tenant.setdefault(event.tenant, []).append(event)
+        tenants = list(by_tenant)
+        outcomes = await asyncio.gather(
+            *(self._relate(t, by_tenant[t]) for t in tenants), return_exceptions=True
+        )
+        what = type(events[indices[0]]).__name__
+        by_outcome = {
+            t: APPLIED if o is None else retry(o, what)
+            for t, o in zip(tenants, outcomes, strict=True)
+        }
+        return {i: by_outcome[events[i].tenant] for i in indices}
+
+    async def _relate(self, tenant: str, typed: list[RelationLinked | RelationUnlinked]) -> None:
+        for start in range(0, len(typed), RELATION_CHUNK):
+            chunk = typed[start : start + RELATION_CHUNK]
+            # The registry's spelling ("relates_to" → RELATES_TO); invalid() let no unknown in.
+            relations = [_registry_type(e.relation) for e in chunk]
+            versions = [e.sequence for e in chunk]
+            if isinstance(chunk[0], RelationUnlinked):
+                await self._graph_call(
+                    "remove_relations",
+                    self._graph.remove_relations(tenant, relations, max(versions), versions),
+                )
+                continue
+            try:
+                await self._graph_call(
+                    "add_relations",
+                    self._graph.add_relations(tenant, relations, max(versions), versions),
+                )
+            except NotFound:
+                # Some end was deleted since (the gateway checked both before publishing),
+                # and the graph writes nothing of such a batch: apply the events one by one.
+                for relation, version in zip(relations, versions, strict=True):
+                    await self._add_one(tenant, relation, version)
+
+    async def _add_one(self, tenant: str, relation: Relation, version: int) -> None:
         try:
-            await bounded(
-                self._graph.add_relations(event.tenant, [relation], event.sequence),
-                self._timeouts.write_s,
-                "graph add_relations",
+            await self._graph_call(
+                "add_relations", self._graph.add_relations(tenant, [relation], version)
             )
         except NotFound as exc:
-            # The gateway checked both ends before publishing, so a missing end was
-            # deleted since: the edge is moot. Retrying would stall the watermark forever.
+            # The edge is moot; retrying would stall the watermark forever.
             log.info("relation %s skipped: %s", relation.type, exc.message)
+
+    async def _graph_call(self, what: str, call: Awaitable[int]) -> int:
+        return await bounded(call, self._timeouts.write_s, f"graph {what}")
 
     async def _all(self, what: str, *writes: Awaitable[Any]) -> None:
         """Run the stores' writes at once; raise the first failure after all have ended."""
@@ -223,9 +285,17 @@ def invalid(event: Event) -> str:
         relation = event.relation
         if not relation.source_id or not relation.target_id:
             return "relation without source or target"
-        if parse_relation_type(relation.type) is None:
+        rel_type = parse_relation_type(relation.type)
+        if rel_type is None or rel_type.value not in MEMORY_EDGE_TYPES:
             return f"unknown relation type {relation.type!r}"
+        if relation.source_id == relation.target_id:
+            return "relation of a memory to itself"
     return ""
+
+
+def _registry_type(relation: Relation) -> Relation:
+    rel_type = parse_relation_type(relation.type)
+    return replace(relation, type=rel_type.value if rel_type else "")
 
 
 def retry(exc: BaseException, what: str) -> Result:

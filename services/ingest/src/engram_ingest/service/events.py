@@ -14,6 +14,7 @@ class MemoryWritten:
 
     memory: Memory
     sequence: int
+    created: bool = False  # MemoryStored (a new memory), not MemoryUpdated
 
     @property
     def tenant(self) -> str:
@@ -34,6 +35,16 @@ class RelationLinked:
     sequence: int
 
 
-Event = MemoryWritten | MemoryRemoved | RelationLinked
+@dataclass(frozen=True, slots=True)
+class RelationUnlinked:
+    """RelationRemoved: the edge (source, target, type) is gone; the relation's origin says
+    who removed it (a system removal leaves a user edge alone)."""
+
+    tenant: str
+    relation: Relation
+    sequence: int
+
+
+Event = MemoryWritten | MemoryRemoved | RelationLinked | RelationUnlinked
 
 __all__ = ["APPLIED", "Outcome", "Result"]

@@ -34,5 +34,17 @@ class GraphWriter(Protocol):
     async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int: ...
 
     async def add_relations(
-        self, tenant: str, relations: Sequence[Relation], version: int
+        self,
+        tenant: str,
+        relations: Sequence[Relation],
+        version: int,
+        versions: Sequence[int] = (),
+    ) -> int: ...
+
+    async def remove_relations(
+        self,
+        tenant: str,
+        relations: Sequence[Relation],
+        version: int,
+        versions: Sequence[int] = (),
     ) -> int: ...

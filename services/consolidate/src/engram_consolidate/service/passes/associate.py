@@ -16,6 +16,13 @@ rewritten. Writes are ``RelationAdded`` events on the log, as the gateway's Asso
 publishes them, so ingest applies them with versions and a rebuild replays them. The
 event id is derived from the run and the edge, so a page redone after a crash republishes
 the same ids and the log drops the copies.
+
+A system edge the rules no longer propose is removed (``RelationRemoved``, origin system,
+so a user edge written meanwhile stays): a PRECEDED_BY from a memory of this page that is
+not among its proposals; a SIMILAR_TO once both of its ends have been proposed for in this
+process (either end may justify it; the scan is in id order, so that is the page of the
+later end) and neither did. After a resume the ends read before it do not count, so an edge
+between them waits for the next run. User edges are never removed.
 """
 
 from __future__ import annotations
@@ -38,10 +45,12 @@ from engram_core.associations import (
     similar_to,
 )
 from engram_core.model import META_PATTERN, Hit, Memory, Relation
+from engram_core.relations import RelationType
 
 SIMILAR = "similar"
 SEQUENCE = "sequence"
 USER_EDGE_KEPT = "user_edge_kept"
+SYSTEM = "system"
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -71,6 +80,10 @@ class AssociatePass(Pass):
         # a pair may be counted twice; the log still drops the second event).
         self._written: set[tuple[str, str, str]] = set()
         self._user_edges: set[tuple[str, str, str]] = set()  # user edges met, likewise
+        # SIMILAR_TO: memories proposed for in this process, and the pairs proposed.
+        self._similar_seen: set[str] = set()
+        self._similar_proposed: set[tuple[str, str, str]] = set()
+        self._removed: set[tuple[str, str, str]] = set()
 
     async def total(self, run: Run, phase: str) -> int:
         if phase == SIMILAR:
@@ -96,7 +109,10 @@ class AssociatePass(Pass):
                     "vector neighbours",
                 )
                 hits = await self._kept(run, memories, found)
-                await self._write(run, sources, similar_to(hits, run.now, self.settings))
+                proposals = similar_to(hits, run.now, self.settings)
+                self._similar_seen.update(sources)
+                self._similar_proposed.update(edge_key(p) for p in proposals)
+                await self._write(run, sources, proposals, self._stale_similar)
             yield Step(after, len(memories))
 
     async def _kept(
@@ -171,20 +187,46 @@ class AssociatePass(Pass):
                 continue  # deleted since the index was read
             candidates = [held[c] for c in before if c in held]
             proposals.extend(preceded_by(memory, candidates, run.now, self.settings))
-        await self._write(run, list(wanted), proposals)
+        proposed = {edge_key(p) for p in proposals}
+        sources = {id_ for id_ in wanted if id_ in held}
+
+        def stale(r: Relation) -> bool:
+            return (
+                r.type == RelationType.PRECEDED_BY.value
+                and r.source_id in sources
+                and edge_key(r) not in proposed
+            )
+
+        await self._write(run, sorted(sources), proposals, stale)
+
+    def _stale_similar(self, r: Relation) -> bool:
+        return (
+            r.type == RelationType.SIMILAR_TO.value
+            and r.source_id in self._similar_seen
+            and r.target_id in self._similar_seen
+            and edge_key(r) not in self._similar_proposed
+        )
 
     def _publisher(self, run: Run, r: Relation, event_id: str) -> Callable[[], Awaitable[bool]]:
         return lambda: self.stores.events.relation_added(run.tenant, r, event_id)
 
     # --- writing -----------------------------------------------------------------------
 
-    async def _write(self, run: Run, ids: Iterable[str], proposals: Sequence[Relation]) -> None:
+    async def _write(
+        self,
+        run: Run,
+        ids: Iterable[str],
+        proposals: Sequence[Relation],
+        stale: Callable[[Relation], bool],
+    ) -> None:
+        # Every proposal touches one of `ids`, and so does every edge that may be stale.
+        scope = sorted(set(ids))
+        if not scope:
+            return
+        existing = await self.stores.relations(run.tenant, scope)
+        await self._remove(run, [r for r in existing if r.origin == SYSTEM and stale(r)])
         if not proposals:
             return
-        # Every proposal touches one of `ids`: the edges of that end hold its key, if any.
-        scope = set(ids)
-        ends = {p.source_id if p.source_id in scope else p.target_id for p in proposals}
-        existing = await self.stores.relations(run.tenant, sorted(ends))
         plan = reconcile(proposals, existing, self.settings)
         publish = []
         keys = []
@@ -207,3 +249,20 @@ class AssociatePass(Pass):
             if key not in self._user_edges:
                 self._user_edges.add(key)
                 run.tally.add(USER_EDGE_KEPT, [edge_label(r.source_id, r.target_id)])
+
+    async def _remove(self, run: Run, edges: Sequence[Relation]) -> None:
+        publish = []
+        keys = []
+        for r in edges:
+            key = edge_key(r)
+            if key in self._removed:
+                continue
+            keys.append(key)
+            run.tally.add(f"{r.type.lower()}_removed", [edge_label(r.source_id, r.target_id)])
+            publish.append(self._remover(run, r, run.event_id("unlink", *key)))
+        if not run.dry_run and publish:
+            await self.stores.all(publish, "publish relation removal")
+        self._removed.update(keys)
+
+    def _remover(self, run: Run, r: Relation, event_id: str) -> Callable[[], Awaitable[bool]]:
+        return lambda: self.stores.events.relation_removed(run.tenant, r, event_id)

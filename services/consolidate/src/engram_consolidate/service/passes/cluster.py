@@ -16,7 +16,9 @@ Two phases:
   (``MemoryDeleted``) at the end. The cursor is the smallest member of the last cluster
   written; resuming recomputes the clusters (the pairs phase again) and skips those.
 
-Edges to a memory that left a cluster stay (the log has no relation-removed event yet).
+When a cluster that continues a MetaPattern is written, the system SUMMARIZES edges of
+that MetaPattern to memories no longer among its members are removed
+(``RelationRemoved``, origin system); a retired MetaPattern's edges go with its delete.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ WRITTEN = "meta_pattern_written"
 UNCHANGED = "meta_pattern_unchanged"
 RETIRED = "meta_pattern_retired"
 LINKED = "summarizes_written"
+UNLINKED = "summarizes_removed"
 
 
 class ClusterPass(Pass):
@@ -58,6 +61,7 @@ class ClusterPass(Pass):
         self.neighbours = neighbours
         self._pairs: list[Pair] | None = None
         self._metas: dict[str, Memory] = {}
+        self._summarized: dict[str, list[Relation]] = {}  # system SUMMARIZES by MetaPattern
 
     def resumable(self, phase: str) -> bool:
         return phase != PAIRS
@@ -104,9 +108,12 @@ class ClusterPass(Pass):
             return {}
         edges = await self.stores.relations(run.tenant, sorted(self._metas))
         members: dict[str, list[str]] = {k: [] for k in self._metas}
+        self._summarized = {}
         for e in edges:
             if e.type == RelationType.SUMMARIZES.value and e.source_id in members:
                 members[e.source_id].append(e.target_id)
+                if e.origin == "system":
+                    self._summarized.setdefault(e.source_id, []).append(e)
         return members
 
     async def _write(self, run: Run, cursor: str) -> AsyncIterator[Step]:
@@ -140,17 +147,22 @@ class ClusterPass(Pass):
                 run.tally.add(UNCHANGED, [keyed.meta_id])
                 continue
             memory, edges = meta_pattern(run.tenant, keyed, members, summary, run.now)
-            writes.append(self._writer(run, memory, edges))
+            kept = {e.target_id for e in edges}
+            left = [e for e in self._summarized.get(keyed.meta_id, []) if e.target_id not in kept]
+            writes.append(self._writer(run, memory, edges, left))
             run.tally.add(WRITTEN, [keyed.meta_id])
             run.tally.add(LINKED, [edge_label(e.source_id, e.target_id) for e in edges])
+            if left:
+                run.tally.add(UNLINKED, [edge_label(e.source_id, e.target_id) for e in left])
         if writes and not run.dry_run:
             await self.stores.all(writes, "publish meta pattern")
 
     def _writer(
-        self, run: Run, memory: Memory, edges: Sequence[Relation]
+        self, run: Run, memory: Memory, edges: Sequence[Relation], left: Sequence[Relation]
     ) -> Callable[[], Awaitable[object]]:
         """The MetaPattern first, then its edges: ingest applies in log order, and an edge
-        to a memory it does not hold yet would be skipped."""
+        to a memory it does not hold yet would be skipped. Then the edges to members that
+        left."""
         events = self.stores.events
 
         async def write() -> None:
@@ -161,7 +173,13 @@ class ClusterPass(Pass):
                         run.tenant, e, run.event_id("summarizes", e.source_id, e.target_id)
                     )
                     for e in edges
-                )
+                ),
+                *(
+                    events.relation_removed(
+                        run.tenant, e, run.event_id("unsummarize", e.source_id, e.target_id)
+                    )
+                    for e in left
+                ),
             )
 
         return write
