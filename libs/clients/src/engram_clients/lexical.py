@@ -7,14 +7,14 @@ from collections.abc import Sequence
 import grpc
 
 from engram.lexical.v1 import lexical_pb2, lexical_pb2_grpc
-from engram_clients._store import IndexClient
+from engram_clients._store import GenerationsClient
 from engram_core.model import Filter, Hit, Memory, UpsertResult
 from engram_platform.convert import filter_to_proto, hit_from_proto, memory_to_proto
 
 NAME = "lexical"
 
 
-class LexicalClient(IndexClient["lexical_pb2_grpc.LexicalServiceAsyncStub"]):
+class LexicalClient(GenerationsClient["lexical_pb2_grpc.LexicalServiceAsyncStub"]):
     def __init__(self, channel: grpc.aio.Channel) -> None:
         super().__init__(NAME, lexical_pb2_grpc.LexicalServiceStub(channel), lexical_pb2)
 
@@ -25,7 +25,7 @@ class LexicalClient(IndexClient["lexical_pb2_grpc.LexicalServiceAsyncStub"]):
         timeout: float | None = None,
     ) -> UpsertResult:
         request = lexical_pb2.UpsertRequest(
-            tenant=tenant, memories=[memory_to_proto(m) for m in memories]
+            tenant=tenant, memories=[memory_to_proto(m) for m in memories], **self._scope
         )
         return await self._upsert(request, timeout)
 

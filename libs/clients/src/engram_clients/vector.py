@@ -7,14 +7,14 @@ from collections.abc import Sequence
 import grpc
 
 from engram.vector.v1 import vector_pb2, vector_pb2_grpc
-from engram_clients._store import IndexClient
+from engram_clients._store import GenerationsClient
 from engram_core.model import Filter, Hit, Memory, UpsertResult
 from engram_platform.convert import filter_to_proto, hit_from_proto, memory_to_proto
 
 NAME = "vector"
 
 
-class VectorClient(IndexClient["vector_pb2_grpc.VectorServiceAsyncStub"]):
+class VectorClient(GenerationsClient["vector_pb2_grpc.VectorServiceAsyncStub"]):
     def __init__(self, channel: grpc.aio.Channel) -> None:
         super().__init__(NAME, vector_pb2_grpc.VectorServiceStub(channel), vector_pb2)
 
@@ -27,6 +27,7 @@ class VectorClient(IndexClient["vector_pb2_grpc.VectorServiceAsyncStub"]):
         request = vector_pb2.UpsertRequest(
             tenant=tenant,
             points=[vector_pb2.Point(memory=memory_to_proto(m), vector=list(v)) for m, v in items],
+            **self._scope,
         )
         return await self._upsert(request, timeout)
 

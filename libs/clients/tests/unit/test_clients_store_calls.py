@@ -20,9 +20,14 @@ from engram.vector.v1 import vector_pb2, vector_pb2_grpc
 from engram_clients.graph import GraphClient
 from engram_clients.lexical import LexicalClient
 from engram_clients.vector import VectorClient
-from engram_core.errors import Unavailable
-from engram_core.model import AccessUpdate, Hit, Memory, RelevanceUpdate, ScanPage
-from engram_platform.convert import access_update_from_proto, memory_to_proto
+from engram_core.errors import FailedPrecondition, NotFound, Unavailable
+from engram_core.model import AccessUpdate, Generation, Hit, Memory, RelevanceUpdate, ScanPage
+from engram_platform.convert import (
+    access_update_from_proto,
+    generation_to_proto,
+    memory_to_proto,
+)
+from engram_platform.errors import FIELD_KEY
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
 
@@ -64,6 +69,10 @@ KINDS = [
         [(MEMORY, [])],
     ),
 ]
+
+
+def _generation(name: str, model: str, *, live: bool = False) -> common_pb2.Generation:
+    return generation_to_proto(Generation(name, live, model, 7, T0))
 
 
 def recorder(kind: Kind) -> Any:
@@ -111,6 +120,31 @@ def recorder(kind: Kind) -> Any:
         async def UpdateRelevance(self, request: Any, context: Any) -> Any:  # noqa: N802
             self.seen.append(request)
             return pb2.UpdateRelevanceResponse(updated=len(request.updates) + 30)
+
+        async def CreateGeneration(self, request: Any, context: Any) -> Any:  # noqa: N802
+            self.seen.append(request)
+            return pb2.CreateGenerationResponse(
+                generation=_generation("v2", request.embedding_model)
+            )
+
+        async def ListGenerations(self, request: Any, context: Any) -> Any:  # noqa: N802
+            self.seen.append(request)
+            return pb2.ListGenerationsResponse(
+                generations=[_generation("v1", "m", live=True), _generation("v2", "m")]
+            )
+
+        async def SwapGeneration(self, request: Any, context: Any) -> Any:  # noqa: N802
+            self.seen.append(request)
+            if request.name == "v9":
+                await context.abort(grpc.StatusCode.NOT_FOUND, "generation 'v9' does not exist")
+            if request.name == "v1":
+                context.set_trailing_metadata(((FIELD_KEY, "name"),))
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "name: it is live")
+            return pb2.SwapGenerationResponse(previous=_generation("v1", "m"))
+
+        async def DropGeneration(self, request: Any, context: Any) -> Any:  # noqa: N802
+            self.seen.append(request)
+            return pb2.DropGenerationResponse()
 
     return Recorder()
 
@@ -240,3 +274,42 @@ async def test_vector_neighbours_map_to_a_dict_of_hits() -> None:
         "a": [Hit("a-n0", 0.9), Hit("a-n1", 0.8)],
         "b": [Hit("b-n0", 0.9), Hit("b-n1", 0.8)],
     }
+
+
+async def test_a_client_bound_to_a_generation_sends_it_on_every_write_and_read(
+    served: Served,
+) -> None:
+    if isinstance(served.client, GraphClient):
+        assert not hasattr(served.client, "in_generation")  # the graph has no generations
+        return
+    bound = served.client.in_generation("v2")
+    assert (bound.generation, served.client.generation) == ("v2", "")
+    await bound.upsert("t", served.kind.upsert_items)
+    await bound.delete("t", ["a"], 3)
+    await bound.get("t", ["a"])
+    await bound.update_access("t", [AccessUpdate(id="a", last_accessed=T0, access_count=1)])
+    await bound.count("t")
+    await bound.scan("t", None, 10)
+    await bound.update_relevance("t", [RelevanceUpdate(id="a", relevance_score=0.5)])
+    assert [r.generation for r in served.servicer.seen] == ["v2"] * 7
+    await served.client.count("t")  # the client it came from still talks to the live one
+    assert served.servicer.seen[-1].generation == ""
+    assert bound.in_generation("").generation == ""
+
+
+async def test_generation_calls_map_both_ways(served: Served) -> None:
+    if isinstance(served.client, GraphClient):
+        return
+    created = await served.client.create_generation("model-b")
+    assert created == Generation("v2", False, "model-b", 7, T0)
+    assert served.servicer.seen[-1].embedding_model == "model-b"
+    assert [g.name for g in await served.client.list_generations() if g.live] == ["v1"]
+    assert (await served.client.swap_generation("v2")).name == "v1"
+    assert served.servicer.seen[-1].name == "v2"
+    await served.client.drop_generation("v1")
+    assert served.servicer.seen[-1].name == "v1"
+    with pytest.raises(NotFound):
+        await served.client.swap_generation("v9")
+    with pytest.raises(FailedPrecondition) as err:
+        await served.client.swap_generation("v1")
+    assert (err.value.field, err.value.reason) == ("name", "it is live")

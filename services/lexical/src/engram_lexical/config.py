@@ -50,8 +50,8 @@ class OpenSearchSettings(BaseModel):
     index_prefix: str = Field(
         "engram",
         pattern=r"^[a-z0-9][a-z0-9_.-]{0,100}$",
-        description="Names: alias <prefix>-memories over index <prefix>-memories-v1, "
-        "template <prefix>-memories.",
+        description="Names: alias <prefix>-memories over the live generation's index "
+        "<prefix>-memories-vN (v1 first), template <prefix>-memories.",
     )
     number_of_shards: int = Field(
         1, ge=1, le=1024, description="Primary shards of a new index (tenants are routed)."
@@ -62,6 +62,12 @@ class OpenSearchSettings(BaseModel):
         gt=0,
         description="How often the index refreshes. A write that waits for its refresh "
         "(refresh=wait_for) returns after the next one: this bounds the write latency.",
+    )
+    generations_refresh_s: float = Field(
+        5.0,
+        gt=0,
+        description="Seconds a replica trusts its copy of the generation list before "
+        "reading it again (an unknown generation name re-reads it at once).",
     )
     refresh: Literal["wait_for", "true", "false"] = Field(
         "wait_for",
@@ -83,7 +89,9 @@ class Settings(ServiceSettings):
         default_factory=OpenSearchSettings, description="The OpenSearch backend."
     )
     index_dir: Path | None = Field(
-        None, description="Directory of the tantivy index; default <data_dir>/lexical."
+        None,
+        description="Directory of the tantivy index (generation v1; vN lives in <dir>-vN, "
+        "the pointer file in <dir>-generations.json); default <data_dir>/lexical.",
     )
     writer_heap_mb: int = Field(
         64, ge=16, le=4096, description="tantivy writer memory budget in MB (split over threads)."

@@ -12,8 +12,10 @@ import grpc
 
 from engram.lexical.v1 import lexical_pb2, lexical_pb2_grpc
 from engram_core.errors import InvalidArgument
+from engram_core.generations import check_generation_name
 from engram_lexical import mapping
 from engram_lexical.service import LexicalService
+from engram_platform.convert import generation_to_proto
 from engram_platform.request_checks import (
     check_access_updates,
     check_count,
@@ -43,7 +45,8 @@ class LexicalHandlers(lexical_pb2_grpc.LexicalServiceServicer):
         for i, m in enumerate(request.memories):
             check_memory(f"memories[{i}]", m, request.tenant)
         memories = mapping.memories_from_proto(request.memories)
-        return mapping.upsert_response(await self._service.upsert(request.tenant, memories))
+        result = await self._service.upsert(request.tenant, memories, request.generation)
+        return mapping.upsert_response(result)
 
     async def Delete(  # noqa: N802
         self, request: lexical_pb2.DeleteRequest, context: _Context
@@ -54,7 +57,9 @@ class LexicalHandlers(lexical_pb2_grpc.LexicalServiceServicer):
         check_ids("ids", request.ids, self._limits.max_batch)
         if request.version < 0:
             raise InvalidArgument("version", "must be >= 0")
-        deleted = await self._service.delete(request.tenant, list(request.ids), request.version)
+        deleted = await self._service.delete(
+            request.tenant, list(request.ids), request.version, request.generation
+        )
         return lexical_pb2.DeleteResponse(deleted=deleted)
 
     async def Search(  # noqa: N802
@@ -74,7 +79,8 @@ class LexicalHandlers(lexical_pb2_grpc.LexicalServiceServicer):
     ) -> lexical_pb2.GetResponse:
         check_tenant(request.tenant)
         check_ids("ids", request.ids, self._limits.max_batch)
-        return mapping.get_response(await self._service.get(request.tenant, list(request.ids)))
+        found = await self._service.get(request.tenant, list(request.ids), request.generation)
+        return mapping.get_response(found)
 
     async def UpdateAccess(  # noqa: N802
         self, request: lexical_pb2.UpdateAccessRequest, context: _Context
@@ -83,14 +89,15 @@ class LexicalHandlers(lexical_pb2_grpc.LexicalServiceServicer):
         check_count("updates", len(request.updates), self._limits.max_batch)
         check_access_updates(request.updates)
         updates = mapping.access_updates_from_proto(request.updates)
-        updated = await self._service.update_access(request.tenant, updates)
+        updated = await self._service.update_access(request.tenant, updates, request.generation)
         return lexical_pb2.UpdateAccessResponse(updated=updated)
 
     async def Count(  # noqa: N802
         self, request: lexical_pb2.CountRequest, context: _Context
     ) -> lexical_pb2.CountResponse:
         check_tenant(request.tenant)
-        return lexical_pb2.CountResponse(count=await self._service.count(request.tenant))
+        count = await self._service.count(request.tenant, request.generation)
+        return lexical_pb2.CountResponse(count=count)
 
     async def Scan(  # noqa: N802
         self, request: lexical_pb2.ScanRequest, context: _Context
@@ -99,7 +106,7 @@ class LexicalHandlers(lexical_pb2_grpc.LexicalServiceServicer):
         if not 1 <= request.limit <= self._limits.max_limit:
             raise InvalidArgument("limit", f"must be in 1..{self._limits.max_limit}")
         cursor = check_cursor(request.cursor)
-        page = await self._service.scan(request.tenant, cursor, request.limit)
+        page = await self._service.scan(request.tenant, cursor, request.limit, request.generation)
         return mapping.scan_response(page)
 
     async def UpdateRelevance(  # noqa: N802
@@ -111,5 +118,31 @@ class LexicalHandlers(lexical_pb2_grpc.LexicalServiceServicer):
             check_id(f"updates[{i}].id", u.id)
             check_unit(f"updates[{i}].relevance_score", u.relevance_score)
         updates = mapping.relevance_updates_from_proto(request.updates)
-        updated = await self._service.update_relevance(request.tenant, updates)
+        updated = await self._service.update_relevance(request.tenant, updates, request.generation)
         return lexical_pb2.UpdateRelevanceResponse(updated=updated)
+
+    async def CreateGeneration(  # noqa: N802
+        self, request: lexical_pb2.CreateGenerationRequest, context: _Context
+    ) -> lexical_pb2.CreateGenerationResponse:
+        created = await self._service.create_generation(request.embedding_model)
+        return lexical_pb2.CreateGenerationResponse(generation=generation_to_proto(created))
+
+    async def ListGenerations(  # noqa: N802
+        self, request: lexical_pb2.ListGenerationsRequest, context: _Context
+    ) -> lexical_pb2.ListGenerationsResponse:
+        listed = await self._service.list_generations()
+        return lexical_pb2.ListGenerationsResponse(
+            generations=[generation_to_proto(g) for g in listed]
+        )
+
+    async def SwapGeneration(  # noqa: N802
+        self, request: lexical_pb2.SwapGenerationRequest, context: _Context
+    ) -> lexical_pb2.SwapGenerationResponse:
+        previous = await self._service.swap_generation(check_generation_name(request.name))
+        return lexical_pb2.SwapGenerationResponse(previous=generation_to_proto(previous))
+
+    async def DropGeneration(  # noqa: N802
+        self, request: lexical_pb2.DropGenerationRequest, context: _Context
+    ) -> lexical_pb2.DropGenerationResponse:
+        await self._service.drop_generation(check_generation_name(request.name))
+        return lexical_pb2.DropGenerationResponse()

@@ -15,8 +15,9 @@ from opensearchpy.exceptions import RequestError, TransportError
 from engram_core.errors import Internal, InvalidArgument, Unavailable
 from engram_core.model import Filter, TagMatch, TagMode, UpsertResult
 from engram_lexical.adapters import opensearch_schema as schema
+from engram_lexical.adapters.opensearch_generations import OpenSearchGenerations
 from engram_lexical.adapters.opensearch_index import OpenSearchOptions, OpenSearchTextIndex
-from engram_lexical.bootstrap import build_index
+from engram_lexical.bootstrap import build_generations
 from engram_lexical.config import Settings
 from engram_testing.contracts.lexical import T, mem
 
@@ -185,7 +186,7 @@ async def test_a_deleted_index_is_set_up_again_on_the_next_call() -> None:
 # -- settings and bootstrap -----------------------------------------------------------------------
 
 
-def test_opensearch_settings_from_the_environment(
+async def test_opensearch_settings_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     secret = tmp_path / "pw"
@@ -199,7 +200,9 @@ def test_opensearch_settings_from_the_environment(
     settings = Settings()
     assert settings.backend == "opensearch"
     assert settings.opensearch.index_prefix == "prod"
-    index = build_index(settings)
+    generations = build_generations(settings)
+    assert isinstance(generations, OpenSearchGenerations)
+    index = await generations.index()
     assert isinstance(index, OpenSearchTextIndex)
     assert index.alias == "prod-memories"
     hosts = index._client.transport.hosts

@@ -9,16 +9,17 @@ import pytest
 
 from engram_core.model import Filter
 from engram_lexical.adapters.tantivy_index import TantivyTextIndex
-from engram_lexical.bootstrap import build_index, build_service
+from engram_lexical.bootstrap import build_generations, build_service
 from engram_lexical.config import Settings
 from engram_lexical.service import Limits
 from engram_testing.contracts.lexical import mem
-from engram_testing.fakes.lexical import FakeTextIndex
+from engram_testing.fakes.generations import fake_text_generations
 
 
 async def test_upsert_stamps_the_tenant_and_derives_tag_prefixes(tmp_path: Path) -> None:
-    fake = FakeTextIndex()
-    service = build_service(Settings(data_dir=tmp_path), index=fake)
+    generations = fake_text_generations()
+    fake = await generations.index()
+    service = build_service(Settings(data_dir=tmp_path), generations)
     m = replace(mem("a", "hello", tags=("entity:people:sarah",)), tag_prefixes=(), tenant="")
     assert (await service.upsert("t1", [m])).applied == 1
     [got] = await service.get("t1", ["a"])
@@ -28,7 +29,8 @@ async def test_upsert_stamps_the_tenant_and_derives_tag_prefixes(tmp_path: Path)
 
 
 async def test_search_limit_zero_uses_the_default(tmp_path: Path) -> None:
-    service = build_service(Settings(data_dir=tmp_path, default_limit=2), index=FakeTextIndex())
+    settings = Settings(data_dir=tmp_path, default_limit=2)
+    service = build_service(settings, fake_text_generations())
     await service.upsert("t", [mem(f"m{i}", "same words", tenant="t") for i in range(5)])
     assert len(await service.search("t", "words", Filter(), 0)) == 2
     assert len(await service.search("t", "words", Filter(), 4)) == 4
@@ -50,7 +52,8 @@ def test_settings_read_the_lexical_env_prefix(
 
 
 async def test_bootstrap_builds_tantivy_under_the_data_dir(tmp_path: Path) -> None:
-    index = build_index(Settings(data_dir=tmp_path, writer_heap_mb=20))
+    generations = build_generations(Settings(data_dir=tmp_path, writer_heap_mb=20))
+    index = await generations.index()
     assert isinstance(index, TantivyTextIndex)
     assert (tmp_path / "lexical" / "meta.json").exists()
-    await index.close()
+    await generations.close()

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
 from qdrant_client import AsyncQdrantClient
 
-from engram_core.ports import Cache, Embedder, VectorIndex
+from engram_core.generations import FIRST, GenerationRecord
+from engram_core.model import utcnow
+from engram_core.ports import Cache, Embedder
 from engram_embed.factory import make_embedder
 from engram_platform.coordination import open_cache
+from engram_platform.generation_dirs import DirGenerations
 from engram_vector.adapters.edge import EdgeOptions, EdgeVectorIndex
-from engram_vector.adapters.qdrant_server import QdrantOptions, QdrantVectorIndex
+from engram_vector.adapters.qdrant_generations import QdrantGenerations
+from engram_vector.adapters.qdrant_server import QdrantOptions
 from engram_vector.config import Settings
 from engram_vector.service import VectorService
+from engram_vector.service.vector_service import VectorGenerations
 
 
 def edge_options(settings: Settings) -> EdgeOptions:
@@ -46,9 +55,42 @@ def qdrant_options(settings: Settings) -> QdrantOptions:
     )
 
 
-async def build_index(settings: Settings) -> VectorIndex:
+def build_embedders(
+    settings: Settings, embedder: Embedder | None = None, next_embedder: Embedder | None = None
+) -> list[Embedder]:
+    """The ``embed`` embedder first (generation v1's model when none is recorded), then the
+    ``next_embed`` one when configured."""
+    out = [embedder or make_embedder(settings.embed)]
+    if next_embedder is None and settings.next_embed is not None:
+        next_embedder = make_embedder(settings.next_embed)
+    if next_embedder is not None:
+        out.append(next_embedder)
+    return out
+
+
+def _models(embedders: Sequence[Embedder]) -> dict[str, int]:
+    return {e.model_name: e.dimension for e in embedders}
+
+
+async def build_generations(settings: Settings, embedders: Sequence[Embedder]) -> VectorGenerations:
+    """The configured backend's generations; the live one is opened (a start-up check)."""
+    default_model = embedders[0].model_name
     if settings.backend == "edge":
-        return await EdgeVectorIndex.open(settings.data_dir / "vector", edge_options(settings))
+        first = GenerationRecord(FIRST, default_model, settings.dimension, utcnow())
+        options = edge_options(settings)
+
+        async def open_index(path: Path | None, record: GenerationRecord) -> EdgeVectorIndex:
+            assert path is not None  # Edge generations always live on disk
+            return await EdgeVectorIndex.open(path, replace(options, dimension=record.dimension))
+
+        edge = DirGenerations(settings.data_dir / "vector", first, open_index, _models(embedders))
+        try:
+            await edge.remove_orphans()
+            await edge.index()
+        except BaseException:
+            await edge.close()
+            raise
+        return edge
     q = settings.qdrant
     api_key = q.api_key_file.read_text(encoding="utf-8").strip() if q.api_key_file else None
     client = AsyncQdrantClient(
@@ -58,22 +100,39 @@ async def build_index(settings: Settings) -> VectorIndex:
         grpc_port=q.grpc_port,
         timeout=q.timeout_s,
     )
-    return await QdrantVectorIndex.open(client, qdrant_options(settings))
+    try:
+        return await QdrantGenerations.open(
+            client,
+            qdrant_options(settings),
+            _models(embedders),
+            default_model,
+            refresh_s=q.generations_refresh_s,
+            replace_legacy=q.replace_legacy_collection,
+        )
+    except BaseException:
+        await client.close()
+        raise
 
 
 async def build_service(
     settings: Settings,
     *,
-    index: VectorIndex | None = None,
+    generations: VectorGenerations | None = None,
     embedder: Embedder | None = None,
+    next_embedder: Embedder | None = None,
     cache: Cache | None = None,
 ) -> VectorService:
-    """The service from settings; tests pass fakes for any of the three ports."""
-    embedder = embedder or make_embedder(settings.embed)
+    """The service from settings; tests pass fakes for the ports (``generations``: a store
+    of generations, e.g. engram_testing's fake)."""
+    embedders = build_embedders(settings, embedder, next_embedder)
     cache = cache or open_cache(settings.cache, max_entries=settings.query_cache_entries)
-    index = index or await build_index(settings)
+    generations = generations or await build_generations(settings, embedders)
+    service = VectorService(
+        generations, embedders, cache, query_cache_ttl_s=settings.query_cache_ttl_s
+    )
     try:
-        return VectorService(index, embedder, cache, query_cache_ttl_s=settings.query_cache_ttl_s)
+        await service.check_live_model()
     except BaseException:
-        await index.close()
+        await service.close()
         raise
+    return service

@@ -90,6 +90,18 @@ class QdrantSettings(BaseModel):
     replication_factor: int | None = Field(
         None, ge=1, description="Replicas of each shard of a new collection."
     )
+    replace_legacy_collection: bool = Field(
+        False,
+        description="A collection named `collection` itself (made before generations) is "
+        "generation v1; swapping away from it must delete it first (not atomic, not kept). "
+        "Off: such a swap is refused.",
+    )
+    generations_refresh_s: float = Field(
+        5.0,
+        gt=0,
+        description="Seconds a replica trusts its copy of the generation list (live model "
+        "and dimension) before reading it again from Qdrant.",
+    )
 
 
 class Settings(ServiceSettings):
@@ -101,12 +113,23 @@ class Settings(ServiceSettings):
         "edge", description="edge: in-process Qdrant Edge shard; qdrant: a Qdrant server."
     )
     dimension: int = Field(
-        384, ge=2, le=65_536, description="Vector size; must match the embedding model."
+        384,
+        ge=2,
+        le=65_536,
+        description="Vector size of generation v1 when no generation was recorded yet "
+        "(later ones take their model's); must match the embedding model.",
     )
     edge: EdgeSettings = Field(default_factory=EdgeSettings, description="Edge backend.")
     qdrant: QdrantSettings = Field(default_factory=QdrantSettings, description="Server backend.")
     embed: EmbedSettings = Field(
-        default_factory=EmbedSettings, description="Embedder for query texts."
+        default_factory=EmbedSettings,
+        description="Embedder for query texts; its model is generation v1's until a "
+        "generation list is recorded.",
+    )
+    next_embed: EmbedSettings | None = Field(
+        None,
+        description="A second embedder, for a rebuild onto another model: CreateGeneration "
+        "accepts its model, and Search embeds with it once that generation is live.",
     )
     query_cache_entries: int = Field(
         10_000, ge=1, description="Query embeddings kept by the in-process cache."

@@ -15,6 +15,7 @@ import grpc
 
 from engram.vector.v1 import vector_pb2, vector_pb2_grpc
 from engram_core.errors import InvalidArgument
+from engram_core.generations import check_generation_name
 from engram_core.ids import normalise_id
 from engram_core.model import AccessUpdate, Filter, Memory, RelevanceUpdate
 from engram_platform import convert
@@ -138,8 +139,10 @@ class VectorHandlers(vector_pb2_grpc.VectorServiceServicer):
         self, request: vector_pb2.UpsertRequest, context: Context
     ) -> vector_pb2.UpsertResponse:
         tenant = _tenant(request.tenant)
-        points = _points(request, tenant, self._service.dimension)
-        return mapping.upsert_response(await self._service.upsert(tenant, points))
+        dimension = await self._service.dimension(request.generation)
+        points = _points(request, tenant, dimension)
+        result = await self._service.upsert(tenant, points, request.generation)
+        return mapping.upsert_response(result)
 
     async def Delete(  # noqa: N802
         self, request: vector_pb2.DeleteRequest, context: Context
@@ -148,7 +151,7 @@ class VectorHandlers(vector_pb2_grpc.VectorServiceServicer):
         ids = _ids(request.ids, "ids")
         if request.version < 0:
             raise InvalidArgument("version", "must be >= 0")
-        deleted = await self._service.delete(tenant, ids, request.version)
+        deleted = await self._service.delete(tenant, ids, request.version, request.generation)
         return vector_pb2.DeleteResponse(deleted=deleted)
 
     async def Search(  # noqa: N802
@@ -159,7 +162,7 @@ class VectorHandlers(vector_pb2_grpc.VectorServiceServicer):
             raise InvalidArgument("limit", f"must be within 1..{MAX_LIMIT}, got {request.limit}")
         vector: list[float] = []
         if request.vector:
-            vector = _vector(request.vector, self._service.dimension, "vector")
+            vector = _vector(request.vector, await self._service.dimension(), "vector")
         elif not request.query.strip():
             raise InvalidArgument("query", "give a query text or a vector")
         hits = await self._service.search(
@@ -172,33 +175,36 @@ class VectorHandlers(vector_pb2_grpc.VectorServiceServicer):
     ) -> vector_pb2.GetResponse:
         tenant = _tenant(request.tenant)
         ids = _ids(request.ids, "ids")
-        return mapping.get_response(await self._service.get(tenant, ids))
+        return mapping.get_response(await self._service.get(tenant, ids, request.generation))
 
     async def UpdateAccess(  # noqa: N802
         self, request: vector_pb2.UpdateAccessRequest, context: Context
     ) -> vector_pb2.UpdateAccessResponse:
         tenant = _tenant(request.tenant)
-        updated = await self._service.update_access(tenant, _updates(request))
+        updated = await self._service.update_access(tenant, _updates(request), request.generation)
         return vector_pb2.UpdateAccessResponse(updated=updated)
 
     async def Count(  # noqa: N802
         self, request: vector_pb2.CountRequest, context: Context
     ) -> vector_pb2.CountResponse:
         tenant = _tenant(request.tenant)
-        return vector_pb2.CountResponse(count=await self._service.count(tenant))
+        count = await self._service.count(tenant, request.generation)
+        return vector_pb2.CountResponse(count=count)
 
     async def Scan(  # noqa: N802
         self, request: vector_pb2.ScanRequest, context: Context
     ) -> vector_pb2.ScanResponse:
         tenant = _tenant(request.tenant)
         cursor, limit = _scan_args(request)
-        return mapping.scan_response(await self._service.scan(tenant, cursor, limit))
+        page = await self._service.scan(tenant, cursor, limit, request.generation)
+        return mapping.scan_response(page)
 
     async def UpdateRelevance(  # noqa: N802
         self, request: vector_pb2.UpdateRelevanceRequest, context: Context
     ) -> vector_pb2.UpdateRelevanceResponse:
         tenant = _tenant(request.tenant)
-        updated = await self._service.update_relevance(tenant, _relevance_updates(request))
+        updates = _relevance_updates(request)
+        updated = await self._service.update_relevance(tenant, updates, request.generation)
         return vector_pb2.UpdateRelevanceResponse(updated=updated)
 
     async def Neighbours(  # noqa: N802
@@ -208,3 +214,29 @@ class VectorHandlers(vector_pb2_grpc.VectorServiceServicer):
         ids, limit, min_score = _neighbours_args(request)
         found = await self._service.neighbours(tenant, ids, limit, min_score)
         return mapping.neighbours_response(found)
+
+    async def CreateGeneration(  # noqa: N802
+        self, request: vector_pb2.CreateGenerationRequest, context: Context
+    ) -> vector_pb2.CreateGenerationResponse:
+        created = await self._service.create_generation(request.embedding_model.strip())
+        return vector_pb2.CreateGenerationResponse(generation=convert.generation_to_proto(created))
+
+    async def ListGenerations(  # noqa: N802
+        self, request: vector_pb2.ListGenerationsRequest, context: Context
+    ) -> vector_pb2.ListGenerationsResponse:
+        listed = await self._service.list_generations()
+        return vector_pb2.ListGenerationsResponse(
+            generations=[convert.generation_to_proto(g) for g in listed]
+        )
+
+    async def SwapGeneration(  # noqa: N802
+        self, request: vector_pb2.SwapGenerationRequest, context: Context
+    ) -> vector_pb2.SwapGenerationResponse:
+        previous = await self._service.swap_generation(check_generation_name(request.name))
+        return vector_pb2.SwapGenerationResponse(previous=convert.generation_to_proto(previous))
+
+    async def DropGeneration(  # noqa: N802
+        self, request: vector_pb2.DropGenerationRequest, context: Context
+    ) -> vector_pb2.DropGenerationResponse:
+        await self._service.drop_generation(check_generation_name(request.name))
+        return vector_pb2.DropGenerationResponse()

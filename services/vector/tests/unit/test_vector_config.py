@@ -60,7 +60,7 @@ async def test_bootstrap_builds_the_edge_backend_under_data_dir(tmp_path: Path) 
         [hit] = await service.search("t", Filter(), 5, query="hello")
         assert hit.id == memory.id
         assert (tmp_path / "vector" / "CURRENT").is_file()
-        assert isinstance(service._index, EdgeVectorIndex)
+        assert isinstance(await service._generations.index(), EdgeVectorIndex)
     finally:
         await service.close()
 
@@ -82,15 +82,16 @@ async def test_bootstrap_builds_the_qdrant_backend(
         dimension=16,
         qdrant=QdrantSettings(url="http://qdrant:6333", api_key_file=key_file, collection="c1"),
     )
-    index = await bootstrap.build_index(settings)
+    generations = await bootstrap.build_generations(settings, [HashingEmbedder(16)])
     try:
+        index = await generations.index()
         assert isinstance(index, QdrantVectorIndex)
         assert index.dimension == 16
         assert seen["url"] == "http://qdrant:6333"
         assert seen["api_key"] == "s3cret"
         assert seen["prefer_grpc"] is True
     finally:
-        await index.close()
+        await generations.close()
 
 
 async def test_a_model_of_another_dimension_stops_the_start(tmp_path: Path) -> None:
@@ -98,5 +99,5 @@ async def test_a_model_of_another_dimension_stops_the_start(tmp_path: Path) -> N
     with pytest.raises(ValueError, match="8-d vectors, the index holds 16-d"):
         await bootstrap.build_service(settings, embedder=HashingEmbedder(8))
     # The index it opened was closed again: the directory is free.
-    index = await bootstrap.build_index(settings)
-    await index.close()
+    generations = await bootstrap.build_generations(settings, [HashingEmbedder(16)])
+    await generations.close()

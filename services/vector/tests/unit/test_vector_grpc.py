@@ -17,7 +17,7 @@ from engram_embed.hashing import HashingEmbedder
 from engram_platform.convert import access_update_to_proto, memory_from_proto, ts_to_proto
 from engram_platform.errors import FIELD_KEY
 from engram_platform.grpc_client import open_channel
-from engram_testing.fakes.vector import FakeVectorIndex
+from engram_testing.fakes.generations import fake_vector_generations
 from engram_vector import server
 from engram_vector.bootstrap import build_service
 from engram_vector.config import Settings
@@ -36,7 +36,8 @@ DOCS = {
 @pytest.fixture
 async def stub(tmp_path: Path) -> AsyncIterator[vector_pb2_grpc.VectorServiceAsyncStub]:
     settings = Settings(port=0, data_dir=tmp_path)
-    service = await build_service(settings, index=FakeVectorIndex(DIM), embedder=EMBEDDER)
+    generations = fake_vector_generations({EMBEDDER.model_name: DIM}, EMBEDDER.model_name)
+    service = await build_service(settings, generations=generations, embedder=EMBEDDER)
     running = await server.start(settings, service)
     channel = open_channel(f"127.0.0.1:{running.port}")
     try:

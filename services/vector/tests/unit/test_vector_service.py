@@ -11,7 +11,7 @@ from engram_core.errors import InvalidArgument, Unavailable
 from engram_core.model import AccessUpdate, Filter, Memory
 from engram_embed.hashing import HashingEmbedder
 from engram_platform.cache import MemoryCache
-from engram_testing.fakes.vector import FakeVectorIndex
+from engram_testing.fakes.generations import fake_vector_generations
 from engram_vector.service import VectorService
 
 DIM = 32
@@ -45,7 +45,8 @@ async def service_with(
 ) -> tuple[VectorService, CountingEmbedder, MemoryCache]:
     embedder = embedder or CountingEmbedder()
     cache = cache or MemoryCache()
-    service = VectorService(FakeVectorIndex(DIM), embedder, cache)
+    generations = fake_vector_generations({embedder.model_name: DIM}, embedder.model_name)
+    service = VectorService(generations, [embedder], cache)
     docs = ["the deploy pipeline runs on fridays", "lunch is at noon", "sarah prefers rust"]
     items = [(memory(f"m{i}", d), embedder.embed_one(d)) for i, d in enumerate(docs)]
     await service.upsert(T, items)
@@ -127,9 +128,12 @@ async def test_an_unavailable_embedder_is_reported_not_replaced() -> None:
         await service.search(T, Filter(), 1, query="anything new")
 
 
-def test_embedder_and_index_must_agree_on_the_dimension() -> None:
+async def test_embedder_and_index_must_agree_on_the_dimension() -> None:
+    embedder = HashingEmbedder(16)
+    generations = fake_vector_generations({embedder.model_name: DIM}, embedder.model_name)
+    service = VectorService(generations, [embedder], MemoryCache())
     with pytest.raises(ValueError, match="16-d vectors, the index holds 32-d"):
-        VectorService(FakeVectorIndex(DIM), HashingEmbedder(16), MemoryCache())
+        await service.check_live_model()
 
 
 async def test_get_delete_access_and_count_reach_the_index() -> None:

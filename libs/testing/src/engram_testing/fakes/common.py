@@ -94,6 +94,11 @@ class FakeStore(Generic[P]):
         self._check()
         return sum(1 for _ in self._all_live(tenant))
 
+    async def count_all(self) -> int:
+        """Live memories of every tenant (what a generation reports as its count)."""
+        self._check()
+        return len(self._stored)
+
     async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
         """By id; the cursor is the last id a page returned."""
         self._check()

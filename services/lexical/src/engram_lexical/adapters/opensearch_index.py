@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from opensearchpy import AsyncOpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
@@ -132,10 +132,22 @@ class OpenSearchTextIndex:
     The index template, the versioned index and its alias are created on first use (or by
     `open`), idempotently: replicas starting together race harmlessly."""
 
-    def __init__(self, client: AsyncOpenSearch, options: OpenSearchOptions | None = None) -> None:
+    def __init__(
+        self,
+        client: AsyncOpenSearch,
+        options: OpenSearchOptions | None = None,
+        *,
+        index: str | None = None,
+        owns_client: bool = True,
+    ) -> None:
+        """``index``: address that concrete index (a store generation by name, made by
+        `OpenSearchGenerations`) instead of the alias, and set nothing up. ``owns_client``:
+        close the client with the adapter (generations share one and close it once)."""
         self._client = client
         self._o = options or OpenSearchOptions()
-        self._alias = schema.alias_name(self._o.index_prefix)
+        self._alias = index or schema.alias_name(self._o.index_prefix)
+        self._named = index is not None
+        self._owns_client = owns_client
         self._ready = False
         self._ready_lock = asyncio.Lock()
         self._closed = False
@@ -342,10 +354,25 @@ class OpenSearchTextIndex:
         )
         return int(response["count"])
 
+    async def count_all(self) -> int:
+        """Live memories of every tenant (a generation's count)."""
+        body = schema.count_all_body()
+        response = await self._call(lambda: self._client.count(index=self._alias, body=body))
+        return int(response["count"])
+
+    async def request(self, call: Callable[[], Awaitable[R]]) -> R:
+        """``call`` with this adapter's retries and error translation (no set-up first)."""
+        return cast(R, await self._retrying(call))
+
+    async def ensure_ready(self) -> None:
+        """Template, index and alias created when missing (what the first call does)."""
+        await self._ensure_ready()
+
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
-            await self._client.close()
+            if self._owns_client:
+                await self._client.close()
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -416,7 +443,9 @@ class OpenSearchTextIndex:
                 body.append(action)
                 if source is not None:
                     body.append(source)
-            params: dict[str, Any] = {"require_alias": True}
+            # Through the alias, require it: a write never creates an index by accident. A
+            # named generation is addressed by its index (see `OpenSearchGenerations`).
+            params: dict[str, Any] = {} if self._named else {"require_alias": True}
             if refresh:
                 params["refresh"] = self._o.refresh
             response = await self._call(
@@ -482,7 +511,7 @@ class OpenSearchTextIndex:
         raise AssertionError("unreachable")
 
     async def _ensure_ready(self) -> None:
-        if self._ready:
+        if self._ready or self._named:
             return
         async with self._ready_lock:
             if not self._ready:

@@ -49,7 +49,12 @@ def alias_name(prefix: str) -> str:
 
 
 def concrete_name(prefix: str, generation: int = INDEX_GENERATION) -> str:
-    return f"{alias_name(prefix)}-v{generation}"
+    return generation_index(prefix, f"v{generation}")
+
+
+def generation_index(prefix: str, name: str) -> str:
+    """The concrete index of store generation ``name`` ("v1" is the one made first)."""
+    return f"{alias_name(prefix)}-{name}"
 
 
 def template_name(prefix: str) -> str:
@@ -274,6 +279,11 @@ def search_body(tenant: str, words: Sequence[str], flt: Filter, limit: int) -> d
         "_source": ["memory"],
         "query": {"bool": {"must": [text_query(words)], "filter": [filter_query(tenant, flt)]}},
     }
+
+
+def count_all_body() -> dict[str, Any]:
+    """Live memories of every tenant (a generation's count)."""
+    return {"query": {"bool": {"filter": [{"term": {"kind": MEMORY}}]}}}
 
 
 def count_body(tenant: str) -> dict[str, Any]:

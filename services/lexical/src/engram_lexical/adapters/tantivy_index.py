@@ -159,6 +159,10 @@ class TantivyTextIndex:
     async def count(self, tenant: str) -> int:
         return await _in_thread(self._count, tenant)
 
+    async def count_all(self) -> int:
+        """Live memories of every tenant (a generation's count)."""
+        return await _in_thread(self._count_all)
+
     async def close(self) -> None:
         self._closed = True
         if self._drainer is not None:
@@ -369,6 +373,10 @@ class TantivyTextIndex:
     def _get(self, tenant: str, ids: list[str]) -> list[Memory]:
         stored = self._read(self._index.searcher(), tenant, ids)
         return [memory_from_json(s.raw) for i in ids if (s := stored.get(i)) is not None and s.raw]
+
+    def _count_all(self) -> int:
+        result = self._index.searcher().search(self._queries.live_all(), 1, count=True)
+        return int(cast(Any, result).count)
 
     def _count(self, tenant: str) -> int:
         result = self._index.searcher().search(self._queries.live(tenant), 1, count=True)

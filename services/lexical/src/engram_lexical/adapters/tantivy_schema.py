@@ -123,6 +123,12 @@ class Queries:
     def live(self, tenant: str) -> tantivy.Query:
         return tantivy.Query.boolean_query(self._live(tenant))
 
+    def live_all(self) -> tantivy.Query:
+        """Live memories of every tenant (a generation's count)."""
+        return tantivy.Query.boolean_query(
+            [(_Occur.Must, tantivy.Query.all_query()), (_Occur.MustNot, self.term("deleted", True))]
+        )
+
     def _live(self, tenant: str) -> list[_Clause]:
         return [
             (_Occur.Must, self.term("tenant", tenant)),

@@ -263,6 +263,13 @@ class EdgeVectorIndex:
         )
         return int(await self._read(lambda s: s.count(request)))
 
+    async def count_all(self) -> int:
+        """Live memories of every tenant (a generation's count)."""
+        request = qe.CountRequest(
+            exact=True, filter=edge_filter(pl.Conditions((pl.Match(pl.DELETED, 0),), ()))
+        )
+        return int(await self._read(lambda s: s.count(request)))
+
     async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
         # Scroll pages by point id (uuid5 of tenant and id): writes never move a point.
         request = qe.ScrollRequest(

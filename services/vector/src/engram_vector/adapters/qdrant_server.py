@@ -50,6 +50,7 @@ class QdrantOptions:
     on_disk: bool = False
     shard_number: int | None = None
     replication_factor: int | None = None
+    metadata: Mapping[str, Any] | None = None  # recorded on a collection it creates
 
 
 def _condition(c: pl.Condition) -> models.FieldCondition:
@@ -101,8 +102,11 @@ async def _translated() -> AsyncIterator[None]:
 class QdrantVectorIndex:
     """engram_core.ports.VectorIndex on a Qdrant collection. Owns (and closes) the client."""
 
-    def __init__(self, client: AsyncQdrantClient, options: QdrantOptions) -> None:
+    def __init__(
+        self, client: AsyncQdrantClient, options: QdrantOptions, *, owns_client: bool = True
+    ) -> None:
         self._client = client
+        self._owns_client = owns_client  # generations share one client and close it once
         self._options = options
         self._collection = options.collection
         self._search_params = (
@@ -111,10 +115,14 @@ class QdrantVectorIndex:
 
     @classmethod
     async def open(
-        cls, client: AsyncQdrantClient, options: QdrantOptions | None = None
+        cls,
+        client: AsyncQdrantClient,
+        options: QdrantOptions | None = None,
+        *,
+        owns_client: bool = True,
     ) -> QdrantVectorIndex:
         """Create the collection and its payload indexes when missing; check the dimension."""
-        index = cls(client, options or QdrantOptions())
+        index = cls(client, options or QdrantOptions(), owns_client=owns_client)
         async with _translated():
             await index._ensure_collection()
         return index
@@ -161,6 +169,7 @@ class QdrantVectorIndex:
                 quantization_config=quantization,
                 shard_number=o.shard_number,
                 replication_factor=o.replication_factor,
+                metadata=dict(o.metadata) if o.metadata is not None else None,
             )
         except (UnexpectedResponse, grpc.RpcError):
             # Another replica created it first: fine, as long as it now exists.
@@ -416,5 +425,15 @@ class QdrantVectorIndex:
             )
         return int(result.count)
 
+    async def count_all(self) -> int:
+        """Live memories of every tenant (a generation's count)."""
+        conds = pl.Conditions((pl.Match(pl.DELETED, 0),), ())
+        async with _translated():
+            result = await self._client.count(
+                self._collection, count_filter=qdrant_filter(conds), exact=True
+            )
+        return int(result.count)
+
     async def close(self) -> None:
-        await self._client.close()
+        if self._owns_client:
+            await self._client.close()

@@ -1,10 +1,17 @@
 """Upsert, delete, search, get, access stats, count, and what consolidation reads and writes
-(scan, neighbours, relevance) over a VectorIndex.
+(scan, neighbours, relevance) over the generations of a vector store.
 
-Search takes a query text or a vector. A text is embedded with the query Embedder
-(the same model the ingest worker embeds documents with); its embedding is cached
-in the Cache port under a key holding the tenant and model name, so a model change
-never serves stale vectors and one tenant's queries leave no trace another can time.
+Every write and read but Search and Neighbours may name a generation ("" = the live one):
+a rebuild fills a new one beside the live one, then swaps it in. Each generation records
+the embedding model its vectors come from; an upsert of a memory embedded with another
+model is refused (FailedPrecondition) so an ingest still on the old model waits in the log
+until it is rolled out with the new one.
+
+Search takes a query text or a vector. A text is embedded with the LIVE generation's
+model (the service holds an embedder per model it can serve: its ``embed`` and optional
+``next_embed``); the embedding is cached in the Cache port under a key holding the tenant
+and model name, so a model change never serves stale vectors and one tenant's queries
+leave no trace another can time.
 """
 
 from __future__ import annotations
@@ -14,18 +21,21 @@ import hashlib
 import logging
 import math
 from collections.abc import Sequence
+from typing import Protocol
 
-from engram_core.errors import InvalidArgument
+from engram_core.errors import FailedPrecondition, InvalidArgument, Unavailable
+from engram_core.generations import GenerationRecord
 from engram_core.model import (
     AccessUpdate,
     Filter,
+    Generation,
     Hit,
     Memory,
     RelevanceUpdate,
     ScanPage,
     UpsertResult,
 )
-from engram_core.ports import Cache, Embedder, VectorIndex
+from engram_core.ports import Cache, Embedder, Generations, VectorIndex
 
 log = logging.getLogger(__name__)
 CACHE_PREFIX = "vector:qemb:"
@@ -42,40 +52,83 @@ def check_vector(vector: Sequence[float], dimension: int, field: str) -> list[fl
     return values
 
 
+class VectorGenerations(Generations, Protocol):
+    """What the service needs of a backend's generations (each adapter family has one)."""
+
+    async def record(self, generation: str = "", *, fresh: bool = False) -> GenerationRecord:
+        """The record of a generation ("" = the live one; unknown → NotFound); ``fresh``
+        re-reads what other replicas may have changed."""
+        ...
+
+    async def index(self, generation: str = "") -> VectorIndex: ...
+
+    async def close(self) -> None: ...
+
+
 class VectorService:
     def __init__(
         self,
-        index: VectorIndex,
-        embedder: Embedder,
+        generations: VectorGenerations,
+        embedders: Sequence[Embedder],
         cache: Cache,
         *,
         query_cache_ttl_s: float = 3600.0,
     ) -> None:
-        if embedder.dimension != index.dimension:
-            raise ValueError(
-                f"embedder {embedder.model_name} gives {embedder.dimension}-d vectors, "
-                f"the index holds {index.dimension}-d ones"
-            )
-        self._index = index
-        self._embedder = embedder
+        self._generations = generations
+        self._embedders = {e.model_name: e for e in embedders}
         self._cache = cache
         self._ttl = query_cache_ttl_s
 
-    @property
-    def dimension(self) -> int:
-        return self._index.dimension
+    async def check_live_model(self) -> None:
+        """Fail the start when the live generation's model has no embedder here, or one of
+        another dimension (queries could never be embedded for it)."""
+        live = await self._generations.record()
+        embedder = self._embedders.get(live.embedding_model)
+        if embedder is None:
+            known = ", ".join(sorted(self._embedders))
+            raise ValueError(
+                f"the live generation {live.name} holds vectors of {live.embedding_model!r}, "
+                f"which no configured embedder provides (configured: {known})"
+            )
+        if embedder.dimension != live.dimension:
+            raise ValueError(
+                f"embedder {embedder.model_name} gives {embedder.dimension}-d vectors, "
+                f"the index holds {live.dimension}-d ones"
+            )
+
+    async def dimension(self, generation: str = "") -> int:
+        return (await self._generations.record(generation)).dimension
+
+    async def _index(self, generation: str) -> VectorIndex:
+        return await self._generations.index(generation)
 
     async def upsert(
-        self, tenant: str, items: Sequence[tuple[Memory, Sequence[float]]]
+        self,
+        tenant: str,
+        items: Sequence[tuple[Memory, Sequence[float]]],
+        generation: str = "",
     ) -> UpsertResult:
+        record = await self._generations.record(generation)
+        if _foreign_model(items, record) is not None:
+            # Another replica may have swapped meanwhile: look again before refusing.
+            record = await self._generations.record(generation, fresh=True)
+            wrong = _foreign_model(items, record)
+            if wrong is not None:
+                raise FailedPrecondition(
+                    f"points[{wrong}].memory.embedding_model",
+                    f"{items[wrong][0].embedding_model!r} is not the model of generation "
+                    f"{record.name} ({record.embedding_model!r})",
+                )
         checked = [
-            (memory, check_vector(vector, self.dimension, f"points[{i}].vector"))
+            (memory, check_vector(vector, record.dimension, f"points[{i}].vector"))
             for i, (memory, vector) in enumerate(items)
         ]
-        return await self._index.upsert(tenant, checked)
+        return await (await self._index(generation)).upsert(tenant, checked)
 
-    async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int:
-        return await self._index.delete(tenant, ids, version)
+    async def delete(
+        self, tenant: str, ids: Sequence[str], version: int, generation: str = ""
+    ) -> int:
+        return await (await self._index(generation)).delete(tenant, ids, version)
 
     async def search(
         self,
@@ -86,54 +139,97 @@ class VectorService:
         query: str = "",
         vector: Sequence[float] = (),
     ) -> list[Hit]:
-        """Search by ``vector`` when given, else by the embedding of ``query``."""
+        """Search the live generation by ``vector`` when given, else by the embedding of
+        ``query`` with the live generation's model."""
+        live = await self._generations.record()
         if vector:
-            values = check_vector(vector, self.dimension, "vector")
+            values = check_vector(vector, live.dimension, "vector")
         elif query.strip():
-            values = await self.embed_query(tenant, query)
+            values = await self.embed_query(tenant, query, live)
         else:
             raise InvalidArgument("query", "give a query text or a vector")
-        return await self._index.search(tenant, values, flt, limit)
+        return await (await self._index("")).search(tenant, values, flt, limit)
 
-    async def embed_query(self, tenant: str, text: str) -> list[float]:
-        key = self._cache_key(tenant, text)
+    async def embed_query(
+        self, tenant: str, text: str, live: GenerationRecord | None = None
+    ) -> list[float]:
+        live = live or await self._generations.record()
+        embedder = self._embedders.get(live.embedding_model)
+        if embedder is None:
+            raise Unavailable(f"no embedder for {live.embedding_model!r}, the live model")
+        key = _cache_key(embedder.model_name, tenant, text)
         cached = await self._cache.get(key)
         if cached is not None:
             values = array.array("f")
             values.frombytes(cached)
-            if len(values) == self.dimension:
+            if len(values) == embedder.dimension:
                 return list(values)
             log.warning("ignoring a cached query embedding of the wrong size")
-        [vector] = await self._embedder.embed([text])
+        [vector] = await embedder.embed([text])
         # float32 either way, so a cached answer scores exactly like a fresh one.
         packed = array.array("f", vector)
         await self._cache.set(key, packed.tobytes(), self._ttl)
         return list(packed)
 
-    def _cache_key(self, tenant: str, text: str) -> str:
-        digest = hashlib.sha256(f"{tenant}\x1f{text}".encode()).hexdigest()
-        return f"{CACHE_PREFIX}{self._embedder.model_name}:{digest}"
+    async def get(self, tenant: str, ids: Sequence[str], generation: str = "") -> list[Memory]:
+        return await (await self._index(generation)).get(tenant, ids)
 
-    async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]:
-        return await self._index.get(tenant, ids)
+    async def update_access(
+        self, tenant: str, updates: Sequence[AccessUpdate], generation: str = ""
+    ) -> int:
+        return await (await self._index(generation)).update_access(tenant, updates)
 
-    async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int:
-        return await self._index.update_access(tenant, updates)
+    async def count(self, tenant: str, generation: str = "") -> int:
+        return await (await self._index(generation)).count(tenant)
 
-    async def count(self, tenant: str) -> int:
-        return await self._index.count(tenant)
+    async def scan(
+        self, tenant: str, cursor: str | None, limit: int, generation: str = ""
+    ) -> ScanPage:
+        return await (await self._index(generation)).scan(tenant, cursor, limit)
 
-    async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
-        return await self._index.scan(tenant, cursor, limit)
-
-    async def update_relevance(self, tenant: str, updates: Sequence[RelevanceUpdate]) -> int:
-        return await self._index.update_relevance(tenant, updates)
+    async def update_relevance(
+        self, tenant: str, updates: Sequence[RelevanceUpdate], generation: str = ""
+    ) -> int:
+        return await (await self._index(generation)).update_relevance(tenant, updates)
 
     async def neighbours(
         self, tenant: str, ids: Sequence[str], limit: int, min_score: float
     ) -> dict[str, list[Hit]]:
-        return await self._index.neighbours(tenant, ids, limit, min_score)
+        return await (await self._index("")).neighbours(tenant, ids, limit, min_score)
+
+    # -- generations ----------------------------------------------------------------------------
+
+    async def create_generation(self, embedding_model: str) -> Generation:
+        return await self._generations.create_generation(embedding_model)
+
+    async def list_generations(self) -> list[Generation]:
+        return await self._generations.list_generations()
+
+    async def swap_generation(self, name: str) -> Generation:
+        return await self._generations.swap_generation(name)
+
+    async def drop_generation(self, name: str) -> None:
+        await self._generations.drop_generation(name)
 
     async def close(self) -> None:
-        await self._index.close()
+        await self._generations.close()
         await self._cache.close()
+
+
+def _foreign_model(
+    items: Sequence[tuple[Memory, Sequence[float]]], record: GenerationRecord
+) -> int | None:
+    """The first item embedded with a model other than the generation's ("" = not said)."""
+    return next(
+        (
+            i
+            for i, (m, _) in enumerate(items)
+            if m.embedding_model and m.embedding_model != record.embedding_model
+        ),
+        None,
+    )
+
+
+def _cache_key(model: str, tenant: str, text: str) -> str:
+    digest = hashlib.sha256(f"{tenant}\x1f{text}".encode()).hexdigest()
+    return f"{CACHE_PREFIX}{model}:{digest}"
