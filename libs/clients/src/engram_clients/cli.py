@@ -14,7 +14,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from engram.common.v1 import common_pb2
-from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from engram.gateway.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,7 +40,37 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--type", default="RELATES_TO")
     a.add_argument("--strength", type=float, default=0.5)
     sub.add_parser("stats", help="counts per store and the watermark")
+    y = sub.add_parser("sync", help="check the stores against the log and repair them (admin)")
+    y.add_argument("--store", action="append", choices=_STORES, default=[])
+    y.add_argument("--dry-run", action="store_true")
+    y.add_argument("--tenant", default="")
+    b = sub.add_parser(
+        "rebuild", help="rebuild a store from the log, or show rebuilds and syncs (admin)"
+    )
+    b.add_argument("store", choices=(*_STORES, "status"))
+    b.add_argument("--embedding-model", default="")
     return p
+
+
+_STORES = ("vector", "lexical", "graph")
+
+
+def _admin_call(
+    args: argparse.Namespace, channel: grpc.aio.Channel, metadata: tuple[tuple[str, str], ...]
+) -> Any:
+    stub = admin_pb2_grpc.AdminServiceStub(channel)
+    store = {n: admin_pb2.Store.Value(f"STORE_{n.upper()}") for n in _STORES}
+    if args.cmd == "sync":
+        request = admin_pb2.SyncRequest(
+            tenant=args.tenant, stores=[store[s] for s in args.store], dry_run=args.dry_run
+        )
+        return stub.Sync(request, metadata=metadata)
+    if args.store == "status":
+        return stub.RebuildStatus(admin_pb2.RebuildStatusRequest(), metadata=metadata)
+    rebuild = admin_pb2.RebuildRequest(
+        store=store[args.store], embedding_model=args.embedding_model
+    )
+    return stub.Rebuild(rebuild, metadata=metadata)
 
 
 async def _run(args: argparse.Namespace) -> Message:
@@ -48,7 +78,9 @@ async def _run(args: argparse.Namespace) -> Message:
     async with grpc.aio.insecure_channel(args.addr) as channel:
         stub = gateway_pb2_grpc.MemoryServiceStub(channel)
         call: Any
-        if args.cmd == "store":
+        if args.cmd in ("sync", "rebuild"):
+            call = _admin_call(args, channel, metadata)
+        elif args.cmd == "store":
             memory = common_pb2.MemoryInput(content=args.content, type=args.type, tags=args.tag)
             if args.importance is not None:
                 memory.importance = args.importance

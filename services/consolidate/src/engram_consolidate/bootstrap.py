@@ -23,12 +23,20 @@ from engram_clients.lexical import LexicalClient
 from engram_clients.vector import VectorClient
 from engram_consolidate.adapters.checkpoints import KvCheckpoints, open_bucket
 from engram_consolidate.adapters.log import LogEvents, LogTenants, ensure_request_stream
+from engram_consolidate.adapters.state import (
+    KvKeeperCheckpoints,
+    NatsKeeperSource,
+    NatsStateLog,
+    NatsStateSink,
+    ensure_state_stream,
+)
 from engram_consolidate.config import Settings
 from engram_consolidate.service import (
     AccessTracker,
     Checkpoints,
     EventSink,
     GraphStore,
+    Key,
     PassName,
     PassRunner,
     PassSettings,
@@ -41,10 +49,26 @@ from engram_consolidate.service import (
     VectorStore,
     pass_factory,
 )
+from engram_consolidate.service.passes.base import Pass
 from engram_consolidate.service.ports import AccessStore, AccessWriter
+from engram_consolidate.service.rebuild import (
+    Generational,
+    Maintenance,
+    RebuildConfig,
+    maintenance_factory,
+)
+from engram_consolidate.service.state import KeeperConfig, StateKeeper
+from engram_consolidate.service.state_apply import (
+    GraphTarget,
+    LexicalTarget,
+    StateLog,
+    VectorTarget,
+)
+from engram_core.errors import InvalidArgument
 from engram_core.ids import new_id
 from engram_core.model import utcnow
-from engram_core.ports import Lease
+from engram_core.ports import Embedder, Generations, Lease
+from engram_embed.factory import EmbedSettings, make_embedder
 from engram_platform.coordination import open_coordination
 from engram_platform.grpc_client import Channels
 
@@ -67,6 +91,8 @@ class Consolidate:
     scheduler: Scheduler
     channels: Channels
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    keeper: StateKeeper | None = None  # the latest-state log's keeper (with NATS only)
+    lease: Lease | None = None
 
     async def close(self) -> None:
         await self.channels.close()
@@ -107,6 +133,7 @@ def build(
     lease: Lease | None = None,
     clock: Callable[[], datetime] = utcnow,
     ids: Callable[[], str] = new_id,
+    maintenance: Callable[[Stores], Maintenance] | None = None,
 ) -> Consolidate:
     channels = Channels(settings.max_message_bytes)
     closers: list[Callable[[], Awaitable[None]]] = []
@@ -155,25 +182,145 @@ def build(
         ),
         clock,
     )
+    extra: Callable[[Key], Pass | None] | None = None
+    if maintenance is not None:
+        extra = maintenance_factory(stores, maintenance(stores))
     scheduler = Scheduler(
         runner,
-        pass_factory(stores, passes),
+        pass_factory(stores, passes, extra),
         checkpoints,
         tenants,
         schedule_of(settings),
         clock,
         ids,
     )
-    return Consolidate(tracker=tracker, scheduler=scheduler, channels=channels, closers=closers)
+    return Consolidate(
+        tracker=tracker, scheduler=scheduler, channels=channels, closers=closers, lease=lease
+    )
+
+
+def _missing(what: str) -> Lease:
+    raise RuntimeError(f"no {what} built")
+
+
+class Embedders:
+    """The embedders Sync and Rebuild may use, by model name, each built on first use: the
+    one of ``embed`` (ingest's) and the optional ``next_embed`` (a model being rolled in)."""
+
+    def __init__(self, configured: list[EmbedSettings]) -> None:
+        self._configured = configured
+        self._built: list[Embedder | None] = [None] * len(configured)
+
+    def _get(self, i: int) -> Embedder:
+        built = self._built[i]
+        if built is None:
+            built = self._built[i] = make_embedder(self._configured[i])
+        return built
+
+    def get(self, model: str) -> Embedder:
+        """The embedder of ``model`` ("" = the default one)."""
+        if not model:
+            return self._get(0)
+        for i in range(len(self._configured)):
+            if self._get(i).model_name == model:
+                return self._get(i)
+        raise InvalidArgument("embedding_model", f"this worker has no embedder for {model!r}")
+
+
+async def _live_model(generations: Generations) -> str:
+    listed = await generations.list_generations()
+    return next((g.embedding_model for g in listed if g.live), "")
+
+
+def open_maintenance(
+    settings: Settings,
+    stores: Stores,
+    state: StateLog,
+    tenants: TenantSource,
+    vector: VectorClient,
+    lexical: LexicalClient,
+    graph: GraphClient,
+) -> Maintenance:
+    """Sync and Rebuild over the real clients: vector repairs embed with the live
+    generation's model, a vector rebuild with its new generation's."""
+    configured = [settings.embed, *([settings.next_embed] if settings.next_embed else [])]
+    write_s, embed_s = settings.write_timeout_s, settings.rebuild.embed_timeout_s
+    embedders = Embedders(configured)
+
+    async def live_embedder() -> Embedder:
+        return embedders.get(await _live_model(vector))
+
+    def vector_target(generation: str, model: str) -> VectorTarget:
+        async def embedder() -> Embedder:
+            return embedders.get(model)
+
+        bound = vector.in_generation(generation)
+        return VectorTarget(bound, embedder, write_timeout_s=write_s, embed_timeout_s=embed_s)
+
+    def lexical_target(generation: str, model: str) -> LexicalTarget:
+        return LexicalTarget(
+            lexical.in_generation(generation), apply_timeout_s=settings.write_timeout_s
+        )
+
+    live_vector = VectorTarget(
+        vector, live_embedder, write_timeout_s=write_s, embed_timeout_s=embed_s
+    )
+    live_lexical = LexicalTarget(lexical, apply_timeout_s=settings.write_timeout_s)
+    return Maintenance(
+        state=state,
+        targets={
+            "vector": live_vector,
+            "lexical": live_lexical,
+            "graph": GraphTarget(graph, apply_timeout_s=settings.write_timeout_s),
+        },
+        graph=graph,
+        generational={
+            "vector": Generational(vector, live_vector, vector_target),
+            "lexical": Generational(lexical, live_lexical, lexical_target),
+        },
+        tenants=tenants,
+        config=RebuildConfig(final_wait_s=settings.rebuild.final_wait_s),
+    )
 
 
 async def open_consolidate(settings: Settings, js: JetStreamContext) -> Consolidate:
-    """The worker on real clients, the log (request stream ensured) and the KV bucket."""
+    """The worker on real clients, the log (request and state streams ensured), the KV
+    bucket, and the state keeper."""
     await ensure_request_stream(js, settings.nats)
+    await ensure_state_stream(js, settings.nats)
     kv = await open_bucket(js, settings.nats.stream_replicas)
-    return build(
+    tenants = LogTenants(js)
+    state = NatsStateLog(js, kv)
+    channels = Channels(settings.max_message_bytes)
+    vector = VectorClient(channels.open(settings.vector_addr))
+    lexical = LexicalClient(channels.open(settings.lexical_addr))
+    graph = GraphClient(channels.open(settings.graph_addr))
+    built = build(
         settings,
         events=LogEvents(js, settings.write_timeout_s),
         checkpoints=KvCheckpoints(kv),
-        tenants=LogTenants(js),
+        tenants=tenants,
+        vector=vector,
+        lexical=lexical,
+        graph=graph,
+        maintenance=lambda stores: open_maintenance(
+            settings, stores, state, tenants, vector, lexical, graph
+        ),
     )
+    built.closers.append(channels.close)
+    if settings.state.enabled:
+        keeper = settings.state
+        built.keeper = StateKeeper(
+            NatsKeeperSource(js, settings.ack_wait_s, 2 * keeper.batch_size),
+            NatsStateSink(js, settings.write_timeout_s, keeper.publish_concurrency),
+            KvKeeperCheckpoints(kv),
+            built.lease or _missing("lease"),
+            holder_name(),
+            KeeperConfig(
+                batch_size=keeper.batch_size,
+                fetch_wait_s=keeper.fetch_wait_s,
+                lease_ttl_s=settings.lease_ttl_s,
+            ),
+            utcnow,
+        )
+    return built

@@ -20,6 +20,7 @@ from engram_core.associations import AssociationSettings
 from engram_core.clusters import ClusterSettings
 from engram_core.forgetting import ForgetSettings
 from engram_core.relevance import DecaySettings, descriptions
+from engram_embed.factory import EmbedSettings
 from engram_platform.settings import CacheSettings, WorkerSettings
 
 _D, _DD = DecaySettings(), descriptions(DecaySettings)
@@ -157,6 +158,39 @@ class Schedule(BaseModel):
     )
 
 
+class StateKeeper(BaseModel):
+    """The latest-state log ENGRAM_STATE and its keeper (one replica, under a lease)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = Field(
+        True, description="Run the state keeper here (the replica holding its lease keeps it)."
+    )
+    batch_size: int = Field(
+        512, ge=1, le=10_000, description="Log events folded into one round of state writes."
+    )
+    fetch_wait_s: float = Field(
+        1.0, gt=0, description="How long an idle fetch of the keeper waits for events."
+    )
+    publish_concurrency: int = Field(
+        256, ge=1, description="State messages in flight to the log at once."
+    )
+
+
+class Rebuilds(BaseModel):
+    """Sync and Rebuild (drift repair and rebuild by replay from ENGRAM_STATE)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    final_wait_s: float = Field(
+        600.0,
+        gt=0,
+        description="After the swap, longest wait for the state keeper to pass the log's end "
+        "at the swap before the final replay (the run fails after it, and is resumed later).",
+    )
+    embed_timeout_s: float = Field(60.0, gt=0, description="Deadline of one embedder call.")
+
+
 class Settings(WorkerSettings):
     model_config = SettingsConfigDict(
         env_prefix="ENGRAM_CONSOLIDATE_", env_nested_delimiter="__", extra="ignore"
@@ -223,6 +257,20 @@ class Settings(WorkerSettings):
         default_factory=Associate, description="SIMILAR_TO and PRECEDED_BY rules."
     )
     cluster: Cluster = Field(default_factory=Cluster, description="MetaPattern clusters.")
+    state: StateKeeper = Field(
+        default_factory=StateKeeper, description="The latest-state log and its keeper."
+    )
+    rebuild: Rebuilds = Field(default_factory=Rebuilds, description="Sync and Rebuild.")
+    embed: EmbedSettings = Field(
+        default_factory=EmbedSettings,
+        description="Embedder of Sync's vector repairs and of Rebuild{vector}: the one ingest "
+        "uses (built on first use only).",
+    )
+    next_embed: EmbedSettings | None = Field(
+        None,
+        description="A second embedder Rebuild{vector, embedding_model} may name: the model "
+        "being rolled in (built on first use only).",
+    )
 
     @model_validator(mode="after")
     def _ack_wait_covers_a_batch(self) -> Settings:

@@ -117,9 +117,10 @@ async def serve(settings: Settings) -> None:
             requests = RequestConsumer(nc, js, consolidate.scheduler, settings)
             await requests.start()
             await access.start()
-            await asyncio.gather(
-                access.run(stop), requests.run(stop), consolidate.scheduler.run(stop)
-            )
+            loops = [access.run(stop), requests.run(stop), consolidate.scheduler.run(stop)]
+            if consolidate.keeper is not None:
+                loops.append(consolidate.keeper.run(stop))
+            await asyncio.gather(*loops)
             log.info("engram-%s stopping", NAME)
         finally:
             for sig in signals:

@@ -11,6 +11,7 @@ from google.protobuf.message import DecodeError
 
 from engram.events.v1 import events_pb2
 from engram_consolidate.service import (
+    GLOBAL,
     Accessed,
     Change,
     Key,
@@ -91,7 +92,8 @@ def decode_request(subject: str, data: bytes, logged_at: datetime) -> DecodedReq
         return DecodedRequest(tenant, problem=f"undecodable consolidate request: {exc}")
     if not passes:
         return DecodedRequest(tenant, problem="consolidate request names no pass")
-    return DecodedRequest(tenant, Request(tenant, env.event_id, passes, msg.dry_run, at))
+    request = Request(tenant, env.event_id, passes, msg.dry_run, at, msg.params)
+    return DecodedRequest(tenant, request)
 
 
 def key_name(key: Key) -> str:
@@ -101,7 +103,9 @@ def key_name(key: Key) -> str:
 
 def key_from_name(name: str) -> Key | None:
     parts = name.split(".")
-    if len(parts) != 3 or parts[0] not in ("run", "dry") or not jsm.TENANT_RE.match(parts[1]):
+    if len(parts) != 3 or parts[0] not in ("run", "dry"):
+        return None
+    if parts[1] != GLOBAL and not jsm.TENANT_RE.match(parts[1]):
         return None
     try:
         return Key(parts[1], PassName(parts[2]), parts[0] == "dry")
@@ -151,6 +155,8 @@ def record_to_bytes(r: RunRecord) -> bytes:
         holder=r.holder,
         resumes=r.resumes,
         pending_run_id=r.pending_run_id,
+        params=r.params,
+        pending_params=r.pending_params,
     )
     setattr(msg, "pass", r.key.pass_name.value)
     for name in _TIME_FIELDS:
@@ -181,4 +187,6 @@ def record_from_bytes(key: Key, data: bytes) -> RunRecord:
         resumes=msg.resumes,
         pending_run_id=msg.pending_run_id,
         requested_at=_ts(msg, "requested_at"),
+        params=msg.params,
+        pending_params=msg.pending_params,
     )

@@ -8,10 +8,14 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from engram.gateway.v1 import admin_pb2, admin_pb2_grpc
 from engram_gateway.admin_mapping import (
     consolidation_to_proto,
+    maintenance_to_proto,
     passes_from_mode,
+    rebuild_from_proto,
     status_to_proto,
+    stores_from_proto,
+    sync_to_proto,
 )
-from engram_gateway.auth import Authenticator, Scope, target_tenant
+from engram_gateway.auth import ALL_TENANTS, Authenticator, Scope, target_tenant
 from engram_gateway.service import Deadline, TenantRateLimit
 from engram_gateway.service.admin import Admin
 
@@ -22,6 +26,9 @@ if TYPE_CHECKING:
 
 ADMIN_SERVICE_NAME: str = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
 _MARGIN_S = 0.05  # answer before the caller gives up, as MemoryService does
+# The subject token a rebuild asked for with a token of every tenant travels on (a request
+# subject names a tenant; the worker records rebuilds across tenants whatever it names).
+REBUILD_SUBJECT_TENANT = "_all"
 
 
 class AdminHandlers(admin_pb2_grpc.AdminServiceServicer):
@@ -66,3 +73,32 @@ class AdminHandlers(admin_pb2_grpc.AdminServiceServicer):
         tenant = await self._tenant(context, request.tenant)
         statuses = await self._admin.status(tenant, self._deadline(context))
         return status_to_proto(tenant, statuses)
+
+    async def Sync(  # noqa: N802
+        self, request: admin_pb2.SyncRequest, context: Context
+    ) -> admin_pb2.SyncResponse:
+        tenant = await self._tenant(context, request.tenant)
+        stores = stores_from_proto(request.stores)
+        out = await self._admin.sync(tenant, stores, request.dry_run, self._deadline(context))
+        return sync_to_proto(out)
+
+    async def Rebuild(  # noqa: N802
+        self, request: admin_pb2.RebuildRequest, context: Context
+    ) -> admin_pb2.RebuildResponse:
+        # Any admin token: a rebuild replays every tenant's log into a store and changes
+        # no tenant's data. The request travels on the caller's tenant's subject.
+        principal = self._auth.authorize(
+            context.invocation_metadata() or (), Scope.ADMIN, any_tenant=True
+        )
+        await self._rate_limit.admit(principal.tenant)
+        store, model = rebuild_from_proto(request)
+        tenant = principal.tenant if principal.tenant != ALL_TENANTS else REBUILD_SUBJECT_TENANT
+        run_id = await self._admin.rebuild(tenant, store, model, self._deadline(context))
+        return admin_pb2.RebuildResponse(run_id=run_id)
+
+    async def RebuildStatus(  # noqa: N802
+        self, request: admin_pb2.RebuildStatusRequest, context: Context
+    ) -> admin_pb2.RebuildStatusResponse:
+        tenant = await self._tenant(context, request.tenant)
+        out = await self._admin.maintenance(tenant, self._deadline(context))
+        return maintenance_to_proto(tenant, out)

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Sequence
+
 from engram.gateway.v1 import admin_pb2
 from engram_core.errors import InvalidArgument
-from engram_gateway.service.admin import PASSES, Consolidation, PassRun, PassStatus, RunState
+from engram_gateway.service.admin import (
+    PASSES,
+    Consolidation,
+    Maintenance,
+    PassRun,
+    PassStatus,
+    RunState,
+)
 from engram_platform.convert import ts_to_proto
 
 _MODES: dict[int, tuple[str, ...]] = {
@@ -82,3 +93,103 @@ def status_to_proto(
             item.last_dry_run.CopyFrom(pass_run_to_proto(s.last_dry_run))
         passes.append(item)
     return admin_pb2.ConsolidationStatusResponse(tenant=tenant, passes=passes)
+
+
+# --- Sync, Rebuild, RebuildStatus ------------------------------------------------------------
+
+_STORES: dict[int, str] = {
+    admin_pb2.STORE_VECTOR: "vector",
+    admin_pb2.STORE_LEXICAL: "lexical",
+    admin_pb2.STORE_GRAPH: "graph",
+}
+_STORE_OF: dict[str, admin_pb2.Store.ValueType] = {
+    name: admin_pb2.Store.ValueType(value) for value, name in _STORES.items()
+}
+_MODEL = re.compile(r"^[\x21-\x7e]{1,200}$")  # printable ASCII, no spaces
+
+
+def store_from_proto(value: int, field: str) -> str:
+    name = _STORES.get(value)
+    if name is None:
+        raise InvalidArgument(field, f"vector, lexical or graph; got {value}")
+    return name
+
+
+def stores_from_proto(values: Sequence[int]) -> tuple[str, ...]:
+    return tuple(store_from_proto(v, f"stores[{i}]") for i, v in enumerate(values))
+
+
+def rebuild_from_proto(request: admin_pb2.RebuildRequest) -> tuple[str, str]:
+    store = store_from_proto(request.store, "store")
+    model = request.embedding_model.strip()
+    if model and store != "vector":
+        raise InvalidArgument("embedding_model", "only a vector rebuild takes a model")
+    if model and not _MODEL.match(model):
+        raise InvalidArgument("embedding_model", "1-200 printable characters, no spaces")
+    return store, model
+
+
+def _store_of_pass(name: str) -> admin_pb2.Store.ValueType:
+    return _STORE_OF[name.partition("_")[2]]
+
+
+def store_run_to_proto(run: PassRun) -> admin_pb2.StoreRun:
+    msg = admin_pb2.StoreRun(
+        store=_store_of_pass(run.pass_name),
+        run_id=run.run_id,
+        state=_STATES[run.state],
+        dry_run=run.dry_run,
+        trigger=run.trigger,
+        duration_s=run.duration_s,
+        phase=run.phase,
+        done=run.done,
+        total=run.total,
+        changes=[
+            admin_pb2.ConsolidationChange(kind=c.kind, count=c.count, sample_ids=list(c.sample))
+            for c in run.changes
+        ],
+        error=run.error,
+        resumes=run.resumes,
+    )
+    params = _params(run.params)
+    msg.generation = str(params.get("generation", ""))
+    msg.previous_generation = str(params.get("previous", ""))
+    msg.embedding_model = str(params.get("embedding_model", ""))
+    if run.started_at is not None:
+        msg.started_at.CopyFrom(ts_to_proto(run.started_at))
+    if run.finished_at is not None:
+        msg.finished_at.CopyFrom(ts_to_proto(run.finished_at))
+    return msg
+
+
+def _params(text: str) -> dict[str, object]:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def sync_to_proto(out: Consolidation) -> admin_pb2.SyncResponse:
+    return admin_pb2.SyncResponse(
+        run_id=out.run_id,
+        stores=[_store_of_pass(p) for p in out.passes],
+        reports=[store_run_to_proto(r) for r in out.reports],
+    )
+
+
+def _store_status(s: PassStatus) -> admin_pb2.StoreStatus:
+    item = admin_pb2.StoreStatus(store=_store_of_pass(s.pass_name), pending_run_id=s.pending_run_id)
+    if s.last_run is not None:
+        item.last_run.CopyFrom(store_run_to_proto(s.last_run))
+    if s.last_dry_run is not None:
+        item.last_dry_run.CopyFrom(store_run_to_proto(s.last_dry_run))
+    return item
+
+
+def maintenance_to_proto(tenant: str, m: Maintenance) -> admin_pb2.RebuildStatusResponse:
+    return admin_pb2.RebuildStatusResponse(
+        tenant=tenant,
+        rebuilds=[_store_status(s) for s in m.rebuilds],
+        syncs=[_store_status(s) for s in m.syncs],
+    )

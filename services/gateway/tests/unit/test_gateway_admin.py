@@ -46,13 +46,21 @@ class FakeControl:
     statuses: dict[str, list[PassStatus]] = field(default_factory=dict)
     dry_delay_s: float | None = 0.1
     fail: Exception | None = None
+    params: list[str] = field(default_factory=list)
 
     async def request(
-        self, tenant: str, run_id: str, passes: Sequence[str], dry_run: bool, at: datetime
+        self,
+        tenant: str,
+        run_id: str,
+        passes: Sequence[str],
+        dry_run: bool,
+        at: datetime,
+        params: str = "",
     ) -> None:
         if self.fail is not None:
             raise self.fail
         self.requests.append((tenant, run_id, tuple(passes), dry_run))
+        self.params.append(params)
         if dry_run and self.dry_delay_s is not None:
             asyncio.get_running_loop().call_later(
                 self.dry_delay_s, self._finish_dry, tenant, run_id, tuple(passes)
@@ -72,12 +80,13 @@ class FakeControl:
                 changes=(Change("relevance", 3, ("a", "b", "c")),),
             )
             current[p] = replace(current.get(p, PassStatus(p)), last_dry_run=report)
-        self.statuses[tenant] = [current.get(p, PassStatus(p)) for p in PASSES]
+        self.statuses[tenant] = [current[p] for p in current]
 
-    async def status(self, tenant: str) -> list[PassStatus]:
+    async def status(self, tenant: str, passes: Sequence[str] = PASSES) -> list[PassStatus]:
         if self.fail is not None:
             raise self.fail
-        return self.statuses.get(tenant, [PassStatus(p) for p in PASSES])
+        held = {s.pass_name: s for s in self.statuses.get(tenant, [])}
+        return [held.get(p, PassStatus(p)) for p in passes]
 
 
 @dataclass
@@ -346,3 +355,96 @@ async def test_nats_control_publishes_requests_and_reads_records(nats_server: Na
         changes=(Change("relevance", 7, ("m1",)),),
     )
     assert statuses[1].last_run is None
+
+
+# --- Sync, Rebuild, RebuildStatus (issue #5: drift repair, rebuild by replay) --------------
+
+
+async def test_sync_requests_one_run_per_store_and_waits_for_dry_reports(admin: Admin) -> None:
+    reply = await admin.stub.Sync(admin_pb2.SyncRequest(), metadata=ADMIN)
+    assert admin.control.requests == [
+        ("acme", "run-1", ("sync_vector", "sync_lexical", "sync_graph"), False)
+    ]
+    assert list(reply.stores) == [
+        admin_pb2.STORE_VECTOR,
+        admin_pb2.STORE_LEXICAL,
+        admin_pb2.STORE_GRAPH,
+    ]
+    dry = admin_pb2.SyncRequest(stores=[admin_pb2.STORE_LEXICAL], dry_run=True)
+    reply = await admin.stub.Sync(dry, metadata=ADMIN)
+    assert admin.control.requests[-1] == ("acme", "run-2", ("sync_lexical",), True)
+    [report] = reply.reports
+    assert (report.store, report.run_id, report.state) == (
+        admin_pb2.STORE_LEXICAL,
+        "run-2",
+        admin_pb2.PASS_STATE_SUCCEEDED,
+    )
+    err = await refused(
+        admin.stub.Sync(admin_pb2.SyncRequest(stores=[0]), metadata=ADMIN),
+        grpc.StatusCode.INVALID_ARGUMENT,
+    )
+    assert field_of(err) == "stores[0]"
+    await refused(
+        admin.stub.Sync(admin_pb2.SyncRequest(), metadata=RW), grpc.StatusCode.PERMISSION_DENIED
+    )
+
+
+async def test_rebuild_names_the_store_and_model_and_checks_them(admin: Admin) -> None:
+    request = admin_pb2.RebuildRequest(store=admin_pb2.STORE_VECTOR, embedding_model="m-2")
+    reply = await admin.stub.Rebuild(request, metadata=ADMIN)
+    assert reply.run_id == "run-1"
+    assert admin.control.requests == [("acme", "run-1", ("rebuild_vector",), False)]
+    assert admin.control.params == ['{"embedding_model": "m-2"}']
+    await admin.stub.Rebuild(admin_pb2.RebuildRequest(store=admin_pb2.STORE_GRAPH), metadata=ROOT)
+    assert admin.control.requests[-1] == ("_all", "run-2", ("rebuild_graph",), False)
+    assert admin.control.params[-1] == ""
+    bad = [
+        (admin_pb2.RebuildRequest(), "store"),
+        (
+            admin_pb2.RebuildRequest(store=admin_pb2.STORE_LEXICAL, embedding_model="m"),
+            "embedding_model",
+        ),
+        (
+            admin_pb2.RebuildRequest(store=admin_pb2.STORE_VECTOR, embedding_model="a b"),
+            "embedding_model",
+        ),
+    ]
+    for request, name in bad:
+        err = await refused(
+            admin.stub.Rebuild(request, metadata=ADMIN), grpc.StatusCode.INVALID_ARGUMENT
+        )
+        assert field_of(err) == name
+    await refused(
+        admin.stub.Rebuild(admin_pb2.RebuildRequest(store=1), metadata=RW),
+        grpc.StatusCode.PERMISSION_DENIED,
+    )
+    assert len(admin.control.requests) == 2
+
+
+async def test_rebuild_status_shows_rebuilds_across_tenants_and_the_tenants_syncs(
+    admin: Admin,
+) -> None:
+    running = PassRun(
+        "rebuild_vector",
+        "r-9",
+        RunState.RUNNING,
+        started_at=NOW,
+        phase="replay",
+        done=40,
+        total=100,
+        params='{"generation": "v3", "previous": "", "embedding_model": "m-2"}',
+    )
+    admin.control.statuses["=all"] = [PassStatus("rebuild_vector", last_run=running)]
+    synced = PassRun("sync_graph", "s-1", RunState.SUCCEEDED, started_at=NOW, finished_at=NOW)
+    admin.control.statuses["acme"] = [PassStatus("sync_graph", last_run=synced)]
+
+    reply = await admin.stub.RebuildStatus(admin_pb2.RebuildStatusRequest(), metadata=ADMIN)
+
+    assert [s.store for s in reply.rebuilds] == [1, 2, 3]
+    vector = reply.rebuilds[0].last_run
+    assert (vector.run_id, vector.phase, vector.done, vector.total) == ("r-9", "replay", 40, 100)
+    assert (vector.generation, vector.embedding_model) == ("v3", "m-2")
+    assert vector.duration_s == 5.0  # running: so far
+    assert not reply.rebuilds[1].HasField("last_run")
+    assert reply.syncs[2].last_run.run_id == "s-1"
+    assert reply.syncs[2].last_run.state == admin_pb2.PASS_STATE_SUCCEEDED

@@ -16,7 +16,9 @@ from engram_consolidate.service.ports import (
     VectorStore,
 )
 from engram_consolidate.service.records import (
+    GLOBAL,
     PASS_ORDER,
+    REBUILDS,
     Change,
     Key,
     PassName,
@@ -28,7 +30,9 @@ from engram_consolidate.service.runner import PassRunner, RunnerConfig
 from engram_consolidate.service.scheduler import Request, Schedule, Scheduler, pass_names
 
 __all__ = [
+    "GLOBAL",
     "PASS_ORDER",
+    "REBUILDS",
     "AccessStats",
     "AccessStore",
     "AccessTracker",

@@ -10,12 +10,22 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
+from engram_core.ids import EVERY_TENANT
+
 
 class PassName(StrEnum):
     DECAY = "decay"
     ASSOCIATE = "associate"
     CLUSTER = "cluster"
     FORGET = "forget"
+    # Drift repair of one store of a tenant, and rebuilds of a store across tenants (their
+    # records live under the tenant token GLOBAL).
+    SYNC_VECTOR = "sync_vector"
+    SYNC_LEXICAL = "sync_lexical"
+    SYNC_GRAPH = "sync_graph"
+    REBUILD_VECTOR = "rebuild_vector"
+    REBUILD_LEXICAL = "rebuild_lexical"
+    REBUILD_GRAPH = "rebuild_graph"
 
 
 PASS_ORDER: tuple[PassName, ...] = (
@@ -23,7 +33,28 @@ PASS_ORDER: tuple[PassName, ...] = (
     PassName.ASSOCIATE,
     PassName.CLUSTER,
     PassName.FORGET,
+    PassName.SYNC_VECTOR,
+    PassName.SYNC_LEXICAL,
+    PassName.SYNC_GRAPH,
 )
+REBUILDS: tuple[PassName, ...] = (
+    PassName.REBUILD_VECTOR,
+    PassName.REBUILD_LEXICAL,
+    PassName.REBUILD_GRAPH,
+)
+# The tenant token of the records of runs over every tenant (rebuilds): valid in KV keys
+# and lease names, never a tenant (tenants match [A-Za-z0-9_-]).
+GLOBAL = EVERY_TENANT
+
+
+def passes_of(tenant: str) -> tuple[PassName, ...]:
+    """The passes a tenant's records may hold: rebuilds for GLOBAL, the others for tenants."""
+    return REBUILDS if tenant == GLOBAL else PASS_ORDER
+
+
+def record_tenant(tenant: str, name: PassName) -> str:
+    """Where a request of ``tenant`` for ``name`` is recorded: rebuilds under GLOBAL."""
+    return GLOBAL if name in REBUILDS else tenant
 
 
 class RunState(StrEnum):
@@ -83,9 +114,11 @@ class RunRecord:
     resumes: int = 0
     pending_run_id: str = ""
     requested_at: datetime | None = None
+    params: str = ""  # the run's parameters and what it learnt so far (JSON, the pass's own)
+    pending_params: str = ""  # those of the pending request
 
-    def with_pending(self, run_id: str, at: datetime) -> RunRecord:
-        return replace(self, pending_run_id=run_id, requested_at=at)
+    def with_pending(self, run_id: str, at: datetime, params: str = "") -> RunRecord:
+        return replace(self, pending_run_id=run_id, requested_at=at, pending_params=params)
 
 
 class Tally:

@@ -147,6 +147,7 @@ class PassRunner:
                 return None
             base = record or RunRecord(key)
             pending = "" if base.pending_run_id == start.run_id else base.pending_run_id
+            requested = base.pending_params if base.pending_run_id == start.run_id else ""
             record = replace(
                 base,
                 run_id=start.run_id,
@@ -166,6 +167,8 @@ class PassRunner:
                 resumes=0,
                 pending_run_id=pending,
                 requested_at=base.requested_at if pending else None,
+                params=requested,
+                pending_params=base.pending_params if pending else "",
             )
             log.info("%s: run %s starts (%s)", key, start.run_id, start.trigger.value)
         revision = await self._checkpoints.put(record, revision)
@@ -197,7 +200,9 @@ class _Job:
         self.stop = stop
         self.lost = lost
         assert record.now is not None
-        self.run_state = Run(key, record.run_id, record.now, Tally(self.config.samples))
+        self.run_state = Run(
+            key, record.run_id, record.now, Tally(self.config.samples), record.params
+        )
         self.started = time.monotonic()
 
     async def save(self, **changes: Any) -> None:
@@ -265,7 +270,10 @@ class _Job:
         steps = self.pass_.steps(self.run_state, phase, self.record.cursor)
         try:
             async for step in steps:
+                if step.params is not None:
+                    self.run_state.params = step.params
                 await self.save(
+                    params=self.run_state.params,
                     cursor="" if step.cursor is None else step.cursor,
                     done=self.record.done + step.items,
                     total=self.record.total if step.total is None else step.total,

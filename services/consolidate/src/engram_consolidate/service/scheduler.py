@@ -27,12 +27,13 @@ from datetime import datetime, timedelta
 from engram_consolidate.service.passes.base import Pass
 from engram_consolidate.service.ports import Checkpoints, FenceLost, TenantSource
 from engram_consolidate.service.records import (
-    PASS_ORDER,
     Key,
     PassName,
     RunRecord,
     RunState,
     Trigger,
+    passes_of,
+    record_tenant,
 )
 from engram_consolidate.service.runner import PassRunner, Start
 from engram_core.errors import Unavailable
@@ -66,6 +67,7 @@ class Request:
     passes: tuple[PassName, ...]
     dry_run: bool
     at: datetime
+    params: str = ""  # JSON for the passes that take parameters (rebuild: embedding_model)
 
 
 def due(record: RunRecord | None, interval_s: float, failure_retry_s: float, now: datetime) -> bool:
@@ -138,7 +140,7 @@ class Scheduler:
         order = list(tenants)
         random.shuffle(order)
         for tenant in order:
-            for name in PASS_ORDER:
+            for name in passes_of(tenant):
                 for dry in (False, True):
                     key = Key(tenant, name, dry)
                     if key in self._tasks or (dry and key not in keys):
@@ -197,7 +199,8 @@ class Scheduler:
         """Record the request on each pass's record; the next visit starts it. A
         redelivered request (its run id already recorded) changes nothing."""
         for name in request.passes:
-            await self._pend(Key(request.tenant, name, request.dry_run), request)
+            tenant = record_tenant(request.tenant, name)
+            await self._pend(Key(tenant, name, request.dry_run), request)
         self.kick()
 
     async def _pend(self, key: Key, request: Request) -> None:
@@ -208,7 +211,7 @@ class Scheduler:
                 return
             try:
                 await self._checkpoints.put(
-                    record.with_pending(request.run_id, request.at), revision
+                    record.with_pending(request.run_id, request.at, request.params), revision
                 )
                 return
             except FenceLost:
@@ -219,4 +222,4 @@ class Scheduler:
 def pass_names(values: Iterable[str]) -> tuple[PassName, ...]:
     """Pass names in run order, without repeats; ValueError names an unknown one."""
     wanted = {PassName(v) for v in values}
-    return tuple(p for p in PASS_ORDER if p in wanted)
+    return tuple(p for p in PassName if p in wanted)

@@ -51,6 +51,7 @@ def _run(pass_name: str, msg: events_pb2.ConsolidationRun) -> PassRun | None:
         changes=tuple(Change(c.kind, c.count, tuple(c.sample)) for c in msg.changes),
         error=msg.error,
         resumes=msg.resumes,
+        params=msg.params,
     )
 
 
@@ -61,7 +62,13 @@ class NatsConsolidation:
         self._kv: KeyValue | None = None
 
     async def request(
-        self, tenant: str, run_id: str, passes: Sequence[str], dry_run: bool, at: datetime
+        self,
+        tenant: str,
+        run_id: str,
+        passes: Sequence[str],
+        dry_run: bool,
+        at: datetime,
+        params: str = "",
     ) -> None:
         trace = inject_context()
         msg = events_pb2.ConsolidateRequested(
@@ -70,6 +77,7 @@ class NatsConsolidation:
             ),
             passes=list(passes),
             dry_run=dry_run,
+            params=params,
         )
         event = jetstream.CONSOLIDATE_EVENT
         subject = jetstream.subject(tenant, event)
@@ -100,18 +108,18 @@ class NatsConsolidation:
             return None
         return events_pb2.ConsolidationRun.FromString(entry.value or b"")
 
-    async def status(self, tenant: str) -> list[PassStatus]:
+    async def status(self, tenant: str, passes: Sequence[str] = PASSES) -> list[PassStatus]:
         try:
             kv = await self._bucket()
             if kv is None:
-                return [PassStatus(p) for p in PASSES]
+                return [PassStatus(p) for p in passes]
             records = await asyncio.gather(
-                *(self._get(kv, f"{kind}.{tenant}.{p}") for p in PASSES for kind in ("run", "dry"))
+                *(self._get(kv, f"{kind}.{tenant}.{p}") for p in passes for kind in ("run", "dry"))
             )
         except Exception as exc:
             raise Unavailable(f"cannot read consolidation status: {exc!r}") from exc
         out = []
-        for i, p in enumerate(PASSES):
+        for i, p in enumerate(passes):
             run, dry = records[2 * i], records[2 * i + 1]
             out.append(
                 PassStatus(

@@ -9,6 +9,7 @@ waits for them (bounded by its deadline) by reading the records again.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -16,11 +17,18 @@ from enum import StrEnum
 from typing import Protocol, TypeVar
 
 from engram_core.errors import DeadlineExceeded
+from engram_core.ids import EVERY_TENANT
 from engram_gateway.service.deadline import Deadline
 
 T = TypeVar("T")
 
 PASSES: tuple[str, ...] = ("decay", "associate", "cluster", "forget")
+STORES: tuple[str, ...] = ("vector", "lexical", "graph")
+# Sync of one store of a tenant, and rebuild of a store across tenants, are runs of the
+# consolidate worker like the passes, named so; rebuild records live under the tenant
+# token GLOBAL (the worker's engram_consolidate.service.records.GLOBAL).
+SYNC_PREFIX, REBUILD_PREFIX = "sync_", "rebuild_"
+GLOBAL = EVERY_TENANT
 
 
 class RunState(StrEnum):
@@ -57,6 +65,7 @@ class PassRun:
     changes: tuple[Change, ...] = ()
     error: str = ""
     resumes: int = 0
+    params: str = ""  # JSON: a rebuild's generation, previous generation, embedding_model
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,14 +85,28 @@ class Consolidation:
 
 class ConsolidationControl(Protocol):
     async def request(
-        self, tenant: str, run_id: str, passes: Sequence[str], dry_run: bool, at: datetime
+        self,
+        tenant: str,
+        run_id: str,
+        passes: Sequence[str],
+        dry_run: bool,
+        at: datetime,
+        params: str = "",
     ) -> None:
         """Publish the request (durable in the log on return)."""
         ...
 
-    async def status(self, tenant: str) -> list[PassStatus]:
-        """One status per pass of PASSES, in that order."""
+    async def status(self, tenant: str, passes: Sequence[str] = PASSES) -> list[PassStatus]:
+        """One status per pass of ``passes``, in that order."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Maintenance:
+    """RebuildStatus: the rebuild of each store, the tenant's sync of each store."""
+
+    rebuilds: list[PassStatus]
+    syncs: list[PassStatus]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +141,36 @@ class Admin:
         reports = await self._reports(tenant, run_id, wanted, deadline)
         return Consolidation(run_id, wanted, reports)
 
+    async def sync(
+        self, tenant: str, stores: Sequence[str], dry_run: bool, deadline: Deadline
+    ) -> Consolidation:
+        """A sync run of each store (all three when none is named)."""
+        wanted = tuple(f"{SYNC_PREFIX}{s}" for s in STORES if s in stores or not stores)
+        run_id = self._new_id()
+        timeout = deadline.cap(self._config.backend_timeout_s)
+        request = self._control.request(tenant, run_id, wanted, dry_run, self._clock())
+        await _within(request, timeout, "the request")
+        if not dry_run:
+            return Consolidation(run_id, wanted)
+        return Consolidation(run_id, wanted, await self._reports(tenant, run_id, wanted, deadline))
+
+    async def rebuild(
+        self, tenant: str, store: str, embedding_model: str, deadline: Deadline
+    ) -> str:
+        """Ask for a rebuild of ``store`` (recorded across tenants); its run id."""
+        run_id = self._new_id()
+        params = json.dumps({"embedding_model": embedding_model}) if embedding_model else ""
+        request = self._control.request(
+            tenant, run_id, (f"{REBUILD_PREFIX}{store}",), False, self._clock(), params
+        )
+        await _within(request, deadline.cap(self._config.backend_timeout_s), "the request")
+        return run_id
+
+    async def maintenance(self, tenant: str, deadline: Deadline) -> Maintenance:
+        rebuilds = await self._statuses(GLOBAL, [f"{REBUILD_PREFIX}{s}" for s in STORES], deadline)
+        syncs = await self._statuses(tenant, [f"{SYNC_PREFIX}{s}" for s in STORES], deadline)
+        return Maintenance(rebuilds, syncs)
+
     async def _reports(
         self, tenant: str, run_id: str, passes: tuple[str, ...], deadline: Deadline
     ) -> tuple[PassRun, ...]:
@@ -125,7 +178,8 @@ class Admin:
         deadline is near (the worker goes on; ConsolidationStatus shows the rest)."""
         poll = self._config.dry_run_poll_s
         while True:
-            statuses = {s.pass_name: s for s in await self.status(tenant, deadline)}
+            got = await self._statuses(tenant, passes, deadline)
+            statuses = {s.pass_name: s for s in got}
             reports = tuple(_dry_report(statuses.get(p), p, run_id) for p in passes)
             # Keep a poll's worth of time for answering with what there is.
             if all(r.state in FINAL for r in reports) or deadline.remaining() < 2 * poll:
@@ -133,8 +187,13 @@ class Admin:
             await asyncio.sleep(poll)
 
     async def status(self, tenant: str, deadline: Deadline) -> list[PassStatus]:
+        return await self._statuses(tenant, PASSES, deadline)
+
+    async def _statuses(
+        self, tenant: str, passes: Sequence[str], deadline: Deadline
+    ) -> list[PassStatus]:
         timeout = deadline.cap(self._config.backend_timeout_s)
-        got = await _within(self._control.status(tenant), timeout, "the status read")
+        got = await _within(self._control.status(tenant, passes), timeout, "the status read")
         now = self._clock()
         return [
             replace(

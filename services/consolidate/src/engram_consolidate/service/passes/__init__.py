@@ -26,10 +26,17 @@ class PassSettings:
     cluster_neighbours: int = 10  # neighbours asked per memory when looking for clusters
 
 
-def pass_factory(stores: Stores, settings: PassSettings) -> Callable[[Key], Pass]:
-    """A new pass object per run (phases keep their state in it)."""
+def pass_factory(
+    stores: Stores,
+    settings: PassSettings,
+    maintenance: Callable[[Key], Pass | None] | None = None,
+) -> Callable[[Key], Pass]:
+    """A new pass object per run (phases keep their state in it); ``maintenance`` builds
+    the sync and rebuild passes (service.rebuild.maintenance_factory)."""
 
     def make(key: Key) -> Pass:
+        if maintenance is not None and (other := maintenance(key)) is not None:
+            return other
         if key.pass_name is PassName.DECAY:
             return DecayPass(stores, settings.decay)
         if key.pass_name is PassName.FORGET:

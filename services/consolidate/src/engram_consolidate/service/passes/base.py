@@ -38,6 +38,7 @@ class Step:
     cursor: str | None
     items: int  # items of the phase this step finished (0: a heartbeat)
     total: int | None = None  # the phase's total, when the pass learns it
+    params: str | None = None  # the run's new params (what it learnt), saved with the step
 
 
 @dataclass(slots=True)
@@ -46,6 +47,7 @@ class Run:
     run_id: str
     now: datetime  # fixed for the run: a resumed run computes what the first would have
     tally: Tally
+    params: str = ""  # the request's parameters and what the run learnt (JSON, the pass's)
 
     @property
     def tenant(self) -> str:

@@ -1,0 +1,360 @@
+"""The latest-state log (ENGRAM_STATE) and its keeper.
+
+The log of memory events (ENGRAM_MEMORY) keeps every event; ENGRAM_STATE keeps, per memory
+and per relation, one message: the state the newest event left. Stores can be checked
+against it (Sync) and rebuilt from it (Rebuild) without replaying history.
+
+ONE keeper writes it: the worker holding the lease ``consolidate:state-keeper`` reads
+ENGRAM_MEMORY in log order from its checkpoint (the last sequence whose state is
+published) and, per batch, publishes the newest state of every key the batch touched,
+then moves the checkpoint (compare-and-set: the fence beside the lease). One writer in log
+order, so the kept message of a key is always the newest. A crash redoes the batch in
+flight from the checkpoint: the same states again, in the same order.
+
+The keeper skips what ingest would never apply (the same rules as ingest's ``invalid``), so
+the state agrees with what the stores were told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Protocol
+
+from engram_consolidate.service.ports import FenceLost
+from engram_core.model import Memory, Relation
+from engram_core.ports import Lease
+from engram_core.relations import parse_relation_type
+
+log = logging.getLogger(__name__)
+
+KEEPER_LEASE = "consolidate:state-keeper"
+
+
+# --- what ENGRAM_STATE holds -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """The latest state of one memory. ``memory`` None: deleted at ``version`` (a tombstone)."""
+
+    tenant: str
+    id: str
+    version: int
+    memory: Memory | None
+
+    @property
+    def deleted(self) -> bool:
+        return self.memory is None
+
+
+@dataclass(frozen=True, slots=True)
+class RelationRecord:
+    tenant: str
+    relation: Relation  # type in the registry's spelling
+    version: int
+    removed: bool = False
+
+
+StateRecord = MemoryRecord | RelationRecord
+StateKey = tuple[str, ...]
+
+
+def key_of(record: StateRecord) -> StateKey:
+    if isinstance(record, MemoryRecord):
+        return (record.tenant, "memory", record.id)
+    r = record.relation
+    return (record.tenant, "relation", r.source_id, r.type, r.target_id)
+
+
+# --- what the keeper reads ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """MemoryStored or MemoryUpdated: the whole memory as it now is."""
+
+    tenant: str
+    memory: Memory
+    sequence: int
+
+
+@dataclass(frozen=True, slots=True)
+class Removed:
+    tenant: str
+    id: str
+    sequence: int
+
+
+@dataclass(frozen=True, slots=True)
+class Linked:
+    tenant: str
+    relation: Relation
+    sequence: int
+
+
+@dataclass(frozen=True, slots=True)
+class Unlinked:
+    tenant: str
+    source_id: str
+    target_id: str
+    type: str
+    sequence: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ignored:
+    """A message of the log no store applies (undecodable, invalid, another event kind)."""
+
+    sequence: int
+    reason: str
+
+
+LogEvent = Written | Removed | Linked | Unlinked | Ignored
+
+
+def invalid(event: LogEvent) -> str:
+    """Why ingest would never apply ``event`` ("" when it would): the keeper keeps no state
+    for those, so the log's state is what the stores were told."""
+    if isinstance(event, Ignored):
+        return event.reason
+    if not event.tenant:
+        return "missing tenant"
+    if event.sequence <= 0:
+        return "missing log sequence"
+    if isinstance(event, Written):
+        if not event.memory.id:
+            return "missing memory id"
+        if not event.memory.content.strip():
+            return "empty content"
+    elif isinstance(event, Removed):
+        if not event.id:
+            return "missing memory id"
+    else:
+        source, target, type_ = (
+            (event.relation.source_id, event.relation.target_id, event.relation.type)
+            if isinstance(event, Linked)
+            else (event.source_id, event.target_id, event.type)
+        )
+        if not source or not target:
+            return "relation without source or target"
+        if parse_relation_type(type_) is None:
+            return f"unknown relation type {type_!r}"
+    return ""
+
+
+def state_of(event: LogEvent) -> StateRecord | None:
+    """The state ``event`` leaves for its key (None: it changes no state)."""
+    if invalid(event) or isinstance(event, Ignored):
+        return None
+    if isinstance(event, Written):
+        memory = replace(event.memory, tenant=event.tenant, version=event.sequence)
+        return MemoryRecord(event.tenant, memory.id, event.sequence, memory)
+    if isinstance(event, Removed):
+        return MemoryRecord(event.tenant, event.id, event.sequence, None)
+    if isinstance(event, Linked):
+        rel_type = parse_relation_type(event.relation.type)
+        assert rel_type is not None  # invalid() let no unknown type through
+        relation = replace(event.relation, type=rel_type.value)
+        return RelationRecord(event.tenant, relation, event.sequence)
+    rel_type = parse_relation_type(event.type)
+    assert rel_type is not None
+    gone = Relation(event.source_id, event.target_id, rel_type.value)
+    return RelationRecord(event.tenant, gone, event.sequence, removed=True)
+
+
+def fold(events: Sequence[LogEvent]) -> list[StateRecord]:
+    """The newest state of every key ``events`` touch (events in log order): only the last
+    one per key is worth publishing, the stream keeps one message per key anyway. In the
+    order of each key's last event."""
+    newest: dict[StateKey, StateRecord] = {}
+    for event in sorted(events, key=lambda e: e.sequence):
+        record = state_of(event)
+        if record is None:
+            continue
+        key = key_of(record)
+        newest.pop(key, None)  # re-insert: dict order = order of the last event
+        newest[key] = record
+    return list(newest.values())
+
+
+# --- the keeper ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class KeeperPosition:
+    sequence: int = 0  # every ENGRAM_MEMORY event up to here has its state published
+    events: int = 0
+    states: int = 0
+    holder: str = ""
+    updated_at: datetime | None = None
+
+
+class Batch(Protocol):
+    @property
+    def events(self) -> Sequence[LogEvent]:
+        """Log events in log order, each after the position the source was opened at."""
+        ...
+
+    async def ack(self) -> None:
+        """Tell the log these are done (after their states are published)."""
+        ...
+
+
+class KeeperSource(Protocol):
+    """ENGRAM_MEMORY in log order from a position (a consumer of its own)."""
+
+    async def open(self, after: int) -> None:
+        """(Re)start reading at the event after sequence ``after`` (0: the first)."""
+        ...
+
+    async def fetch(self, limit: int, wait_s: float) -> Batch:
+        """The next events (maybe none after ``wait_s``). Raises when the source lost its
+        place (a gap): the keeper then reopens it at its checkpoint."""
+        ...
+
+    async def close(self) -> None:
+        """Stop reading (the keeper lost its lease, or stops)."""
+        ...
+
+
+class StateSink(Protocol):
+    async def publish(self, records: Sequence[StateRecord]) -> None:
+        """Every record durable in ENGRAM_STATE on return (raises otherwise)."""
+        ...
+
+
+class KeeperCheckpoints(Protocol):
+    async def load(self) -> tuple[KeeperPosition, int | None]:
+        """The position and its revision (None: no checkpoint yet)."""
+        ...
+
+    async def save(self, position: KeeperPosition, revision: int | None) -> int:
+        """Compare-and-set on ``revision``; FenceLost when it moved."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class KeeperConfig:
+    batch_size: int = 512
+    fetch_wait_s: float = 1.0
+    lease_ttl_s: float = 30.0
+    retry_s: float = 1.0  # wait after a failed batch before reopening at the checkpoint
+
+
+@dataclass
+class KeeperStats:
+    events: int = 0
+    states: int = 0
+    batches: int = 0
+    sequence: int = 0
+    restarts: int = 0
+    holding: bool = False
+    errors: list[str] = field(default_factory=list)
+
+
+class StateKeeper:
+    def __init__(
+        self,
+        source: KeeperSource,
+        sink: StateSink,
+        checkpoints: KeeperCheckpoints,
+        lease: Lease,
+        holder: str,
+        config: KeeperConfig,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._source = source
+        self._sink = sink
+        self._checkpoints = checkpoints
+        self._lease = lease
+        self._holder = holder
+        self._config = config
+        self._clock = clock
+        self.stats = KeeperStats()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Keep the state while holding the lease; wait for it otherwise; until ``stop``."""
+        ttl = self._config.lease_ttl_s
+        while not stop.is_set():
+            held = False
+            try:
+                held = await self._lease.try_acquire(KEEPER_LEASE, self._holder, ttl)
+                if held:
+                    self.stats.holding = True
+                    await self._keep(stop)
+            except Exception as exc:
+                self.stats.restarts += 1
+                self.stats.errors = [*self.stats.errors[-9:], f"{type(exc).__name__}: {exc}"]
+                log.warning("state keeper: %s; reopening at the checkpoint", exc)
+            finally:
+                self.stats.holding = False
+                if held:
+                    try:
+                        await self._lease.release(KEEPER_LEASE, self._holder)
+                    except Exception as exc:  # it expires by itself
+                        log.warning("state keeper: lease release failed: %s", exc)
+            await _wait(stop, self._config.retry_s if held else ttl / 3)
+
+    async def _keep(self, stop: asyncio.Event) -> None:
+        try:
+            await self._run_from_checkpoint(stop)
+        finally:
+            await self._source.close()
+
+    async def _run_from_checkpoint(self, stop: asyncio.Event) -> None:
+        position, revision = await self._checkpoints.load()
+        await self._source.open(position.sequence)
+        self.stats.sequence = position.sequence
+        log.info("state keeper: from log sequence %d", position.sequence + 1)
+        renew_at = asyncio.get_running_loop().time() + self._config.lease_ttl_s / 3
+        while not stop.is_set():
+            now = asyncio.get_running_loop().time()
+            if now >= renew_at:
+                ttl = self._config.lease_ttl_s
+                if not await self._lease.renew(KEEPER_LEASE, self._holder, ttl):
+                    log.warning("state keeper: lease lost")
+                    return
+                renew_at = now + ttl / 3
+            batch = await self._source.fetch(self._config.batch_size, self._config.fetch_wait_s)
+            events = [e for e in batch.events if e.sequence > position.sequence]
+            if not events:
+                await batch.ack()  # redeliveries of what is already kept
+                continue
+            position, revision = await self.apply(events, position, revision)
+            await batch.ack()
+
+    async def apply(
+        self, events: Sequence[LogEvent], position: KeeperPosition, revision: int | None
+    ) -> tuple[KeeperPosition, int]:
+        """Publish the batch's states, then move the checkpoint past it."""
+        records = fold(events)
+        if records:
+            await self._sink.publish(records)
+        moved = KeeperPosition(
+            sequence=max(e.sequence for e in events),
+            events=position.events + len(events),
+            states=position.states + len(records),
+            holder=self._holder,
+            updated_at=self._clock(),
+        )
+        try:
+            revision = await self._checkpoints.save(moved, revision)
+        except FenceLost:
+            log.warning("state keeper: another keeper moved the checkpoint; leaving it")
+            raise
+        self.stats.events += len(events)
+        self.stats.states += len(records)
+        self.stats.batches += 1
+        self.stats.sequence = moved.sequence
+        return moved, revision
+
+
+async def _wait(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except TimeoutError:
+        return
