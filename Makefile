@@ -64,7 +64,7 @@ run-servers: sync models ## start the servers, then the seven services on them
 bench: sync models ## speed and scale benchmark (BENCHMARKS.md §2)
 	@$(PY) bench/perf.py
 
-bench-quality: sync models ## retrieval quality on LoCoMo: bm25 / vector / hybrid (BENCHMARKS.md §1)
+bench-quality: sync models ## retrieval quality on LoCoMo: bm25 / vector / hybrid / hybrid_graph (BENCHMARKS.md §1)
 	@$(PY) bench/quality.py
 
 clean: ## remove local data under .engram (keeps the model)

@@ -39,6 +39,7 @@ MODES: dict[str, gateway_pb2.RecallMode.ValueType] = {
     "bm25": gateway_pb2.RECALL_MODE_BM25,
     "vector": gateway_pb2.RECALL_MODE_VECTOR,
     "hybrid": gateway_pb2.RECALL_MODE_UNSPECIFIED,
+    "hybrid_graph": gateway_pb2.RECALL_MODE_HYBRID_GRAPH,
 }
 DEFAULT_MODE = "hybrid"
 KS = (1, 5, 10, 20)

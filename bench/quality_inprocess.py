@@ -11,7 +11,7 @@ until ``--rebuild`` (needed after a change to what the stores index); query embe
 kept in a file cache beside them. Settings come from the environment exactly as the
 services read them (``ENGRAM_SCORING_WEIGHTS__GRAPH=0.1 python bench/quality_inprocess.py``).
 
-    uv run python bench/quality_inprocess.py [--modes bm25,vector,hybrid] [--rebuild]
+    uv run python bench/quality_inprocess.py [--modes bm25,vector,hybrid,hybrid_graph] [--rebuild]
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ MODE_OF: dict[str, RecallMode] = {
     "bm25": RecallMode.BM25,
     "vector": RecallMode.VECTOR,
     "hybrid": RecallMode.HYBRID,
+    "hybrid_graph": RecallMode.HYBRID_GRAPH,
 }
 
 

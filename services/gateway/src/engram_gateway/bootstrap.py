@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+
+import httpx
 
 from engram_clients.graph import GraphClient
 from engram_clients.lexical import LexicalClient
@@ -20,11 +22,18 @@ from engram_core.model import utcnow
 from engram_core.ports import Cache, RateLimiter
 from engram_gateway.adapters.consolidation import NatsConsolidation
 from engram_gateway.adapters.log import JetStreamLog
+from engram_gateway.adapters.openai_models import (
+    ChatDecomposer,
+    ChatHyde,
+    ChatModel,
+    HttpReranker,
+    JsonEndpoint,
+)
 from engram_gateway.adapters.ranker import ScoringRanker
 from engram_gateway.adapters.recall_codec import ProtoRecallCodec
 from engram_gateway.auth import Authenticator
 from engram_gateway.config import Budget as BudgetSettings
-from engram_gateway.config import Settings
+from engram_gateway.config import ChatModelSettings, Settings
 from engram_gateway.service import (
     Budget,
     Gateway,
@@ -38,11 +47,23 @@ from engram_gateway.service import (
 from engram_gateway.service.access import AccessRecorder
 from engram_gateway.service.admin import Admin, AdminConfig, ConsolidationControl
 from engram_gateway.service.context import ContextConfig
+from engram_gateway.service.decompose import RuleDecomposer
+from engram_gateway.service.expand import ExpandConfig
 from engram_gateway.service.lookup import Lookup
+from engram_gateway.service.metadata_stream import MetadataConfig, MetadataStream
+from engram_gateway.service.models import (
+    FallbackDecomposer,
+    ModelsConfig,
+    QueryModels,
+    RerankMode,
+)
+from engram_gateway.service.multiquery import CandidateConfig
+from engram_gateway.service.pagerank import GraphRerankConfig
 from engram_gateway.service.ports import (
     EventLog,
     GraphPort,
     LexicalPort,
+    QueryDecomposer,
     RankerPort,
     RecallCodec,
     VectorPort,
@@ -69,6 +90,70 @@ def _budget(b: BudgetSettings) -> Budget:
     return Budget(fraction=b.fraction, cap_s=b.cap_s)
 
 
+@dataclass(frozen=True, slots=True)
+class Models:
+    """The query-side models the settings configure (service/models.py)."""
+
+    query: QueryModels = field(default_factory=QueryModels)
+    decomposer: ChatDecomposer | None = None  # the LLM decomposer, if selected
+    closers: tuple[Callable[[], Awaitable[None]], ...] = ()
+
+    def decomposer_over(self, rules: QueryDecomposer, timeout_s: float) -> QueryDecomposer:
+        """The decomposer a recall uses: the model's, falling back to ``rules``."""
+        if self.decomposer is None:
+            return rules
+        return FallbackDecomposer(self.decomposer, rules, timeout_s)
+
+    async def close(self) -> None:
+        for close in self.closers:
+            await close()
+
+
+def _chat(what: str, s: ChatModelSettings, transport: httpx.AsyncBaseTransport | None) -> ChatModel:
+    endpoint = JsonEndpoint(
+        what,
+        s.base_url,
+        "/chat/completions",
+        api_key_file=s.api_key_file,
+        timeout_s=s.timeout_s,
+        transport=transport,
+    )
+    return ChatModel(endpoint, s.model, s.max_tokens)
+
+
+def build_models(settings: Settings, transport: httpx.AsyncBaseTransport | None = None) -> Models:
+    """HTTP clients for the models that have a base_url; none otherwise."""
+    h, d, r = settings.hyde, settings.decompose_model, settings.reranker
+    hyde = ChatHyde(_chat("hyde", h, transport), h.max_chars) if h.base_url else None
+    decomposer = None
+    if d.enabled:
+        decomposer = ChatDecomposer(_chat("decomposer", d, transport), d.max_queries, d.timeout_s)
+    reranker = None
+    if r.base_url:
+        endpoint = JsonEndpoint(
+            "reranker",
+            r.base_url,
+            "/rerank",
+            api_key_file=r.api_key_file,
+            timeout_s=r.timeout_s,
+            transport=transport,
+        )
+        reranker = HttpReranker(endpoint, r.model, r.documents_field)
+    config = ModelsConfig(
+        hyde_default=h.enabled,
+        rerank_default=r.enabled,
+        hyde_timeout_s=h.timeout_s,
+        rerank_timeout_s=r.timeout_s,
+        decompose_timeout_s=d.timeout_s,
+        rerank_top_n=r.top_n,
+        rerank_mode=RerankMode(r.mode),
+        rerank_weight=r.weight,
+        rerank_max_chars=r.max_chars,
+    )
+    closers = tuple(m.close for m in (hyde, decomposer, reranker) if m is not None)
+    return Models(QueryModels(hyde, reranker, config), decomposer, closers)
+
+
 def build_authenticator(settings: Settings) -> Authenticator:
     auth = Authenticator.from_sources(settings.tokens.get_secret_value(), settings.tokens_file)
     if not auth.configured:
@@ -85,9 +170,12 @@ def build_gateway(
     clock: Callable[[], datetime] = utcnow,
     ids: Callable[[], str] = new_id,
     limiter: RateLimiter | None = None,
+    models: Models | None = None,
 ) -> Gateway:
     """The gateway over the given ports; without a `limiter` the rate limit (if set) counts
-    in-process."""
+    in-process. Without `models` the settings' query-side models are built here (none unless
+    configured), their clients living as long as the process."""
+    models = models if models is not None else build_models(settings)
     limits = settings.limits()
     lookup = Lookup(backends.vector, backends.lexical)
     recall_cache = RecallCache(cache, codec or ProtoRecallCodec(), settings.recall_cache_ttl_s)
@@ -149,8 +237,40 @@ def build_gateway(
             default_timezone=settings.default_timezone,
             supersession_max_hops=settings.supersession_max_hops,
             escalation_floor=settings.escalation_floor,
+            expand=ExpandConfig(
+                seeds=settings.expand_seeds,
+                per_seed=settings.expand_per_seed,
+                limit=settings.expand_limit,
+                entity_factor=settings.expand_entity_factor,
+            ),
+            graph_rerank=GraphRerankConfig(
+                alpha=settings.graph_alpha,
+                seeds=settings.graph_seeds,
+                pool=settings.graph_pool,
+                damping=settings.graph_damping,
+                entity_weight=settings.graph_entity_weight,
+            ),
+            expand_budget=_budget(settings.expand_budget),
+            candidates=CandidateConfig(
+                max_queries=settings.max_queries,
+                decompose=settings.decompose,
+                trending_scan_max=settings.trending_scan_max,
+            ),
         ),
         clock,
+        models=models.query,
+        decomposer=models.decomposer_over(
+            RuleDecomposer(settings.decompose_max_parts), settings.decompose_model.timeout_s
+        ),
+        metadata=MetadataStream(
+            backends.lexical,
+            MetadataConfig(
+                fields=tuple(settings.metadata_fields),
+                ttl_s=settings.metadata_index_ttl_s,
+                scan_max=settings.metadata_scan_max,
+            ),
+            recall_cache.epoch,
+        ),
     )
     rate_limit = TenantRateLimit(
         limiter or MemoryRateLimiter(),
@@ -189,12 +309,14 @@ async def open_gateway(settings: Settings) -> tuple[Gateway, Callable[[], Awaita
         graph=GraphClient(channels.open(settings.graph_addr)),
         ranker=ScoringRanker(ScoringClient(channels.open(settings.scoring_addr))),
     )
+    models = build_models(settings)
     gateway = build_gateway(
         settings,
         backends,
         JetStreamLog(js, settings.publish_timeout_s),
         coordination.cache,
         limiter=coordination.limiter,
+        models=models,
     )
     admin = build_admin(settings, NatsConsolidation(js, settings.publish_timeout_s))
     gateway = replace(gateway, admin=admin)
@@ -210,5 +332,6 @@ async def open_gateway(settings: Settings) -> tuple[Gateway, Callable[[], Awaita
         await nc.drain()
         await channels.close()
         await coordination.close()
+        await models.close()
 
     return gateway, close

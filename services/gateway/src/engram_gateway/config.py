@@ -8,6 +8,7 @@ e.g. ``ENGRAM_GATEWAY_NATS__URL=nats://127.0.0.1:4222``,
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
@@ -23,6 +24,73 @@ class Budget(BaseModel):
 
     fraction: float = Field(0.5, gt=0, le=1, description="Share of the remaining deadline.")
     cap_s: float = Field(2.0, gt=0, description="Upper bound in seconds, whatever the deadline.")
+
+
+class ModelEndpoint(BaseModel):
+    """A query-side model behind an HTTP endpoint (service/models.py); '' base_url = none."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_url: str = Field(
+        "", description="Base URL of the endpoint, e.g. http://127.0.0.1:8000/v1; '' = none."
+    )
+    model: str = Field("", description="Model name sent with each request.")
+    api_key_file: Path | None = Field(
+        None, description="File holding the API key (sent as a bearer token); none = no auth."
+    )
+    timeout_s: float = Field(
+        3.0, gt=0, description="Longest wait for one answer (the call's deadline may cut it)."
+    )
+    enabled: bool = Field(
+        False,
+        description="hyde/reranker: run for requests that leave the flag unset; "
+        "decompose_model: decompose with this model instead of the rules.",
+    )
+
+    @model_validator(mode="after")
+    def _enabled_needs_an_endpoint(self) -> ModelEndpoint:
+        if self.enabled and not self.base_url:
+            raise ValueError("enabled needs a base_url")
+        return self
+
+
+class ChatModelSettings(ModelEndpoint):
+    """An OpenAI-compatible /chat/completions model."""
+
+    max_tokens: int = Field(256, ge=1, description="Most tokens the model may write.")
+
+
+class HydeSettings(ChatModelSettings):
+    max_chars: int = Field(
+        1000, ge=1, description="Characters of the hypothetical answer the vector stream embeds."
+    )
+
+
+class DecomposeModelSettings(ChatModelSettings):
+    max_queries: int = Field(4, ge=1, le=16, description="Most sub-queries taken from the model.")
+
+
+class RerankerSettings(ModelEndpoint):
+    """A cross-encoder behind POST {base_url}/rerank."""
+
+    timeout_s: float = Field(
+        2.0, gt=0, description="Longest wait for one answer (the call's deadline may cut it)."
+    )
+    top_n: int = Field(20, ge=1, le=100, description="Best results of the ranking re-scored.")
+    mode: Literal["blend", "replace"] = Field(
+        "blend",
+        description="blend: mix the cross-encoder with the fused score (weight); replace: "
+        "the cross-encoder alone orders the top_n.",
+    )
+    weight: float = Field(0.5, ge=0, le=1, description="Cross-encoder's share in blend mode.")
+    max_chars: int = Field(
+        2000, ge=1, description="Characters of each memory's content sent to be scored."
+    )
+    documents_field: Literal["documents", "texts"] = Field(
+        "documents",
+        description="Request field of the documents: documents (Cohere, Jina, vLLM, "
+        "llama.cpp) or texts (TEI's native /rerank).",
+    )
 
 
 class Settings(ServiceSettings):
@@ -118,6 +186,89 @@ class Settings(ServiceSettings):
         "pool is doubled once and the recall re-run; 0 = off.",
     )
 
+    # Candidate generation: multi-query, decomposition, trending, the metadata stream.
+    max_queries: int = Field(
+        8, ge=1, le=32, description="Most sub-queries per recall (query, queries, decomposed)."
+    )
+    decompose: bool = Field(
+        False,
+        description="Split questions into entity/topic sub-queries when a request leaves "
+        "decompose unset.",
+    )
+    decompose_max_parts: int = Field(
+        4, ge=1, le=16, description="Most sub-queries the rule-based decomposer adds."
+    )
+    trending_scan_max: int = Field(
+        10_000, ge=1, description="Most memories a trending recall (empty query) reads."
+    )
+    metadata_fields: list[str] = Field(
+        default_factory=lambda: ["topic", "project", "source"],
+        description="Metadata fields the metadata stream matches against the query; [] = off.",
+    )
+    metadata_index_ttl_s: float = Field(
+        30.0,
+        gt=0,
+        description="Lifetime of a tenant's metadata-field index (rebuilt sooner after a "
+        "write through this gateway).",
+    )
+    metadata_scan_max: int = Field(
+        20_000, ge=1, description="Most memories read to build a tenant's metadata-field index."
+    )
+
+    # After ranking: expansion (service/expand.py) and the hybrid_graph rerank (pagerank.py).
+    expand_seeds: int = Field(
+        5, ge=1, le=100, description="Best results (at most limit) whose links are expanded."
+    )
+    expand_per_seed: int = Field(
+        3, ge=1, le=100, description="Neighbours per seed when a request's expand_per_seed is 0."
+    )
+    expand_limit: int = Field(
+        10, ge=1, le=100, description="Expanded results in all when a request's expand_limit is 0."
+    )
+    expand_entity_factor: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="An entity-expanded memory scores this × the score of the best seed "
+        "sharing an entity with it (a flat share).",
+    )
+    graph_alpha: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="hybrid_graph: PageRank's weight in the blend when a request's "
+        "graph_alpha is 0.",
+    )
+    graph_seeds: int = Field(
+        10, ge=1, description="hybrid_graph: best results the PageRank walk restarts from."
+    )
+    graph_pool: int = Field(
+        50, ge=2, le=100, description="hybrid_graph: results asked of scoring and reranked."
+    )
+    graph_damping: float = Field(
+        0.85, gt=0, lt=1, description="hybrid_graph: chance the walk follows an edge."
+    )
+    graph_entity_weight: float = Field(
+        0.5,
+        ge=0,
+        description="hybrid_graph: weight of a memory–entity edge for the rarest shared "
+        "entity (rarer in the pool = heavier; one every result mentions = 0).",
+    )
+
+    # Query-side models (service/models.py): none configured, none run.
+    hyde: HydeSettings = Field(
+        default_factory=HydeSettings,
+        description="HyDE: a chat model writes a hypothetical answer the vector stream embeds.",
+    )
+    decompose_model: DecomposeModelSettings = Field(
+        default_factory=DecomposeModelSettings,
+        description="A chat model that splits a question into sub-queries (decompose).",
+    )
+    reranker: RerankerSettings = Field(
+        default_factory=RerankerSettings,
+        description="A cross-encoder that re-scores the top of the ranking.",
+    )
+
     # Deadlines
     default_deadline_s: float = Field(
         10.0, gt=0, description="Budget of a call that carries no deadline."
@@ -138,6 +289,10 @@ class Settings(ServiceSettings):
     context_budget: Budget = Field(
         default_factory=lambda: Budget(fraction=0.3, cap_s=0.5),
         description="Reading the timeline neighbours of the best candidates.",
+    )
+    expand_budget: Budget = Field(
+        default_factory=lambda: Budget(fraction=0.3, cap_s=0.5),
+        description="Graph reads after ranking: expansion, the hybrid_graph rerank.",
     )
     scoring_budget: Budget = Field(
         default_factory=lambda: Budget(fraction=0.5, cap_s=1.0),

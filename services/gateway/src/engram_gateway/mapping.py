@@ -14,6 +14,7 @@ from engram_core.scoring import Candidate, Fusion, ScoredCandidate, StreamScore
 from engram_core.state import StateMode
 from engram_core.validation import MemoryInput, RawTimestamp
 from engram_gateway.service import RecallMode, RecallRequest, RelatedItem, Stats
+from engram_gateway.service.expand import ExpandedCandidate, ExpandRequest, expansion_of
 from engram_gateway.service.ports import RecallResult
 from engram_platform.convert import (
     memory_from_proto,
@@ -39,6 +40,7 @@ _MODES: Mapping[int, RecallMode] = {
     gateway_pb2.RECALL_MODE_VECTOR: RecallMode.VECTOR,
     gateway_pb2.RECALL_MODE_BM25: RecallMode.BM25,
     gateway_pb2.RECALL_MODE_GRAPH: RecallMode.GRAPH,
+    gateway_pb2.RECALL_MODE_HYBRID_GRAPH: RecallMode.HYBRID_GRAPH,
 }
 _STATE_MODES: Mapping[int, StateMode | None] = {
     common_pb2.STATE_MODE_UNSPECIFIED: None,
@@ -123,6 +125,23 @@ def recall_request_from_proto(p: gateway_pb2.RecallRequest) -> RecallRequest:
         token_budget=p.token_budget,
         min_score=p.min_score,
         exclude_types=tuple(p.exclude_types),
+        hyde=p.hyde if p.HasField("hyde") else None,
+        rerank=p.rerank if p.HasField("rerank") else None,
+        expand=ExpandRequest(
+            relations=p.expand_relations,
+            entities=p.expand_entities,
+            per_seed=p.expand_per_seed,
+            limit=p.expand_limit,
+            min_strength=p.expand_min_strength,
+            min_importance=p.expand_min_importance,
+            in_scope=p.expand_in_scope,
+            types=tuple(p.expand_types),
+        ),
+        graph_alpha=p.graph_alpha,
+        queries=tuple(p.queries),
+        per_query_limit=p.per_query_limit,
+        decompose=p.decompose if p.HasField("decompose") else None,
+        sort=p.sort,
     )
 
 
@@ -131,21 +150,26 @@ def _streams_to_proto(streams: Mapping[str, StreamScore]) -> dict[str, common_pb
 
 
 def scored_to_proto(s: ScoredCandidate) -> common_pb2.ScoredMemory:
-    return common_pb2.ScoredMemory(
+    out = common_pb2.ScoredMemory(
         memory=memory_to_proto(s.memory),
         score=s.score,
         components=dict(s.components),
         streams=_streams_to_proto(s.streams),
     )
+    expanded = expansion_of(s)
+    if expanded is not None:
+        out.expanded = True
+        out.expansion, out.expanded_from = expanded
+    return out
 
 
 def scored_from_proto(p: common_pb2.ScoredMemory) -> ScoredCandidate:
-    return ScoredCandidate(
-        memory=memory_from_proto(p.memory),
-        score=p.score,
-        components=dict(p.components),
-        streams={n: StreamScore(s.score, s.rank) for n, s in p.streams.items()},
-    )
+    memory = memory_from_proto(p.memory)
+    components = dict(p.components)
+    streams = {n: StreamScore(s.score, s.rank) for n, s in p.streams.items()}
+    if p.expanded:
+        return ExpandedCandidate(memory, p.score, components, streams, p.expansion, p.expanded_from)
+    return ScoredCandidate(memory=memory, score=p.score, components=components, streams=streams)
 
 
 def candidate_to_proto(c: Candidate) -> scoring_pb2.Candidate:
@@ -167,6 +191,8 @@ def recall_result_to_proto(r: RecallResult) -> gateway_pb2.RecallResponse:
         context_tokens=r.context_tokens,
         cut=dict(r.cut),
         escalated=r.escalated,
+        models=list(r.models),
+        models_failed=list(r.models_failed),
     )
 
 
@@ -180,6 +206,8 @@ def recall_result_from_proto(p: gateway_pb2.RecallResponse) -> RecallResult:
         context_tokens=p.context_tokens,
         cut=dict(p.cut),
         escalated=p.escalated,
+        models=tuple(p.models),
+        models_failed=tuple(p.models_failed),
     )
 
 

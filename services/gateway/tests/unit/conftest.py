@@ -16,7 +16,7 @@ from engram.gateway.v1 import gateway_pb2_grpc
 from engram_core import scoring
 from engram_core.errors import Unavailable
 from engram_core.filters import matches
-from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation
+from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation, ScanPage
 from engram_core.tags import tag_prefixes
 from engram_gateway import server
 from engram_gateway.auth import Authenticator
@@ -99,6 +99,16 @@ class FakeBackend:
     async def count(self, tenant: str, timeout: float | None = None) -> int:
         await self._enter("count")
         return len(self.world.of(tenant))
+
+    async def scan(
+        self, tenant: str, cursor: str | None, limit: int, timeout: float | None = None
+    ) -> ScanPage:
+        """Pages in id order; the cursor is the last id of the page before."""
+        await self._enter("scan", (cursor, limit))
+        rest = [m for m in self.world.of(tenant) if cursor is None or m.id > cursor]
+        page = rest[:limit]
+        more = len(rest) > limit
+        return ScanPage(page, page[-1].id if more else None)
 
 
 class FakeVector(FakeBackend):

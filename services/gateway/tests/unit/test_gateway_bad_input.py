@@ -107,7 +107,12 @@ async def test_a_rejected_stream_publishes_nothing(client: Any) -> None:
 @pytest.mark.parametrize(
     ("request_", "field"),
     [
-        (gateway_pb2.RecallRequest(query=""), "query"),
+        (gateway_pb2.RecallRequest(query="", sort="popular"), "sort"),
+        (gateway_pb2.RecallRequest(query="q", sort="recency"), "sort"),
+        (gateway_pb2.RecallRequest(query="q", queries=["a"] * 9), "queries"),
+        (gateway_pb2.RecallRequest(query="q", queries=["a", " "]), "queries[1]"),
+        (gateway_pb2.RecallRequest(query="q", per_query_limit=201), "per_query_limit"),
+        (gateway_pb2.RecallRequest(query="q", per_query_limit=-1), "per_query_limit"),
         (gateway_pb2.RecallRequest(query="q", limit=101), "limit"),
         (gateway_pb2.RecallRequest(query="q", limit=-1), "limit"),
         (gateway_pb2.RecallRequest(query="q", tags=["a b"]), "tags[0]"),

@@ -9,7 +9,12 @@ from engram_core.model import Hit, Memory, Relation
 from engram_core.scoring import DEFAULT_RRF_K, Candidate, StreamScore
 
 # Backend name (what `streams`/`degraded` report) → stream name scoring knows.
-STREAM_OF_BACKEND: Mapping[str, str] = {"vector": "vector", "lexical": "keyword", "graph": "graph"}
+STREAM_OF_BACKEND: Mapping[str, str] = {
+    "vector": "vector",
+    "lexical": "keyword",
+    "graph": "graph",
+    "metadata": "metadata",  # service/metadata_stream.py; no scoring component reads it
+}
 
 
 def pool_size(limit: int, max_pool: int) -> int:

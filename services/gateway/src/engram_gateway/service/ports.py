@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation
+from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation, ScanPage
 from engram_core.scoring import Candidate, Fusion, ScoredCandidate
 
 
@@ -37,6 +37,12 @@ class LexicalPort(Protocol):
     async def search(
         self, tenant: str, query: str, flt: Filter, limit: int, timeout: float | None = None
     ) -> list[Hit]: ...
+
+    async def scan(
+        self, tenant: str, cursor: str | None, limit: int, timeout: float | None = None
+    ) -> ScanPage:
+        """Trending and the metadata stream page through the tenant (service/scan.py)."""
+        ...
 
     async def get(
         self, tenant: str, ids: Sequence[str], timeout: float | None = None
@@ -83,6 +89,14 @@ class RankerPort(Protocol):
         query_tags: Sequence[str],
         timeout: float | None = None,
     ) -> list[ScoredCandidate]: ...
+
+
+class QueryDecomposer(Protocol):
+    """Splits a question into sub-queries run beside it (multi-query recall). The rule-based
+    one (service/decompose.py) is the default; a model-backed one may replace it. [] = no
+    split. The question itself always runs too, so it need not be among the answers."""
+
+    async def decompose(self, query: str) -> list[str]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +146,8 @@ class RecallResult:
     context_tokens: int = 0
     cut: Mapping[str, int] = field(default_factory=dict)  # post-ranking cuts by reason
     escalated: bool = False
+    models: tuple[str, ...] = ()  # query-side models that ran (service/models.py)
+    models_failed: tuple[str, ...] = ()  # asked for but failed or not configured
 
 
 class RecallCodec(Protocol):

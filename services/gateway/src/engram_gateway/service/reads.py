@@ -26,6 +26,15 @@ from engram_gateway.service.context import (
     with_neighbours,
 )
 from engram_gateway.service.deadline import Budget, Deadline
+from engram_gateway.service.decompose import RuleDecomposer
+from engram_gateway.service.expand import (
+    ExpandConfig,
+    ExpandOptions,
+    ExpandRequest,
+    expand,
+    merge_expanded,
+    plan_expansion,
+)
 from engram_gateway.service.lookup import Lookup
 from engram_gateway.service.merge import (
     STREAM_OF_BACKEND,
@@ -34,10 +43,23 @@ from engram_gateway.service.merge import (
     pool_size,
     with_relations,
 )
+from engram_gateway.service.metadata_stream import MetadataStream
+from engram_gateway.service.models import ModelTrace, QueryModels, hyde_text, tracing
+from engram_gateway.service.multiquery import (
+    CandidateConfig,
+    check_per_query_limit,
+    check_queries,
+    decomposed,
+    merge_answers,
+    sub_queries,
+    with_provenance,
+)
+from engram_gateway.service.pagerank import GraphRerankConfig, check_alpha, graph_rerank
 from engram_gateway.service.ports import (
     EventLog,
     GraphPort,
     LexicalPort,
+    QueryDecomposer,
     RankerPort,
     RecallResult,
     VectorPort,
@@ -50,6 +72,8 @@ from engram_gateway.service.postrank import (
 )
 from engram_gateway.service.query import dense_query, entity_keys, keywords
 from engram_gateway.service.recall_cache import RecallCache
+from engram_gateway.service.scan import scan_memories
+from engram_gateway.service.trending import TRENDING_STREAM, Sort, check_sort, is_trending, top
 from engram_gateway.service.watermark import WatermarkCache
 from engram_platform.telemetry import tracer
 
@@ -67,6 +91,7 @@ class RecallMode(Enum):
     VECTOR = "vector"
     BM25 = "bm25"
     GRAPH = "graph"
+    HYBRID_GRAPH = "hybrid_graph"  # hybrid, then the PageRank rerank (service/pagerank.py)
 
     @property
     def backends(self) -> frozenset[str]:
@@ -74,11 +99,13 @@ class RecallMode(Enum):
 
 
 _MODE_BACKENDS: dict[RecallMode, frozenset[str]] = {
-    RecallMode.HYBRID: frozenset({"vector", "lexical", "graph"}),
+    RecallMode.HYBRID: frozenset({"vector", "lexical", "graph", "metadata"}),
     RecallMode.VECTOR: frozenset({"vector"}),
     RecallMode.BM25: frozenset({"lexical"}),
     RecallMode.GRAPH: frozenset({"graph"}),
+    RecallMode.HYBRID_GRAPH: frozenset({"vector", "lexical", "graph", "metadata"}),
 }
+_HYBRID_MODES = (RecallMode.HYBRID, RecallMode.HYBRID_GRAPH)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +133,15 @@ class RecallRequest:
     token_budget: int = 0
     min_score: float = 0.0
     exclude_types: Sequence[str] = ()
+    expand: ExpandRequest = field(default_factory=ExpandRequest)  # service/expand.py
+    graph_alpha: float = 0.0  # hybrid_graph; 0: the configured default
+    hyde: bool | None = None  # None: the setting's default (service/models.py)
+    rerank: bool | None = None
+    # Candidate generation (service/multiquery.py, decompose.py, trending.py).
+    queries: Sequence[str] = ()
+    per_query_limit: int = 0  # 0: the pool
+    decompose: bool | None = None  # None: the setting's default
+    sort: str = ""  # trending only: importance (default) | recency | relevance | access_count
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +155,16 @@ class _Plan:
     state_mode: StateMode = StateMode.CURRENT
     post: PostRankOptions = field(default_factory=PostRankOptions)
     escalation_floor: float = 0.0
+    expand: ExpandOptions = field(default_factory=ExpandOptions)
+    graph_alpha: float = 0.0
+    hyde: bool = False
+    rerank: bool = False
+    hypothesis: str = ""  # HyDE's answer, set once the recall runs (not part of the key)
+    queries: tuple[str, ...] = ()  # beside `query` ("" when only these were sent)
+    per_query_limit: int = 0
+    decompose: bool = False
+    sort: Sort | None = None  # set: a trending recall
+    decomposed: tuple[str, ...] = ()  # the decomposer's sub-queries, once run (not in the key)
 
     def fingerprint(self) -> str:
         """Identifies the answer (min_sequence aside: the cache entry's watermark covers it)."""
@@ -141,6 +187,14 @@ class _Plan:
             self.state_mode.value,
             self.post,  # every post-ranking knob, request fields and settings alike
             self.escalation_floor,
+            self.expand,  # validated expansion, settings included
+            self.graph_alpha,
+            self.hyde,
+            self.rerank,
+            self.queries,
+            self.per_query_limit,
+            self.decompose,
+            self.sort.value if self.sort else "",
         )
         return repr(parts)
 
@@ -169,6 +223,11 @@ class ReadConfig:
     # Tier escalation: below this best score (weighted; RRF: share of the best possible), the
     # pool is doubled once and the recall re-run. 0: off.
     escalation_floor: float = 0.0
+    # After ranking: expansion (service/expand.py) and the hybrid_graph rerank (pagerank.py).
+    expand: ExpandConfig = field(default_factory=ExpandConfig)
+    graph_rerank: GraphRerankConfig = field(default_factory=GraphRerankConfig)
+    expand_budget: Budget = field(default_factory=lambda: Budget(fraction=0.3, cap_s=0.5))
+    candidates: CandidateConfig = field(default_factory=CandidateConfig)  # multi-query, trending
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +285,9 @@ class Reader:
         access: AccessRecorder,
         config: ReadConfig,
         clock: Callable[[], datetime],
+        models: QueryModels | None = None,
+        decomposer: QueryDecomposer | None = None,
+        metadata: MetadataStream | None = None,
     ) -> None:
         self._vector = vector
         self._lexical = lexical
@@ -238,6 +300,9 @@ class Reader:
         self._access = access
         self._config = config
         self._clock = clock
+        self._models = models or QueryModels()
+        self._decomposer = decomposer or RuleDecomposer()
+        self._metadata = metadata  # None: no metadata stream
 
     # --- Recall ---------------------------------------------------------------------
 
@@ -287,8 +352,18 @@ class Reader:
         state_mode = req.state_mode
         if state_mode is None:
             state_mode = StateMode.ALL if req.include_archived else StateMode.CURRENT
+        candidates = cfg.candidates
+        queries = check_queries(req.queries, limits, candidates.max_queries)
+        sort = check_sort(req.sort, is_trending(req.query, queries))
+        # "" / "*" beside `queries` (or alone: trending) is no text to search for.
+        bare = req.query.strip() in ("", "*")
+        decompose = candidates.decompose if req.decompose is None else req.decompose
         return _Plan(
-            query=v.check_query(req.query, "query", limits),
+            query="" if bare else v.check_query(req.query, "query", limits),
+            queries=queries,
+            per_query_limit=check_per_query_limit(req.per_query_limit, cfg.max_pool),
+            decompose=decompose and not bare,
+            sort=sort,
             limit=limit,
             flt=flt,
             fusion=req.fusion,
@@ -297,12 +372,23 @@ class Reader:
             state_mode=state_mode,
             post=post,
             escalation_floor=cfg.escalation_floor,
+            expand=plan_expansion(req.expand, cfg.expand, limits.max_limit),
+            graph_alpha=check_alpha(req.graph_alpha, cfg.graph_rerank.alpha),
+            # Trending has no text for a model to work on.
+            hyde=self._models.wants_hyde(req.hyde) and sort is None,
+            rerank=self._models.wants_rerank(req.rerank) and sort is None,
         )
 
     def _rank_limit(self, plan: _Plan) -> int:
         """How many results to ask scoring for: more than ``limit`` when post-ranking or
         state_mode may cut some, so the answer still fills ``limit``."""
         o, cfg = plan.post, self._config
+        if plan.mode is RecallMode.HYBRID_GRAPH:
+            # The rerank lifts results from below the limit, so it needs them ranked.
+            pool = min(cfg.graph_rerank.pool, cfg.max_pool, cfg.limits.max_limit)
+            return max(pool, self._rank_limit(replace(plan, mode=RecallMode.HYBRID)))
+        # The cross-encoder may lift a result from below `limit`, so it sees its whole top N.
+        least = max(plan.limit, min(self._models.rank_depth(plan.rerank), cfg.limits.max_limit))
         cuts = (
             o.min_score > 0
             or o.group_by is not None
@@ -312,10 +398,10 @@ class Reader:
             or plan.state_mode is StateMode.CURRENT
         )
         if not cuts:
-            return plan.limit
+            return least
         # The scoring service refuses a limit above max_limit (it would degrade to local RRF).
         wider = min(cfg.post.overfetch * plan.limit, cfg.max_pool, cfg.limits.max_limit)
-        return max(plan.limit, wider)
+        return max(least, wider)
 
     async def recall(self, tenant: str, req: RecallRequest, deadline: Deadline) -> RecallResult:
         started = time.perf_counter()
@@ -325,7 +411,10 @@ class Reader:
         if result is None:
             epoch = self._recall_cache.epoch(tenant)
             watermark = await self._wait(plan.min_sequence, deadline) if plan.min_sequence else 0
-            result = await self._escalating(tenant, plan, deadline)
+            if plan.sort is not None:
+                result = await self._trending(tenant, plan, deadline)
+            else:
+                result = await self._modelled(tenant, plan, deadline)
             if not result.degraded:
                 await self._recall_cache.put(tenant, key, epoch, watermark, result)
         result = replace(result, query_ms=(time.perf_counter() - started) * 1000.0)
@@ -354,8 +443,21 @@ class Reader:
             min_sequence, deadline, self._config.min_sequence_poll_s
         )
 
+    async def _modelled(self, tenant: str, plan: _Plan, deadline: Deadline) -> RecallResult:
+        """The recall with its query-side models (service/models.py), saying what they did."""
+        trace = ModelTrace()
+        with tracing(trace):
+            if plan.hyde:  # once, before any round: escalation reuses it
+                text = plan.query or " ".join(plan.queries)  # what the vector stream embeds
+                plan = replace(plan, hypothesis=await self._models.hypothesis(text, deadline))
+            result = await self._escalating(tenant, plan, deadline)
+        return trace.applied_to(result)
+
     async def _escalating(self, tenant: str, plan: _Plan, deadline: Deadline) -> RecallResult:
         """The recall, re-run once with a doubled pool when its best score is weak."""
+        if plan.decompose:  # once, before any round
+            parts = await decomposed(self._decomposer, plan.query)
+            plan = replace(plan, decomposed=tuple(parts))
         pool = pool_size(plan.limit, self._config.max_pool)
         result, saturated = await self._search(tenant, plan, deadline, pool)
         if plan.escalation_floor <= 0:
@@ -364,6 +466,7 @@ class Reader:
         if plan.fusion is scoring.Fusion.RRF:
             weights = scoring.Weights()
             streams = [STREAM_OF_BACKEND[b] for b in result.streams]
+            streams = [s for s in streams if s in scoring.RRF_WEIGHTS]  # metadata has no RRF
             scale = max_rrf_score(
                 [weights.get(scoring.RRF_WEIGHTS[s]) for s in streams], scoring.DEFAULT_RRF_K
             )
@@ -384,15 +487,11 @@ class Reader:
             return result
         return replace(second, escalated=True)
 
-    async def _search(
-        self, tenant: str, plan: _Plan, deadline: Deadline, pool: int
-    ) -> tuple[RecallResult, bool]:
-        """The recall over a ``pool`` per stream, and whether some stream filled it."""
-        cfg = self._config
-        flt, text = plan.flt, plan.query
-        rank_limit = self._rank_limit(plan)
-        wanted = plan.mode.backends
-        dense = dense_query(text) if cfg.dense_without_people else text
+    def _stream_calls(
+        self, tenant: str, plan: _Plan, text: str, dense: str, pool: int
+    ) -> dict[str, tuple[Budget, Callable[[float], Awaitable[list[Hit]]]]]:
+        """One (sub-)query's retrieval calls by backend: ``dense`` is what the vector embeds."""
+        cfg, flt, wanted = self._config, plan.flt, plan.mode.backends
         calls: dict[str, tuple[Budget, Callable[[float], Awaitable[list[Hit]]]]] = {}
         if "vector" in wanted:
             calls["vector"] = (
@@ -410,17 +509,93 @@ class Reader:
                 cfg.graph_budget,
                 lambda t: self._graph.search(tenant, ents, words, flt, pool, timeout=t),
             )
+        meta = self._metadata
+        if "metadata" in wanted and meta is not None and meta.enabled and words:
+            calls["metadata"] = (
+                cfg.lexical_budget,  # its index is rebuilt from a lexical scan
+                lambda t: meta.search(tenant, text, flt, pool, t, plan.min_sequence),
+            )
+        return calls
+
+    async def _trending(self, tenant: str, plan: _Plan, deadline: Deadline) -> RecallResult:
+        """No text: the memories passing the filters, best first by ``plan.sort`` (a scan of
+        at most ``trending_scan_max`` memories), then the state filter and post-ranking."""
+        cfg, sort = self._config, plan.sort or Sort.IMPORTANCE
+        most = cfg.candidates.trending_scan_max
+        memories, more = await _bounded(
+            "lexical",
+            deadline.cap(cfg.backend_timeout_s),
+            lambda t: scan_memories(self._lexical, tenant, most, t),
+        )
+        if more:
+            log.warning("trending for %s read only the first %d memories", tenant, most)
+        ranked = top(memories, plan.flt, sort, self._rank_limit(plan))
+        degraded: list[str] = []
+        if plan.state_mode is StateMode.CURRENT and ranked:
+            listed = ranked
+            current = await self._try(
+                "state",
+                self._budget_or_zero(deadline, cfg.relations_budget),
+                lambda t: self._current(tenant, listed, True, t),
+            )
+            if current is None:
+                degraded.append("state")
+                now = self._clock()
+                ranked = [s for s in ranked if validity(s.memory, now) is None]
+            else:
+                ranked = current
+        post = postrank(ranked, plan.post)
+        return RecallResult(
+            results=tuple(post.results),
+            streams=(TRENDING_STREAM,),
+            degraded=tuple(degraded),
+            context=post.context,
+            context_tokens=post.tokens,
+            cut=post.cut_counts(),
+        )
+
+    async def _search(
+        self, tenant: str, plan: _Plan, deadline: Deadline, pool: int
+    ) -> tuple[RecallResult, bool]:
+        """The recall over a ``pool`` per stream, and whether some stream filled it."""
+        cfg = self._config
+        # Scoring and the context step read one text: `query`, else the `queries` together.
+        flt, text = plan.flt, plan.query or " ".join(plan.queries)
+        rank_limit = self._rank_limit(plan)
+        wanted = plan.mode.backends
+        dense = dense_query(text) if cfg.dense_without_people else text
+        dense = hyde_text(dense, plan.hypothesis)  # the lexical and graph streams keep `text`
+        subs = sub_queries(
+            [*([plan.query] if plan.query else []), *plan.queries, *plan.decomposed],
+            pool,
+            plan.per_query_limit,
+            cfg.candidates.max_queries,
+        )
+        calls: dict[tuple[int, str], tuple[Budget, Callable[[float], Awaitable[list[Hit]]]]] = {}
+        for i, sub in enumerate(subs):
+            own = dense if sub.text == text else sub.text
+            if sub.text != text and cfg.dense_without_people:
+                own = dense_query(sub.text)
+            for name, call in self._stream_calls(tenant, plan, sub.text, own, sub.pool).items():
+                calls[(i, name)] = call
         if not calls:  # graph alone, and the query names nothing it could look up
             return RecallResult(results=(), streams=(), degraded=()), False
-        budgets = {name: deadline.budget(b) for name, (b, _) in calls.items()}
+        budgets = {key: deadline.budget(b) for key, (b, _) in calls.items()}
         outcomes = await asyncio.gather(
-            *(self._try(name, budgets[name], call) for name, (_, call) in calls.items())
+            *(self._try(key[1], budgets[key], call) for key, (_, call) in calls.items())
         )
-        answers = {n: hits for n, hits in zip(calls, outcomes, strict=True) if hits is not None}
-        degraded = [name for name in calls if name not in answers]
-        if not answers:
+        per_query: list[dict[str, list[Hit]]] = [{} for _ in subs]
+        for (i, name), hits in zip(calls, outcomes, strict=True):
+            if hits is not None:
+                per_query[i][name] = hits
+        # A stream that failed for any sub-query degrades the answer (and keeps it uncached).
+        degraded = list(dict.fromkeys(n for i, n in calls if n not in per_query[i]))
+        if not any(per_query):
             raise Unavailable(f"no retrieval stream answered ({', '.join(degraded)})")
-        saturated = any(len(hits) >= pool for hits in answers.values())
+        saturated = any(
+            len(hits) >= subs[i].pool for i, got in enumerate(per_query) for hits in got.values()
+        )
+        answers, found_by = merge_answers(per_query)
 
         fetched: dict[str, Memory] = {}
         missing = missing_memories(answers)
@@ -456,7 +631,7 @@ class Reader:
                 candidates = with_relations(candidates, relations)
 
         # Neighbours come from the vector store, so a baseline mode without it goes without.
-        if cfg.context.seeds and plan.mode is RecallMode.HYBRID and "vector" in answers:
+        if cfg.context.seeds and plan.mode in _HYBRID_MODES and "vector" in answers:
             widened = await self._try(
                 "context",
                 self._budget_or_zero(deadline, cfg.context_budget),
@@ -484,6 +659,17 @@ class Reader:
                     fusion=scoring.Fusion.RRF, limit=rank_limit, weights=_PLAIN_RRF_WEIGHTS
                 ),
             )
+        if plan.mode is RecallMode.HYBRID_GRAPH and len(ranked) > 1:
+            fused = ranked
+            reranked = await self._try(
+                "graph_rerank",
+                self._budget_or_zero(deadline, cfg.expand_budget),
+                lambda t: self._graph_rerank(tenant, fused, plan.graph_alpha, t),
+            )
+            if reranked is None:
+                degraded.append("graph_rerank")
+            else:
+                ranked = reranked
         if plan.state_mode is StateMode.CURRENT:
             scored = ranked
             # Supersession needs the graph's edges; a mode without the graph (a single-stream
@@ -501,6 +687,20 @@ class Reader:
                 ranked = [s for s in ranked if validity(s.memory, now) is None]
             else:
                 ranked = current
+        if plan.rerank:
+            ranked = await self._models.rerank(text, ranked, deadline)
+        if plan.expand.on and ranked:
+            seeds = ranked
+            grown = await self._try(
+                "expand",
+                self._budget_or_zero(deadline, cfg.expand_budget),
+                lambda t: self._expanded(tenant, seeds, plan, t),
+            )
+            if grown is None:
+                degraded.append("expand")
+            else:
+                ranked = grown
+        ranked = with_provenance(ranked, found_by)
         post = postrank(ranked, plan.post)
         result = RecallResult(
             results=tuple(post.results),
@@ -511,6 +711,34 @@ class Reader:
             cut=post.cut_counts(),
         )
         return result, saturated
+
+    async def _graph_rerank(
+        self, tenant: str, ranked: list[ScoredCandidate], alpha: float, timeout: float
+    ) -> list[ScoredCandidate]:
+        ids = [s.memory.id for s in ranked]
+        relations = await self._graph.relations(tenant, ids, timeout=timeout)
+        return graph_rerank(ranked, relations, replace(self._config.graph_rerank, alpha=alpha))
+
+    async def _expanded(
+        self, tenant: str, ranked: list[ScoredCandidate], plan: _Plan, timeout: float
+    ) -> list[ScoredCandidate]:
+        """``ranked`` with the expanded memories merged in by score; those not current are
+        dropped (or replaced by their heads) like the ranked ones were."""
+        found: list[ScoredCandidate] = list(
+            await expand(
+                self._graph,
+                self._lookup,
+                tenant,
+                ranked,
+                plan.flt,
+                plan.expand,
+                plan.limit,
+                timeout,
+            )
+        )
+        if found and plan.state_mode is StateMode.CURRENT:
+            found = await self._current(tenant, found, True, timeout)
+        return merge_expanded(ranked, found)
 
     async def _current(
         self, tenant: str, ranked: Sequence[ScoredCandidate], graph: bool, timeout: float

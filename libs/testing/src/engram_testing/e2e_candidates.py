@@ -1,0 +1,174 @@
+"""End to end through the public API: candidate generation (issue #4) — several queries in
+one recall, decomposition, trending for an empty query, the metadata stream.
+
+Mix `CandidateGenerationEndToEnd` into a ``Test*`` class next to a conftest that provides
+``stack`` (as for `GatewayEndToEnd`). Each test stores a small handmade corpus under its own
+tag and scopes its recalls to it, so the tests share a tenant without seeing each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import struct_pb2, timestamp_pb2
+
+from engram.common.v1 import common_pb2
+from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from engram_platform.devstack import DevStack
+from engram_testing.e2e import AUTH, Stub
+
+FILLER = [
+    "The team lunch moved to the rooftop terrace",
+    "Quarterly planning starts with a review of the roadmap",
+    "The printer on the third floor is out of toner again",
+    "Someone left an umbrella in the meeting room",
+    "The coffee machine was descaled on Monday",
+    "A new hire joins the support team next week",
+]
+
+
+def _ts(day: int) -> timestamp_pb2.Timestamp:
+    ts = timestamp_pb2.Timestamp()
+    ts.FromDatetime(datetime(2025, 3, day, 12, tzinfo=UTC))
+    return ts
+
+
+async def _store(
+    gateway: Stub, tag: str, items: Sequence[common_pb2.MemoryInput]
+) -> tuple[list[str], int]:
+    memories = [*items, *(common_pb2.MemoryInput(content=f, tags=[tag]) for f in FILLER)]
+    reply = await gateway.StoreBatch(
+        gateway_pb2.StoreBatchRequest(memories=memories), metadata=AUTH
+    )
+    return list(reply.ids)[: len(items)], reply.sequence
+
+
+async def _recall(gateway: Stub, **kw: Any) -> gateway_pb2.RecallResponse:
+    reply: gateway_pb2.RecallResponse = await gateway.Recall(
+        gateway_pb2.RecallRequest(**kw), metadata=AUTH, timeout=30
+    )
+    return reply
+
+
+class CandidateGenerationEndToEnd:
+    @pytest.fixture
+    async def gateway(self, stack: DevStack) -> AsyncIterator[Stub]:
+        async with grpc.aio.insecure_channel(stack.gateway_address) as channel:
+            yield gateway_pb2_grpc.MemoryServiceStub(channel)
+
+    async def test_queries_find_what_each_asks_for(self, gateway: Stub) -> None:
+        tag = "suite:multiquery"
+        (ledger, kiln), seq = await _store(
+            gateway,
+            tag,
+            [
+                common_pb2.MemoryInput(
+                    content="Priya migrated the billing ledger to Postgres", tags=[tag]
+                ),
+                common_pb2.MemoryInput(content="The pottery kiln reaches 1200 degrees", tags=[tag]),
+            ],
+        )
+        reply = await _recall(
+            gateway,
+            query="billing ledger database",
+            queries=["pottery kiln temperature"],
+            limit=3,
+            tags=[tag],
+            min_sequence=seq,
+        )
+        ranked = [r.memory.id for r in reply.results]
+        assert ledger in ranked[:2]
+        assert kiln in ranked[:2]
+        found = {
+            r.memory.id: {k for k in r.streams if k.startswith("query:")} for r in reply.results
+        }
+        assert "query:0" in found[ledger]
+        assert "query:1" in found[kiln]
+        assert not reply.degraded
+
+    async def test_decompose_splits_coordinated_names(self, gateway: Stub) -> None:
+        tag = "suite:decompose"
+        (jon, gina), seq = await _store(
+            gateway,
+            tag,
+            [
+                common_pb2.MemoryInput(
+                    content="Jon won the regional salsa competition", tags=[tag]
+                ),
+                common_pb2.MemoryInput(
+                    content="Gina entered a tango competition in Buenos Aires", tags=[tag]
+                ),
+            ],
+        )
+        reply = await _recall(
+            gateway,
+            query="Did Jon and Gina both enter dance competitions?",
+            decompose=True,
+            limit=3,
+            tags=[tag],
+            min_sequence=seq,
+        )
+        ranked = [r.memory.id for r in reply.results]
+        assert {jon, gina} <= set(ranked[:2])
+        streams = {k for r in reply.results for k in r.streams}
+        assert {"query:1", "query:2"} <= streams  # the two sub-queries ran
+
+    async def test_an_empty_query_is_trending(self, gateway: Stub) -> None:
+        tag = "suite:trending"
+        (low, high, mid), seq = await _store(
+            gateway,
+            tag,
+            [
+                common_pb2.MemoryInput(
+                    content="minor note", tags=[tag], importance=0.2, timestamp=_ts(3)
+                ),
+                common_pb2.MemoryInput(
+                    content="key decision", tags=[tag], importance=0.95, timestamp=_ts(1)
+                ),
+                common_pb2.MemoryInput(
+                    content="useful fact", tags=[tag], importance=0.7, timestamp=_ts(2)
+                ),
+            ],
+        )
+        by_importance = await _recall(gateway, query="", limit=20, tags=[tag], min_sequence=seq)
+        ranked = [r.memory.id for r in by_importance.results]
+        # The filler has the default importance 0.5: between mid (0.7) and low (0.2).
+        assert len(ranked) == 3 + len(FILLER)
+        assert ranked[:2] == [high, mid]
+        assert ranked[-1] == low
+        assert list(by_importance.streams) == ["trending"]
+        by_recency = await _recall(
+            gateway, query="*", sort="recency", limit=20, tags=[tag], min_sequence=seq
+        )
+        order = [r.memory.id for r in by_recency.results]
+        # The filler carries the store's clock (now), so it comes first.
+        assert order[-3:] == [low, mid, high]
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await _recall(gateway, query="", sort="popular", tags=[tag])
+        assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+    async def test_metadata_fields_find_what_the_text_does_not_say(self, gateway: Stub) -> None:
+        tag = "suite:metadata"
+        meta = struct_pb2.Struct()
+        meta.update({"project": "zephyrine"})
+        (launch,), seq = await _store(
+            gateway,
+            tag,
+            [
+                common_pb2.MemoryInput(
+                    content="The launch slipped to Friday", tags=[tag], metadata=meta
+                )
+            ],
+        )
+        reply = await _recall(
+            gateway, query="zephyrine status", limit=3, tags=[tag], min_sequence=seq
+        )
+        assert reply.results
+        assert reply.results[0].memory.id == launch
+        assert "metadata" in reply.results[0].streams
+        assert reply.results[0].components["metadata"] > 0
+        assert "metadata" in reply.streams

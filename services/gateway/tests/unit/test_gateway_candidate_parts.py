@@ -1,0 +1,261 @@
+"""Candidate generation's pure parts: the rule-based decomposer, multi-query merging,
+trending's order and the metadata-field index."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from engram_core import validation as v
+from engram_core.errors import InvalidArgument
+from engram_core.model import Filter, Hit, Memory, ScanPage
+from engram_core.scoring import ScoredCandidate, StreamScore
+from engram_gateway.service.decompose import RuleDecomposer, decompose
+from engram_gateway.service.metadata_stream import MetadataConfig, MetadataStream, field_words
+from engram_gateway.service.multiquery import (
+    check_per_query_limit,
+    check_queries,
+    merge_answers,
+    sub_queries,
+    with_provenance,
+)
+from engram_gateway.service.trending import Sort, check_sort, is_trending, top
+
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def _m(id_: str, content: str = "x", **kw: Any) -> Memory:
+    return Memory(id=id_, tenant="t", content=content, **kw)
+
+
+# --- decomposition -------------------------------------------------------------------------
+
+
+def test_coordinated_names_give_one_question_each() -> None:
+    assert decompose("Did Jon and Gina both participate in dance competitions?") == [
+        "Did Jon participate in dance competitions?",
+        "Did Gina participate in dance competitions?",
+    ]
+
+
+def test_a_list_of_three_names_and_a_possessive() -> None:
+    parts = decompose("What do Anna, Boris and Chiara's gardens grow?")
+    assert parts == [
+        "What do Anna's gardens grow?",
+        "What do Boris's gardens grow?",
+        "What do Chiara's gardens grow?",
+    ]
+
+
+def test_a_comparison_gives_name_and_topic() -> None:
+    assert decompose("Which is faster, Postgres or MySQL?") == ["Postgres faster", "MySQL faster"]
+    assert decompose("Redis vs Memcached for caching") == ["Redis caching", "Memcached caching"]
+
+
+def test_an_exception_splits_and_keeps_the_person() -> None:
+    parts = decompose("What worries Andrew besides not being able to hike often?")
+    assert parts == ["What worries Andrew", "Andrew not being able to hike often"]
+
+
+def test_separate_questions_and_clauses_split() -> None:
+    assert decompose("Where did Sarah go last week? What did Tom buy there?") == [
+        "Where did Sarah go last week",
+        "What did Tom buy there?",
+    ]
+    assert decompose("When did Melanie paint a sunrise and what did Caroline research?") == [
+        "When did Melanie paint a sunrise",
+        "what did Caroline research?",
+    ]
+
+
+def test_two_people_without_a_coordination_stay_one_question() -> None:
+    # The answer is one memory between the two; halves would bring each one's other turns.
+    assert decompose("What did Caroline tell Melanie about the adoption agency?") == []
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["What items does John collect?", "deploy pipeline failures", "Who is Anthony?", ""],
+)
+def test_a_simple_question_is_not_split(question: str) -> None:
+    assert decompose(question) == []
+
+
+async def test_the_decomposer_caps_its_parts() -> None:
+    question = "Did Anna, Boris, Chiara, Dmitri and Emil go hiking?"
+    assert len(await RuleDecomposer(max_parts=2).decompose(question)) == 2
+    assert len(await RuleDecomposer().decompose(question)) == 4
+
+
+# --- multi-query ---------------------------------------------------------------------------
+
+
+def test_queries_and_per_query_limit_are_validated_naming_the_field() -> None:
+    limits = v.Limits(max_query_bytes=10)
+    assert check_queries(["a", "b"], limits) == ("a", "b")
+    with pytest.raises(InvalidArgument) as e:
+        check_queries(["a", ""], limits)
+    assert e.value.field == "queries[1]"
+    with pytest.raises(InvalidArgument) as e:
+        check_queries(["a", "x" * 11], limits)
+    assert e.value.field == "queries[1]"
+    with pytest.raises(InvalidArgument) as e:
+        check_queries(["a"] * 3, limits, max_queries=2)
+    assert e.value.field == "queries"
+    assert check_per_query_limit(0, 200) == 0
+    assert check_per_query_limit(200, 200) == 200
+    for bad in (-1, 201):
+        with pytest.raises(InvalidArgument) as e:
+            check_per_query_limit(bad, 200)
+        assert e.value.field == "per_query_limit"
+
+
+def test_sub_queries_are_distinct_capped_and_take_the_limit() -> None:
+    subs = sub_queries(["Tea time", "tea  TIME", "coffee", "milk"], 40, 0, 2)
+    assert [(s.text, s.pool) for s in subs] == [("Tea time", 40), ("coffee", 40)]
+    assert [s.pool for s in sub_queries(["a", "b"], 40, 7, 8)] == [7, 7]
+
+
+def test_one_query_is_merged_as_is() -> None:
+    hits = {"lexical": [Hit("a", 12.0), Hit("b", 3.0)]}
+    merged, found = merge_answers([hits])
+    assert merged == hits
+    assert found == {}
+
+
+def test_many_queries_merge_by_id_keeping_the_best_scaled_score() -> None:
+    ma, mb = _m("a"), _m("b")
+    first = {"lexical": [Hit("a", 20.0, ma), Hit("b", 5.0, mb)], "vector": [Hit("a", 0.4)]}
+    # The second query is short: its BM25 is lower, but b is its best hit.
+    second = {"lexical": [Hit("b", 2.0), Hit("c", 1.0)], "vector": [Hit("b", 0.7)]}
+    merged, found = merge_answers([first, second])
+    lexical = {h.id: h for h in merged["lexical"]}
+    assert [h.id for h in merged["lexical"]] == ["a", "b", "c"]
+    assert lexical["a"].score == 1.0
+    assert lexical["b"].score == 1.0  # 2/2 in the second beats 5/20 in the first
+    assert lexical["b"].memory is mb  # the memory comes along from the first query
+    assert lexical["c"].score == 0.5
+    # Cosines are comparable across queries: kept as they are.
+    assert {h.id: h.score for h in merged["vector"]} == {"a": 0.4, "b": 0.7}
+    assert set(found["a"]) == {0}
+    assert set(found["b"]) == {0, 1}
+    assert set(found["c"]) == {1}
+    assert found["b"][1].rank == 1  # b is the second query's best
+
+
+def test_provenance_is_added_after_ranking() -> None:
+    s = ScoredCandidate(_m("b"), 0.5, {}, {"keyword": StreamScore(1.0, 1)})
+    out = with_provenance([s], {"b": {0: StreamScore(0.02, 3), 1: StreamScore(0.03, 1)}})
+    assert set(out[0].streams) == {"keyword", "query:0", "query:1"}
+    assert out[0].streams["query:1"] == StreamScore(0.03, 1)
+    assert with_provenance([s], {}) == [s]
+
+
+# --- trending ------------------------------------------------------------------------------
+
+
+def test_trending_is_an_empty_or_star_query_without_queries() -> None:
+    assert is_trending("", [])
+    assert is_trending(" * ", [""])
+    assert not is_trending("*", ["tea"])
+    assert not is_trending("tea", [])
+
+
+def test_sort_is_checked_naming_the_field() -> None:
+    assert check_sort("", True) is Sort.IMPORTANCE
+    assert check_sort("Recency", True) is Sort.RECENCY
+    assert check_sort("", False) is None
+    for value, trending in (("popular", True), ("recency", False)):
+        with pytest.raises(InvalidArgument) as e:
+            check_sort(value, trending)
+        assert e.value.field == "sort"
+
+
+def test_top_orders_by_each_sort_and_filters() -> None:
+    ms = [
+        _m("a", importance=0.9, timestamp=T0, access_count=1, relevance_score=0.2),
+        _m("b", importance=0.5, timestamp=T0 + timedelta(days=2), access_count=9),
+        _m("c", importance=0.7, timestamp=T0 + timedelta(days=1), relevance_score=0.8),
+        _m("d", importance=1.0, timestamp=T0, archived=True),
+        _m("e", importance=0.95, timestamp=T0, tags=("secret",), tag_prefixes=("secret",)),
+    ]
+    flt = Filter(exclude_tags=("secret",))
+    assert [s.memory.id for s in top(ms, flt, Sort.IMPORTANCE, 10)] == ["a", "c", "b"]
+    recent = top(ms, flt, Sort.RECENCY, 10)
+    assert [s.memory.id for s in recent] == ["b", "c", "a"]
+    assert [s.score for s in recent] == [1.0, 0.5, 0.0]
+    assert [s.memory.id for s in top(ms, flt, Sort.ACCESS_COUNT, 2)] == ["b", "a"]
+    assert [s.memory.id for s in top(ms, flt, Sort.RELEVANCE, 1)] == ["c"]
+    assert top(ms, flt, Sort.IMPORTANCE, 1)[0].components == {"importance": 0.9}
+
+
+# --- metadata stream ----------------------------------------------------------------------
+
+
+class _Scan:
+    def __init__(self, memories: list[Memory]) -> None:
+        self.memories = memories
+        self.calls = 0
+
+    async def scan(
+        self, tenant: str, cursor: str | None, limit: int, timeout: float | None = None
+    ) -> ScanPage:
+        self.calls += 1
+        start = int(cursor or 0)
+        page = self.memories[start : start + limit]
+        more = start + limit < len(self.memories)
+        return ScanPage(page, str(start + limit) if more else None)
+
+
+def test_field_words_reads_strings_lists_and_numbers_of_whitelisted_fields() -> None:
+    m = _m("a", metadata={"topic": ["Billing", "ledger"], "project": 42, "owner": "apollo"})
+    assert field_words(m, ("topic", "project", "source")) == {
+        "topic": frozenset({"billing", "ledger"})
+    }
+
+
+async def test_metadata_stream_finds_whitelisted_fields_only() -> None:
+    scan = _Scan(
+        [
+            _m("a", metadata={"project": "Apollo"}),
+            _m("b", metadata={"owner": "apollo"}),  # not whitelisted
+            _m("c", metadata={"topic": "apollo launch window"}),
+            _m("d", metadata={"project": "apollo"}, tags=("old",), tag_prefixes=("old",)),
+        ]
+    )
+    stream = MetadataStream(scan, MetadataConfig(fields=("topic", "project")), lambda _t: 0)
+    hits = await stream.search("t", "apollo status?", Filter(exclude_tags=("old",)), 10, 1.0)
+    assert [(h.id, round(h.score, 2)) for h in hits] == [("a", 1.0), ("c", 0.33)]
+    assert hits[0].memory is not None
+    assert await stream.search("t", "the what", Filter(), 10, 1.0) == []  # stopwords only
+
+
+async def test_metadata_index_is_reused_then_rebuilt_on_write_ttl_or_sequence() -> None:
+    scan = _Scan([_m(f"{i:03d}", metadata={"topic": f"topic{i}"}) for i in range(5)])
+    epoch, now = [0], [0.0]
+    stream = MetadataStream(
+        scan,
+        MetadataConfig(fields=("topic",), ttl_s=10.0),
+        lambda _t: epoch[0],
+        clock=lambda: now[0],
+    )
+    assert [h.id for h in await stream.search("t", "topic3", Filter(), 5, 1.0)] == ["003"]
+    builds = scan.calls
+    await stream.search("t", "topic4", Filter(), 5, 1.0)
+    assert scan.calls == builds  # one index serves both
+    epoch[0] = 1  # a write through this gateway
+    await stream.search("t", "topic4", Filter(), 5, 1.0)
+    assert scan.calls == 2 * builds
+    now[0] = 11.0  # past the TTL
+    await stream.search("t", "topic4", Filter(), 5, 1.0)
+    assert scan.calls == 3 * builds
+    await stream.search("t", "topic4", Filter(), 5, 1.0, min_sequence=7)  # newer than it
+    assert scan.calls == 4 * builds
+
+
+async def test_metadata_index_reads_at_most_scan_max() -> None:
+    scan = _Scan([_m(f"{i:03d}", metadata={"topic": "tea"}) for i in range(30)])
+    stream = MetadataStream(scan, MetadataConfig(fields=("topic",), scan_max=12), lambda _t: 0)
+    assert len(await stream.search("t", "tea", Filter(), 100, 1.0)) == 12
