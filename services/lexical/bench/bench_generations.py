@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import tempfile
-import time
 import uuid
-from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 from opensearchpy import AsyncOpenSearch
 
@@ -28,6 +25,7 @@ from engram_core.model import Memory
 from engram_lexical.adapters import opensearch_schema as schema
 from engram_lexical.bootstrap import build_generations
 from engram_lexical.config import OpenSearchSettings, Settings
+from engram_testing.generation_bench import bench_generations
 
 TENANT = "bench"
 WORDS = ["alpha", "beta", "gamma", "delta", "orchard", "apple", "river", "stone", "cloud", "light"]
@@ -45,31 +43,10 @@ def _memories(n: int, seed: int) -> list[Memory]:
     ]
 
 
-async def _timed(label: str, step: Callable[[int], Awaitable[Any]], repeat: int) -> None:
-    took = []
-    for k in range(repeat):
-        start = time.perf_counter()
-        await step(k)
-        took.append((time.perf_counter() - start) * 1000)
-    print(f"{label:<28} p50 {statistics.median(took):8.1f} ms   max {max(took):8.1f} ms")
-
-
 async def run(settings: Settings, memories: int, repeat: int) -> None:
-    store: Any = build_generations(settings)
-    for seed, index in enumerate([await store.index(), None]):
-        if index is None:
-            index = await store.index((await store.create_generation("")).name)
-        batch = _memories(memories, seed)
-        for start in range(0, memories, 500):
-            await index.upsert(TENANT, batch[start : start + 500])
-    names = [g.name for g in await store.list_generations()]
-    print(f"{settings.backend}: generations {names}, {memories} memories each")
-    await _timed("create (empty)", lambda k: store.create_generation(""), repeat)
-    await _timed("swap", lambda k: store.swap_generation(names[(k + 1) % 2]), repeat)
-    await _timed("list (counts all)", lambda k: store.list_generations(), repeat)
-    extra = [g.name for g in await store.list_generations() if g.name not in names]
-    await _timed("drop (empty)", lambda k: store.drop_generation(extra[k]), repeat)
-    await store.close()
+    label = f"{settings.backend}, {memories} memories each"
+    fill = partial(_memories, memories)
+    await bench_generations(build_generations(settings), TENANT, fill, label, repeat)
 
 
 def main() -> None:

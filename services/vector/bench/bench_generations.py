@@ -14,17 +14,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import statistics
 import tempfile
-import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from qdrant_client import AsyncQdrantClient
 
 from engram_core.model import Memory
+from engram_testing.generation_bench import bench_generations
 from engram_vector import bootstrap
 from engram_vector.adapters.qdrant_generations import QdrantGenerations
 from engram_vector.adapters.qdrant_server import QdrantOptions
@@ -52,15 +51,6 @@ def _fill_items(n: int, seed: int) -> list[tuple[Memory, list[float]]]:
     ]
 
 
-async def _timed(label: str, step: Callable[[int], Awaitable[Any]], repeat: int) -> None:
-    took = []
-    for k in range(repeat):
-        start = time.perf_counter()
-        await step(k)
-        took.append((time.perf_counter() - start) * 1000)
-    print(f"{label:<28} p50 {statistics.median(took):8.1f} ms   max {max(took):8.1f} ms")
-
-
 async def run(backend: str, points: int, repeat: int, root: Path) -> None:
     if backend == "edge":
         settings = Settings(data_dir=root, dimension=DIM, edge=EdgeSettings(optimize=False))
@@ -70,20 +60,8 @@ async def run(backend: str, points: int, repeat: int, root: Path) -> None:
         store = await QdrantGenerations.open(
             client, QdrantOptions(dimension=DIM), {MODEL: DIM}, MODEL
         )
-    for seed, index in enumerate([await store.index(), None]):
-        if index is None:
-            index = await store.index((await store.create_generation("")).name)
-        items = _fill_items(points, seed)
-        for start in range(0, points, 500):
-            await index.upsert(TENANT, items[start : start + 500])
-    names = [g.name for g in await store.list_generations()]
-    print(f"{backend}: generations {names}, {points} points each")
-    await _timed("create (empty)", lambda k: store.create_generation(""), repeat)
-    await _timed("swap", lambda k: store.swap_generation(names[(k + 1) % 2]), repeat)
-    await _timed("list (counts all)", lambda k: store.list_generations(), repeat)
-    extra = [g.name for g in await store.list_generations() if g.name not in names]
-    await _timed("drop (empty)", lambda k: store.drop_generation(extra[k]), repeat)
-    await store.close()
+    fill = partial(_fill_items, points)
+    await bench_generations(store, TENANT, fill, f"{backend}, {points} points each", repeat)
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from engram.gateway.v1 import admin_pb2
 from engram_core.errors import InvalidArgument
@@ -30,6 +31,7 @@ _MODE_OF: dict[str, admin_pb2.ConsolidationMode.ValueType] = {
     for mode, names in _MODES.items()
     if len(names) == 1
 }
+_RunT = TypeVar("_RunT", admin_pb2.PassRun, admin_pb2.StoreRun)
 _STATES = {
     RunState.NEVER: admin_pb2.PASS_STATE_UNSPECIFIED,
     RunState.PENDING: admin_pb2.PASS_STATE_PENDING,
@@ -48,29 +50,36 @@ def passes_from_mode(value: int) -> tuple[str, ...]:
     return passes
 
 
-def pass_run_to_proto(run: PassRun) -> admin_pb2.PassRun:
-    msg = admin_pb2.PassRun(
-        mode=_MODE_OF[run.pass_name],
-        run_id=run.run_id,
-        state=_STATES[run.state],
-        dry_run=run.dry_run,
-        trigger=run.trigger,
-        duration_s=run.duration_s,
-        phase=run.phase,
-        done=run.done,
-        total=run.total,
-        changes=[
+def _run_fields(run: PassRun) -> dict[str, Any]:
+    """The fields PassRun and StoreRun share (both report one run of a pass)."""
+    return {
+        "run_id": run.run_id,
+        "state": _STATES[run.state],
+        "dry_run": run.dry_run,
+        "trigger": run.trigger,
+        "duration_s": run.duration_s,
+        "phase": run.phase,
+        "done": run.done,
+        "total": run.total,
+        "changes": [
             admin_pb2.ConsolidationChange(kind=c.kind, count=c.count, sample_ids=list(c.sample))
             for c in run.changes
         ],
-        error=run.error,
-        resumes=run.resumes,
-    )
+        "error": run.error,
+        "resumes": run.resumes,
+    }
+
+
+def _with_times(msg: _RunT, run: PassRun) -> _RunT:
     if run.started_at is not None:
         msg.started_at.CopyFrom(ts_to_proto(run.started_at))
     if run.finished_at is not None:
         msg.finished_at.CopyFrom(ts_to_proto(run.finished_at))
     return msg
+
+
+def pass_run_to_proto(run: PassRun) -> admin_pb2.PassRun:
+    return _with_times(admin_pb2.PassRun(mode=_MODE_OF[run.pass_name], **_run_fields(run)), run)
 
 
 def consolidation_to_proto(out: Consolidation) -> admin_pb2.ConsolidateResponse:
@@ -134,32 +143,15 @@ def _store_of_pass(name: str) -> admin_pb2.Store.ValueType:
 
 
 def store_run_to_proto(run: PassRun) -> admin_pb2.StoreRun:
+    params = _params(run.params)
     msg = admin_pb2.StoreRun(
         store=_store_of_pass(run.pass_name),
-        run_id=run.run_id,
-        state=_STATES[run.state],
-        dry_run=run.dry_run,
-        trigger=run.trigger,
-        duration_s=run.duration_s,
-        phase=run.phase,
-        done=run.done,
-        total=run.total,
-        changes=[
-            admin_pb2.ConsolidationChange(kind=c.kind, count=c.count, sample_ids=list(c.sample))
-            for c in run.changes
-        ],
-        error=run.error,
-        resumes=run.resumes,
+        generation=str(params.get("generation", "")),
+        previous_generation=str(params.get("previous", "")),
+        embedding_model=str(params.get("embedding_model", "")),
+        **_run_fields(run),
     )
-    params = _params(run.params)
-    msg.generation = str(params.get("generation", ""))
-    msg.previous_generation = str(params.get("previous", ""))
-    msg.embedding_model = str(params.get("embedding_model", ""))
-    if run.started_at is not None:
-        msg.started_at.CopyFrom(ts_to_proto(run.started_at))
-    if run.finished_at is not None:
-        msg.finished_at.CopyFrom(ts_to_proto(run.finished_at))
-    return msg
+    return _with_times(msg, run)
 
 
 def _params(text: str) -> dict[str, object]:

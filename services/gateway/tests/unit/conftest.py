@@ -22,8 +22,8 @@ from engram_gateway import server
 from engram_gateway.auth import Authenticator
 from engram_gateway.bootstrap import Backends, build_gateway
 from engram_gateway.config import Settings
-from engram_gateway.service import Gateway
-from engram_gateway.service.ports import Ack, Envelope
+from engram_gateway.service import Deadline, Gateway, RecallRequest
+from engram_gateway.service.ports import Ack, Envelope, RecallResult
 from engram_platform.cache import MemoryCache
 from engram_platform.errors import FIELD_KEY
 
@@ -308,6 +308,13 @@ class Harness:
     tenant: str = TENANT
     memory = staticmethod(memory)
     settings_with = staticmethod(lambda **kw: make_settings(**kw))
+
+    async def recall(self, query: str, **kw: Any) -> RecallResult:
+        """A recall through the gateway's reader, as this harness's tenant, within 5 s."""
+        result: RecallResult = await self.gateway.reader.recall(
+            self.tenant, RecallRequest(query=query, **kw), Deadline.within(5.0)
+        )
+        return result
 
 
 def make_settings(**kw: Any) -> Settings:

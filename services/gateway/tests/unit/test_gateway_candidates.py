@@ -11,7 +11,6 @@ import pytest
 
 from engram.gateway.v1 import gateway_pb2
 from engram_core.errors import InvalidArgument
-from engram_gateway.service import Deadline, RecallRequest
 from engram_gateway.service.ports import RecallResult
 
 T0 = datetime(2025, 5, 1, tzinfo=UTC)
@@ -22,10 +21,7 @@ def _id(n: int) -> str:
 
 
 async def _recall(h: Any, query: str = "tea", **kw: Any) -> RecallResult:
-    result: RecallResult = await h.gateway.reader.recall(
-        h.tenant, RecallRequest(query=query, **kw), Deadline.within(5.0)
-    )
-    return result
+    return await h.recall(query, **kw)
 
 
 def _ids(result: RecallResult) -> list[str]:

@@ -15,7 +15,7 @@ from engram_core.errors import InvalidArgument, Unavailable
 from engram_core.model import Filter, Hit, Memory, Relation
 from engram_core.scoring import ScoredCandidate
 from engram_gateway.adapters.recall_codec import ProtoRecallCodec
-from engram_gateway.service import Deadline, RecallMode, RecallRequest
+from engram_gateway.service import RecallMode
 from engram_gateway.service.expand import (
     EXPANSION_COMPONENT,
     ExpandConfig,
@@ -149,10 +149,7 @@ def test_plan_takes_defaults_for_zero() -> None:
 
 
 async def _recall(h: Any, query: str = "tea garden", **kw: Any) -> RecallResult:
-    result: RecallResult = await h.gateway.reader.recall(
-        h.tenant, RecallRequest(query=query, **kw), Deadline.within(5.0)
-    )
-    return result
+    return await h.recall(query, **kw)
 
 
 def _ids(result: RecallResult) -> list[str]:

@@ -15,7 +15,7 @@ from engram_core.model import Memory
 from engram_core.scoring import ScoredCandidate
 from engram_gateway.bootstrap import Backends, Models, build_gateway, build_models
 from engram_gateway.config import Settings
-from engram_gateway.service import Deadline, RecallRequest
+from engram_gateway.service import Deadline
 from engram_gateway.service.models import (
     ModelsConfig,
     ModelTrace,
@@ -159,10 +159,7 @@ def _wire(h: Any, config: ModelsConfig | None = None, **settings: Any) -> tuple[
 
 
 async def _recall(h: Any, query: str = "sarah tea", **kw: Any) -> RecallResult:
-    result: RecallResult = await h.gateway.reader.recall(
-        h.tenant, RecallRequest(query=query, **kw), Deadline.within(5.0)
-    )
-    return result
+    return await h.recall(query, **kw)
 
 
 async def test_settings_defaults_apply_when_the_request_is_silent(harness: Any) -> None:
@@ -224,6 +221,19 @@ async def test_cache_keys_on_the_model_flags_and_skips_failures(harness: Any) ->
     assert "rerank" in first.degraded
     await _recall(h, rerank=True)  # a degraded answer was not cached
     assert len(reranker.calls) == 2
+
+
+async def test_hyde_with_queries_alone_answers_the_first_of_them(harness: Any) -> None:
+    h = harness
+    hyde, _ = _wire(h)
+    result = await _recall(h, query="", queries=["sarah tea", "lisbon house"], hyde=True)
+    assert [q for q, _ in hyde.calls] == ["sarah tea"]  # not "", not both run together
+    assert result.models == ("hyde",)
+    dense = [arg[0] for op, arg in h.vector.calls if op == "search" and arg[1].start is None]
+    hyded = [d for d in dense if d.endswith("\nSarah had tea in Lisbon")]
+    assert len(hyded) == 1  # the first sub-query's stream embeds the answer
+    assert hyded[0].startswith("sarah tea")
+    assert any(d.startswith("lisbon") and "Sarah had" not in d for d in dense)
 
 
 async def test_hyde_runs_once_when_the_recall_escalates(harness: Any) -> None:

@@ -25,10 +25,7 @@ def _id(n: int) -> str:
 
 
 async def _recall(h: Any, query: str = "tea", **kw: Any) -> RecallResult:
-    result: RecallResult = await h.gateway.reader.recall(
-        h.tenant, RecallRequest(query=query, **kw), Deadline.within(5.0)
-    )
-    return result
+    return await h.recall(query, **kw)
 
 
 def _filters(h: Any) -> list[Filter]:

@@ -132,20 +132,19 @@ class Admin:
         self, tenant: str, passes: Sequence[str], dry_run: bool, deadline: Deadline
     ) -> Consolidation:
         wanted = tuple(p for p in PASSES if p in passes)
-        run_id = self._new_id()
-        timeout = deadline.cap(self._config.backend_timeout_s)
-        request = self._control.request(tenant, run_id, wanted, dry_run, self._clock())
-        await _within(request, timeout, "the request")
-        if not dry_run:
-            return Consolidation(run_id, wanted)
-        reports = await self._reports(tenant, run_id, wanted, deadline)
-        return Consolidation(run_id, wanted, reports)
+        return await self._run(tenant, wanted, dry_run, deadline)
 
     async def sync(
         self, tenant: str, stores: Sequence[str], dry_run: bool, deadline: Deadline
     ) -> Consolidation:
         """A sync run of each store (all three when none is named)."""
         wanted = tuple(f"{SYNC_PREFIX}{s}" for s in STORES if s in stores or not stores)
+        return await self._run(tenant, wanted, dry_run, deadline)
+
+    async def _run(
+        self, tenant: str, wanted: tuple[str, ...], dry_run: bool, deadline: Deadline
+    ) -> Consolidation:
+        """Request one run of ``wanted``; a dry run waits for its reports."""
         run_id = self._new_id()
         timeout = deadline.cap(self._config.backend_timeout_s)
         request = self._control.request(tenant, run_id, wanted, dry_run, self._clock())

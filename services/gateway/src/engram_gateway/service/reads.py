@@ -271,6 +271,12 @@ async def _bounded(name: str, timeout: float, call: Callable[[float], Awaitable[
         raise Unavailable(f"{name} did not answer within {timeout:.2f}s") from exc
 
 
+def _hyde_subject(plan: _Plan) -> str:
+    """What HyDE writes its answer to: ``query``, else the first of ``queries`` (a passage
+    answering all of them at once would match none); "" = nothing to ask about."""
+    return plan.query or next(iter(plan.queries), "")
+
+
 class Reader:
     def __init__(
         self,
@@ -447,9 +453,9 @@ class Reader:
         """The recall with its query-side models (service/models.py), saying what they did."""
         trace = ModelTrace()
         with tracing(trace):
-            if plan.hyde:  # once, before any round: escalation reuses it
-                text = plan.query or " ".join(plan.queries)  # what the vector stream embeds
-                plan = replace(plan, hypothesis=await self._models.hypothesis(text, deadline))
+            subject = _hyde_subject(plan)
+            if plan.hyde and subject:  # once, before any round: escalation reuses it
+                plan = replace(plan, hypothesis=await self._models.hypothesis(subject, deadline))
             result = await self._escalating(tenant, plan, deadline)
         return trace.applied_to(result)
 
@@ -532,18 +538,7 @@ class Reader:
         ranked = top(memories, plan.flt, sort, self._rank_limit(plan))
         degraded: list[str] = []
         if plan.state_mode is StateMode.CURRENT and ranked:
-            listed = ranked
-            current = await self._try(
-                "state",
-                self._budget_or_zero(deadline, cfg.relations_budget),
-                lambda t: self._current(tenant, listed, True, t),
-            )
-            if current is None:
-                degraded.append("state")
-                now = self._clock()
-                ranked = [s for s in ranked if validity(s.memory, now) is None]
-            else:
-                ranked = current
+            ranked = await self._current_or_valid(tenant, ranked, True, deadline, degraded)
         post = postrank(ranked, plan.post)
         return RecallResult(
             results=tuple(post.results),
@@ -572,10 +567,13 @@ class Reader:
             cfg.candidates.max_queries,
         )
         calls: dict[tuple[int, str], tuple[Budget, Callable[[float], Awaitable[list[Hit]]]]] = {}
+        subject = _hyde_subject(plan)
         for i, sub in enumerate(subs):
-            own = dense if sub.text == text else sub.text
-            if sub.text != text and cfg.dense_without_people:
-                own = dense_query(sub.text)
+            own = dense
+            if sub.text != text:
+                own = dense_query(sub.text) if cfg.dense_without_people else sub.text
+                if sub.text == subject:  # `queries` alone: HyDE answered the first of them
+                    own = hyde_text(own, plan.hypothesis)
             for name, call in self._stream_calls(tenant, plan, sub.text, own, sub.pool).items():
                 calls[(i, name)] = call
         if not calls:  # graph alone, and the query names nothing it could look up
@@ -671,22 +669,10 @@ class Reader:
             else:
                 ranked = reranked
         if plan.state_mode is StateMode.CURRENT:
-            scored = ranked
             # Supersession needs the graph's edges; a mode without the graph (a single-stream
             # baseline) checks only the memories' own fields.
             graph_ok = "graph" in wanted and "graph" not in degraded
-            current = await self._try(
-                "state",
-                self._budget_or_zero(deadline, cfg.relations_budget),
-                lambda t: self._current(tenant, scored, graph_ok, t),
-            )
-            if current is None:
-                degraded.append("state")
-                # Without the graph only the memories' own fields say what is current.
-                now = self._clock()
-                ranked = [s for s in ranked if validity(s.memory, now) is None]
-            else:
-                ranked = current
+            ranked = await self._current_or_valid(tenant, ranked, graph_ok, deadline, degraded)
         if plan.rerank:
             ranked = await self._models.rerank(text, ranked, deadline)
         if plan.expand.on and ranked:
@@ -739,6 +725,27 @@ class Reader:
         if found and plan.state_mode is StateMode.CURRENT:
             found = await self._current(tenant, found, True, timeout)
         return merge_expanded(ranked, found)
+
+    async def _current_or_valid(
+        self,
+        tenant: str,
+        ranked: Sequence[ScoredCandidate],
+        graph: bool,
+        deadline: Deadline,
+        degraded: list[str],
+    ) -> list[ScoredCandidate]:
+        """The state step (``_current``) within its budget; when it fails, "state" joins
+        ``degraded`` and only the memories' own fields say what is current."""
+        current = await self._try(
+            "state",
+            self._budget_or_zero(deadline, self._config.relations_budget),
+            lambda t: self._current(tenant, ranked, graph, t),
+        )
+        if current is not None:
+            return current
+        degraded.append("state")
+        now = self._clock()
+        return [s for s in ranked if validity(s.memory, now) is None]
 
     async def _current(
         self, tenant: str, ranked: Sequence[ScoredCandidate], graph: bool, timeout: float

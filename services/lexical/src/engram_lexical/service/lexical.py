@@ -10,16 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from engram_core.model import (
-    AccessUpdate,
-    Filter,
-    Generation,
-    Hit,
-    Memory,
-    RelevanceUpdate,
-    ScanPage,
-    UpsertResult,
-)
+from engram_core.generation_routing import GenerationRouted
+from engram_core.model import Filter, Hit, Memory, UpsertResult
 from engram_core.ports import Generations, TextIndex
 from engram_core.tags import tag_prefixes
 
@@ -44,15 +36,13 @@ class TextGenerations(Generations, Protocol):
     async def close(self) -> None: ...
 
 
-class LexicalService:
-    """BM25 search and the write side of the text index, scoped to one tenant per call."""
+class LexicalService(GenerationRouted[TextIndex]):
+    """BM25 search and the write side of the text index, scoped to one tenant per call (the
+    calls that only pick a generation's index come from `GenerationRouted`)."""
 
     def __init__(self, generations: TextGenerations, limits: Limits | None = None) -> None:
-        self._generations = generations
+        super().__init__(generations)
         self.limits = limits or Limits()
-
-    async def _index(self, generation: str) -> TextIndex:
-        return await self._generations.index(generation)
 
     async def upsert(
         self, tenant: str, memories: Sequence[Memory], generation: str = ""
@@ -65,47 +55,6 @@ class LexicalService:
         ]
         return await (await self._index(generation)).upsert(tenant, stamped)
 
-    async def delete(
-        self, tenant: str, ids: Sequence[str], version: int, generation: str = ""
-    ) -> int:
-        return await (await self._index(generation)).delete(tenant, ids, version)
-
     async def search(self, tenant: str, query: str, flt: Filter, limit: int) -> list[Hit]:
         index = await self._index("")
         return await index.search(tenant, query, flt, limit or self.limits.default_limit)
-
-    async def get(self, tenant: str, ids: Sequence[str], generation: str = "") -> list[Memory]:
-        return await (await self._index(generation)).get(tenant, ids)
-
-    async def update_access(
-        self, tenant: str, updates: Sequence[AccessUpdate], generation: str = ""
-    ) -> int:
-        return await (await self._index(generation)).update_access(tenant, updates)
-
-    async def count(self, tenant: str, generation: str = "") -> int:
-        return await (await self._index(generation)).count(tenant)
-
-    async def scan(
-        self, tenant: str, cursor: str | None, limit: int, generation: str = ""
-    ) -> ScanPage:
-        return await (await self._index(generation)).scan(tenant, cursor, limit)
-
-    async def update_relevance(
-        self, tenant: str, updates: Sequence[RelevanceUpdate], generation: str = ""
-    ) -> int:
-        return await (await self._index(generation)).update_relevance(tenant, updates)
-
-    async def create_generation(self, embedding_model: str) -> Generation:
-        return await self._generations.create_generation(embedding_model)
-
-    async def list_generations(self) -> list[Generation]:
-        return await self._generations.list_generations()
-
-    async def swap_generation(self, name: str) -> Generation:
-        return await self._generations.swap_generation(name)
-
-    async def drop_generation(self, name: str) -> None:
-        await self._generations.drop_generation(name)
-
-    async def close(self) -> None:
-        await self._generations.close()

@@ -24,17 +24,9 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from engram_core.errors import FailedPrecondition, InvalidArgument, Unavailable
+from engram_core.generation_routing import GenerationRouted
 from engram_core.generations import GenerationRecord
-from engram_core.model import (
-    AccessUpdate,
-    Filter,
-    Generation,
-    Hit,
-    Memory,
-    RelevanceUpdate,
-    ScanPage,
-    UpsertResult,
-)
+from engram_core.model import Filter, Hit, Memory, UpsertResult
 from engram_core.ports import Cache, Embedder, Generations, VectorIndex
 
 log = logging.getLogger(__name__)
@@ -65,7 +57,9 @@ class VectorGenerations(Generations, Protocol):
     async def close(self) -> None: ...
 
 
-class VectorService:
+class VectorService(GenerationRouted[VectorIndex]):
+    """The calls that only pick a generation's index come from `GenerationRouted`."""
+
     def __init__(
         self,
         generations: VectorGenerations,
@@ -74,7 +68,8 @@ class VectorService:
         *,
         query_cache_ttl_s: float = 3600.0,
     ) -> None:
-        self._generations = generations
+        super().__init__(generations)
+        self._generations = generations  # its records too (model, dimension)
         self._embedders = {e.model_name: e for e in embedders}
         self._cache = cache
         self._ttl = query_cache_ttl_s
@@ -99,9 +94,6 @@ class VectorService:
     async def dimension(self, generation: str = "") -> int:
         return (await self._generations.record(generation)).dimension
 
-    async def _index(self, generation: str) -> VectorIndex:
-        return await self._generations.index(generation)
-
     async def upsert(
         self,
         tenant: str,
@@ -124,11 +116,6 @@ class VectorService:
             for i, (memory, vector) in enumerate(items)
         ]
         return await (await self._index(generation)).upsert(tenant, checked)
-
-    async def delete(
-        self, tenant: str, ids: Sequence[str], version: int, generation: str = ""
-    ) -> int:
-        return await (await self._index(generation)).delete(tenant, ids, version)
 
     async def search(
         self,
@@ -171,48 +158,13 @@ class VectorService:
         await self._cache.set(key, packed.tobytes(), self._ttl)
         return list(packed)
 
-    async def get(self, tenant: str, ids: Sequence[str], generation: str = "") -> list[Memory]:
-        return await (await self._index(generation)).get(tenant, ids)
-
-    async def update_access(
-        self, tenant: str, updates: Sequence[AccessUpdate], generation: str = ""
-    ) -> int:
-        return await (await self._index(generation)).update_access(tenant, updates)
-
-    async def count(self, tenant: str, generation: str = "") -> int:
-        return await (await self._index(generation)).count(tenant)
-
-    async def scan(
-        self, tenant: str, cursor: str | None, limit: int, generation: str = ""
-    ) -> ScanPage:
-        return await (await self._index(generation)).scan(tenant, cursor, limit)
-
-    async def update_relevance(
-        self, tenant: str, updates: Sequence[RelevanceUpdate], generation: str = ""
-    ) -> int:
-        return await (await self._index(generation)).update_relevance(tenant, updates)
-
     async def neighbours(
         self, tenant: str, ids: Sequence[str], limit: int, min_score: float
     ) -> dict[str, list[Hit]]:
         return await (await self._index("")).neighbours(tenant, ids, limit, min_score)
 
-    # -- generations ----------------------------------------------------------------------------
-
-    async def create_generation(self, embedding_model: str) -> Generation:
-        return await self._generations.create_generation(embedding_model)
-
-    async def list_generations(self) -> list[Generation]:
-        return await self._generations.list_generations()
-
-    async def swap_generation(self, name: str) -> Generation:
-        return await self._generations.swap_generation(name)
-
-    async def drop_generation(self, name: str) -> None:
-        await self._generations.drop_generation(name)
-
     async def close(self) -> None:
-        await self._generations.close()
+        await super().close()
         await self._cache.close()
 
 
