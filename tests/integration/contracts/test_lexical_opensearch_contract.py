@@ -7,7 +7,6 @@ Each test gets its own index prefix (so its own template, index and alias), dele
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -33,21 +32,6 @@ def _options(prefix: str, **overrides: object) -> OpenSearchOptions:
         index_prefix=prefix, number_of_shards=1, number_of_replicas=0, timeout_s=10.0
     )
     return replace(base, **overrides)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def prefix() -> str:
-    return f"engram-test-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-async def admin(opensearch_url: str, prefix: str) -> AsyncIterator[AsyncOpenSearch]:
-    """A raw client for assertions and for removing the test's indices and template."""
-    client = AsyncOpenSearch(hosts=[opensearch_url], timeout=30)
-    yield client
-    await client.indices.delete(index=f"{schema.alias_name(prefix)}-v*", ignore_unavailable=True)
-    await client.indices.delete_index_template(name=schema.template_name(prefix), ignore=[404])
-    await client.close()
 
 
 Make = Callable[..., OpenSearchTextIndex]

@@ -6,7 +6,6 @@ Each test gets its own index prefix (template, indices, alias), deleted afterwar
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 
 import pytest
@@ -21,20 +20,6 @@ from engram_lexical.adapters.opensearch_index import (
 )
 from engram_testing.contracts.generations import Reopen, TextGenerationsContract
 from engram_testing.contracts.lexical import T, mem
-
-
-@pytest.fixture
-def prefix() -> str:
-    return f"engram-test-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-async def admin(opensearch_url: str, prefix: str) -> AsyncIterator[AsyncOpenSearch]:
-    client = AsyncOpenSearch(hosts=[opensearch_url], timeout=30)
-    yield client
-    await client.indices.delete(index=f"{schema.alias_name(prefix)}-v*", ignore_unavailable=True)
-    await client.indices.delete_index_template(name=schema.template_name(prefix), ignore=[404])
-    await client.close()
 
 
 def _open(url: str, prefix: str) -> OpenSearchGenerations:

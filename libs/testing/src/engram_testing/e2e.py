@@ -13,7 +13,7 @@ import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import grpc
 import pytest
@@ -56,6 +56,14 @@ async def store_corpus(gateway: Stub, tag: str) -> tuple[list[str], int]:
     )
     assert len(reply.ids) == 100
     return list(reply.ids), reply.sequence
+
+
+async def recall(gateway: Stub, **request: Any) -> gateway_pb2.RecallResponse:
+    """One Recall with the dev token; ``request`` holds the RecallRequest's fields."""
+    reply: gateway_pb2.RecallResponse = await gateway.Recall(
+        gateway_pb2.RecallRequest(**request), metadata=AUTH, timeout=30
+    )
+    return reply
 
 
 async def wait_for_watermark(gateway: Stub, sequence: int) -> gateway_pb2.StatsResponse:

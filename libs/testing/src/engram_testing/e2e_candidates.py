@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 import grpc
 import pytest
@@ -19,7 +18,7 @@ from google.protobuf import struct_pb2, timestamp_pb2
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram_platform.devstack import DevStack
-from engram_testing.e2e import AUTH, Stub
+from engram_testing.e2e import AUTH, Stub, recall
 
 FILLER = [
     "The team lunch moved to the rooftop terrace",
@@ -47,13 +46,6 @@ async def _store(
     return list(reply.ids)[: len(items)], reply.sequence
 
 
-async def _recall(gateway: Stub, **kw: Any) -> gateway_pb2.RecallResponse:
-    reply: gateway_pb2.RecallResponse = await gateway.Recall(
-        gateway_pb2.RecallRequest(**kw), metadata=AUTH, timeout=30
-    )
-    return reply
-
-
 class CandidateGenerationEndToEnd:
     @pytest.fixture
     async def gateway(self, stack: DevStack) -> AsyncIterator[Stub]:
@@ -72,7 +64,7 @@ class CandidateGenerationEndToEnd:
                 common_pb2.MemoryInput(content="The pottery kiln reaches 1200 degrees", tags=[tag]),
             ],
         )
-        reply = await _recall(
+        reply = await recall(
             gateway,
             query="billing ledger database",
             queries=["pottery kiln temperature"],
@@ -104,7 +96,7 @@ class CandidateGenerationEndToEnd:
                 ),
             ],
         )
-        reply = await _recall(
+        reply = await recall(
             gateway,
             query="Did Jon and Gina both enter dance competitions?",
             decompose=True,
@@ -134,21 +126,21 @@ class CandidateGenerationEndToEnd:
                 ),
             ],
         )
-        by_importance = await _recall(gateway, query="", limit=20, tags=[tag], min_sequence=seq)
+        by_importance = await recall(gateway, query="", limit=20, tags=[tag], min_sequence=seq)
         ranked = [r.memory.id for r in by_importance.results]
         # The filler has the default importance 0.5: between mid (0.7) and low (0.2).
         assert len(ranked) == 3 + len(FILLER)
         assert ranked[:2] == [high, mid]
         assert ranked[-1] == low
         assert list(by_importance.streams) == ["trending"]
-        by_recency = await _recall(
+        by_recency = await recall(
             gateway, query="*", sort="recency", limit=20, tags=[tag], min_sequence=seq
         )
         order = [r.memory.id for r in by_recency.results]
         # The filler carries the store's clock (now), so it comes first.
         assert order[-3:] == [low, mid, high]
         with pytest.raises(grpc.aio.AioRpcError) as exc:
-            await _recall(gateway, query="", sort="popular", tags=[tag])
+            await recall(gateway, query="", sort="popular", tags=[tag])
         assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
     async def test_metadata_fields_find_what_the_text_does_not_say(self, gateway: Stub) -> None:
@@ -164,7 +156,7 @@ class CandidateGenerationEndToEnd:
                 )
             ],
         )
-        reply = await _recall(
+        reply = await recall(
             gateway, query="zephyrine status", limit=3, tags=[tag], min_sequence=seq
         )
         assert reply.results

@@ -23,7 +23,7 @@ from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram_platform.devstack import DevStack
 from engram_platform.nats_server import free_port
-from engram_testing.e2e import AUTH, Stub
+from engram_testing.e2e import AUTH, Stub, recall
 
 # The fake cross-encoder's favourite word, and the fake chat model's answers.
 FAVOURITE = "zeppelin"
@@ -75,13 +75,6 @@ def _serve(models: FakeModels) -> ThreadingHTTPServer:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
-
-
-async def _recall(gateway: Stub, **kw: Any) -> gateway_pb2.RecallResponse:
-    reply: gateway_pb2.RecallResponse = await gateway.Recall(
-        gateway_pb2.RecallRequest(**kw), metadata=AUTH, timeout=30
-    )
-    return reply
 
 
 class QueryModelsEndToEnd:
@@ -153,10 +146,10 @@ class QueryModelsEndToEnd:
                 "We once watched a zeppelin drift over the lake",
             ],
         )
-        plain = await _recall(gateway, query="airship hangar tours", tags=[tag], min_sequence=seq)
+        plain = await recall(gateway, query="airship hangar tours", tags=[tag], min_sequence=seq)
         assert plain.results[0].memory.id != zeppelin
         assert list(plain.models) == []
-        reply = await _recall(
+        reply = await recall(
             gateway, query="airship hangar tours", tags=[tag], rerank=True, min_sequence=seq
         )
         assert list(reply.models) == ["rerank"]
@@ -177,7 +170,7 @@ class QueryModelsEndToEnd:
                 "Our cat knocked the plant off the windowsill again",
             ],
         )
-        reply = await _recall(
+        reply = await recall(
             gateway,
             query="when do I practise music?",
             tags=[tag],
@@ -192,7 +185,7 @@ class QueryModelsEndToEnd:
     async def test_a_failing_model_degrades_but_answers(self, gateway: Stub) -> None:
         tag = "suite:hyde-broken"
         (only,), seq = await self._store(gateway, tag, [f"Remember to {BROKEN} the tests"])
-        reply = await _recall(
+        reply = await recall(
             gateway, query=f"{BROKEN} tests", tags=[tag], hyde=True, min_sequence=seq
         )
         assert list(reply.models_failed) == ["hyde"]
@@ -212,7 +205,7 @@ class QueryModelsEndToEnd:
                 "Lunch is at noon on Fridays",
             ],
         )
-        reply = await _recall(
+        reply = await recall(
             gateway,
             query="what does she teach and where is it posted?",
             tags=[tag],

@@ -13,6 +13,7 @@ from engram_core.errors import InvalidArgument, Unavailable
 from engram_core.model import Filter, TagMatch, TagMode
 from engram_core.relations import MEMORY_EDGE_TYPES
 from engram_graph.adapters import neo4j_cypher as cypher
+from engram_graph.adapters.codec import with_versions
 from engram_graph.adapters.neo4j_store import Neo4jGraphStore, _filter, _fold
 from engram_graph.bootstrap import build_store, neo4j_auth
 from engram_graph.config import Neo4jSettings, Settings
@@ -92,14 +93,16 @@ def test_duplicate_edges_in_a_batch_fold_as_applied_in_turn() -> None:
     later = rel("a", "b", strength=0.7, minutes=5)
     system = rel("a", "b", strength=0.1, origin="system", minutes=9)
     other = rel("b", "a", strength=0.3)
-    folded = _fold([first, later, system, other], [1, 1, 1, 1])
+    folded = _fold(with_versions([first, later, system, other], 1, ()))
     assert len(folded) == 2
     [(ab, version)] = [(r, v) for r, v in folded if r.source_id == "a"]
     # The later user edge replaced the first (created_at stays); the system one did not.
     assert (ab.strength, ab.origin, ab.created_at) == (0.7, "user", BASE + timedelta(minutes=1))
     # With per-relation versions an older duplicate does not replace a newer one.
     [(ab, version)] = [
-        (r, v) for r, v in _fold([first, later, other], [6, 5, 1]) if r.source_id == "a"
+        (r, v)
+        for r, v in _fold(with_versions([first, later, other], 0, [6, 5, 1]))
+        if r.source_id == "a"
     ]
     assert (ab.strength, version) == (0.2, 6)
 

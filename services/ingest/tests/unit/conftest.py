@@ -16,6 +16,9 @@ import pytest
 
 from engram_core.model import Entity, Memory, Relation, UpsertResult
 from engram_embed.hashing import HashingEmbedder
+from engram_ingest.bootstrap import build
+from engram_ingest.config import Settings
+from engram_ingest.service import Applier
 from engram_platform.nats_server import NatsServer, start_nats
 
 
@@ -104,6 +107,12 @@ class FakeLexical(FakeStore):
         return self._upserted(tenant, memories)
 
 
+def _with_versions(
+    relations: Sequence[Relation], version: int, versions: Sequence[int]
+) -> list[tuple[Relation, int]]:
+    return list(zip(relations, list(versions) or [version] * len(relations), strict=True))
+
+
 class FakeGraph(FakeStore):
     def __init__(self) -> None:
         super().__init__("graph")
@@ -129,7 +138,7 @@ class FakeGraph(FakeStore):
         versions: Sequence[int] = (),
     ) -> int:
         await self._enter("add_relations", tenant, [r.source_id for r in relations], version)
-        for r, v in zip(relations, list(versions) or [version] * len(relations), strict=True):
+        for r, v in _with_versions(relations, version, versions):
             self.relations[(tenant, r.source_id, r.target_id, r.type)] = (r, v)
         return len(relations)
 
@@ -142,7 +151,7 @@ class FakeGraph(FakeStore):
     ) -> int:
         await self._enter("remove_relations", tenant, [r.source_id for r in relations], version)
         removed = 0
-        for r, v in zip(relations, list(versions) or [version] * len(relations), strict=True):
+        for r, v in _with_versions(relations, version, versions):
             held = self.relations.get((tenant, r.source_id, r.target_id, r.type))
             if held is not None and held[1] <= v:
                 del self.relations[(tenant, r.source_id, r.target_id, r.type)]
@@ -172,6 +181,16 @@ class Stores:
 
     def all(self) -> tuple[FakeStore, FakeStore, FakeStore]:
         return (self.vector, self.lexical, self.graph)
+
+    def applier(self, settings: Settings) -> Applier:
+        """The applier `build` wires from ``settings`` over these fakes."""
+        return build(
+            settings,
+            embedder=self.embedder,
+            vector=self.vector,
+            lexical=self.lexical,
+            graph=self.graph,
+        ).applier
 
 
 @pytest.fixture

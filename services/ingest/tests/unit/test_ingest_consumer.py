@@ -17,7 +17,6 @@ from nats.js import JetStreamContext
 from engram.events.v1 import events_pb2
 from engram_core.errors import Unavailable
 from engram_core.model import Memory, Relation
-from engram_ingest.bootstrap import build
 from engram_ingest.config import Settings
 from engram_ingest.consumer import (
     ORIGINAL_SEQUENCE_HEADER,
@@ -78,13 +77,7 @@ async def publish(
 
 @asynccontextmanager
 async def running(settings: Settings, stores: Stores) -> AsyncIterator[IngestConsumer]:
-    applier = build(
-        settings,
-        embedder=stores.embedder,
-        vector=stores.vector,
-        lexical=stores.lexical,
-        graph=stores.graph,
-    ).applier
+    applier = stores.applier(settings)
 
     def make(nc: Client, js: JetStreamContext) -> IngestConsumer:
         return IngestConsumer(nc, js, applier, settings)
@@ -247,13 +240,7 @@ async def test_an_applier_crash_naks_the_batch_for_a_retry(
     nats_server: NatsServer, stores: Stores
 ) -> None:
     settings = settings_for(nats_server)
-    real = build(
-        settings,
-        embedder=stores.embedder,
-        vector=stores.vector,
-        lexical=stores.lexical,
-        graph=stores.graph,
-    ).applier
+    real = stores.applier(settings)
 
     class CrashOnce:
         embedding_model = real.embedding_model

@@ -12,7 +12,6 @@ from engram_core.errors import InvalidArgument, NotFound, Unavailable
 from engram_core.model import Memory, Relation
 from engram_core.relevance import relevance_score
 from engram_core.tags import tag_prefixes
-from engram_ingest.bootstrap import build
 from engram_ingest.config import Settings
 from engram_ingest.service import (
     Applier,
@@ -34,13 +33,7 @@ ID_B = "0195a000-0000-7000-8000-00000000000b"
 
 def applier(stores: Stores, write_s: float = 5.0) -> Applier:
     settings = Settings(write_timeout_s=write_s, embed_timeout_s=5.0, ack_wait_s=30.0)
-    return build(
-        settings,
-        embedder=stores.embedder,
-        vector=stores.vector,
-        lexical=stores.lexical,
-        graph=stores.graph,
-    ).applier
+    return stores.applier(settings)
 
 
 def written(
@@ -222,13 +215,7 @@ async def test_a_new_memory_gets_its_initial_relevance(stores: Stores) -> None:
 
 async def test_initial_relevance_can_be_switched_off(stores: Stores) -> None:
     settings = Settings(ack_wait_s=60.0, initial_relevance=False)
-    a = build(
-        settings,
-        embedder=stores.embedder,
-        vector=stores.vector,
-        lexical=stores.lexical,
-        graph=stores.graph,
-    ).applier
+    a = stores.applier(settings)
     await a.apply([MemoryWritten(Memory(id=ID_A, tenant="t1", content="n", timestamp=T0), 1, True)])
     m = stores.vector.memory("t1", ID_A)
     assert m is not None

@@ -50,8 +50,10 @@ def decode(
     return m if relevance is None else replace(m, relevance_score=float(relevance))
 
 
-def per_relation(relations: Sequence[Relation], version: int, versions: Sequence[int]) -> list[int]:
-    """The version of each relation: ``versions`` (one per relation) or ``version`` for all."""
+def with_versions(
+    relations: Sequence[Relation], version: int, versions: Sequence[int]
+) -> list[tuple[Relation, int]]:
+    """Each relation with its version: ``versions`` (one per relation) or ``version`` for all."""
     if versions and len(versions) != len(relations):
         raise InvalidArgument("versions", f"one per relation ({len(relations)}) or none")
-    return list(versions) or [version] * len(relations)
+    return list(zip(relations, list(versions) or [version] * len(relations), strict=True))

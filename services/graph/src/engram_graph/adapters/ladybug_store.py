@@ -44,8 +44,8 @@ from engram_graph.adapters.codec import (
     decode,
     encode,
     from_us,
-    per_relation,
     to_us,
+    with_versions,
 )
 from engram_graph.adapters.walk import Walk
 from engram_platform.paging import ScanRests
@@ -203,11 +203,7 @@ class LadybugGraphStore:
         version: int,
         versions: Sequence[int] = (),
     ) -> int:
-        _check_tenant(tenant)
-        if not relations:
-            return 0
-        rows = list(zip(relations, per_relation(relations, version, versions), strict=True))
-        return await self._write(_add_relations, tenant, rows)
+        return await self._write_edges(_add_relations, tenant, relations, version, versions)
 
     async def remove_relations(
         self,
@@ -216,11 +212,20 @@ class LadybugGraphStore:
         version: int,
         versions: Sequence[int] = (),
     ) -> int:
+        return await self._write_edges(_remove_relations, tenant, relations, version, versions)
+
+    async def _write_edges(
+        self,
+        fn: Callable[[ladybug.Connection, str, list[tuple[Relation, int]]], int],
+        tenant: str,
+        relations: Sequence[Relation],
+        version: int,
+        versions: Sequence[int],
+    ) -> int:
         _check_tenant(tenant)
         if not relations:
             return 0
-        rows = list(zip(relations, per_relation(relations, version, versions), strict=True))
-        return await self._write(_remove_relations, tenant, rows)
+        return await self._write(fn, tenant, with_versions(relations, version, versions))
 
     async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int:
         _check_tenant(tenant)

@@ -62,7 +62,7 @@ from engram_core.model import (
 )
 from engram_core.tags import normalise_tag, tag_prefixes
 from engram_graph.adapters import neo4j_cypher as cypher
-from engram_graph.adapters.codec import from_us, per_relation
+from engram_graph.adapters.codec import from_us, with_versions
 from engram_graph.adapters.walk import Walk
 
 log = logging.getLogger(__name__)
@@ -244,7 +244,7 @@ class Neo4jGraphStore:
         _check_types(relations)
         endpoints = list(dict.fromkeys(i for r in relations for i in (r.source_id, r.target_id)))
         by_type: dict[str, list[dict[str, Any]]] = {}
-        for r, v in _fold(relations, per_relation(relations, version, versions)):
+        for r, v in _fold(with_versions(relations, version, versions)):
             by_type.setdefault(r.type, []).append(_edge_row(r, v))
         return await self._run("write", _add_relations, tenant, endpoints, by_type)
 
@@ -261,7 +261,7 @@ class Neo4jGraphStore:
         _check_types(relations)
         # One row per edge: the newest removal of it (one statement reads each edge once).
         newest: dict[tuple[str, str, str], tuple[Relation, int]] = {}
-        for r, v in zip(relations, per_relation(relations, version, versions), strict=True):
+        for r, v in with_versions(relations, version, versions):
             key = (r.source_id, r.target_id, r.type)
             if key not in newest or v >= newest[key][1]:
                 newest[key] = (r, v)
@@ -411,12 +411,12 @@ def _check_types(relations: Sequence[Relation]) -> None:
             raise InvalidArgument(f"relations[{i}].type", "not a memory relation type")
 
 
-def _fold(relations: Sequence[Relation], versions: list[int]) -> list[tuple[Relation, int]]:
+def _fold(rows: list[tuple[Relation, int]]) -> list[tuple[Relation, int]]:
     """One write per (source, target, type), as applying the batch in order would leave it:
     a later duplicate replaces an earlier one (keeping its created_at) unless a system edge
     would replace a user one or it is older."""
     out: dict[tuple[str, str, str], tuple[Relation, int]] = {}
-    for r, v in zip(relations, versions, strict=True):
+    for r, v in rows:
         key = (r.source_id, r.target_id, r.type)
         held = out.get(key)
         if held is None:

@@ -8,7 +8,7 @@ batch sizes are bounded. Errors name the request field (``relations[2].type``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from engram_core.errors import InvalidArgument
@@ -131,9 +131,7 @@ class GraphService:
         version: int,
         versions: Sequence[int] = (),
     ) -> int:
-        _check_count("relations", len(relations), self.limits.max_batch)
-        per = _check_versions(len(relations), version, versions)
-        checked = [_check_relation(f"relations[{i}]", r) for i, r in enumerate(relations)]
+        checked, per = self._check_edges(relations, version, versions, _check_relation)
         return await self._store.add_relations(tenant, checked, version, per)
 
     async def remove_relations(
@@ -143,10 +141,20 @@ class GraphService:
         version: int,
         versions: Sequence[int] = (),
     ) -> int:
+        checked, per = self._check_edges(relations, version, versions, _check_edge_key)
+        return await self._store.remove_relations(tenant, checked, version, per)
+
+    def _check_edges(
+        self,
+        relations: Sequence[Relation],
+        version: int,
+        versions: Sequence[int],
+        check: Callable[[str, Relation], Relation],
+    ) -> tuple[list[Relation], list[int]]:
+        """A batch of relations to add or remove, each checked, with its version."""
         _check_count("relations", len(relations), self.limits.max_batch)
         per = _check_versions(len(relations), version, versions)
-        checked = [_check_edge_key(f"relations[{i}]", r) for i, r in enumerate(relations)]
-        return await self._store.remove_relations(tenant, checked, version, per)
+        return [check(f"relations[{i}]", r) for i, r in enumerate(relations)], per
 
     async def related(
         self, tenant: str, id: str, depth: int, types: Sequence[str], limit: int
