@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
+
+from engram_core.errors import InvalidArgument
 
 
 class RelationType(StrEnum):
@@ -43,3 +46,15 @@ def parse_relation_type(value: str) -> RelationType | None:
         return RelationType(value.strip().upper())
     except ValueError:
         return None
+
+
+def relation_versions(count: int, version: int, versions: Sequence[int]) -> list[int]:
+    """The version of each of ``count`` relations: ``versions`` (one each) or ``version`` for all.
+
+    Ingest batches the edges of several events in one call, each with its own event's version,
+    so the version guard stays per edge."""
+    if versions and len(versions) != count:
+        raise InvalidArgument(
+            "versions", f"one per relation ({count}) or none, got {len(versions)}"
+        )
+    return list(versions) or [version] * count

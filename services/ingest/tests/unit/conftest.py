@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from engram_core.model import Entity, Memory, Relation, UpsertResult
+from engram_core.relations import relation_versions
 from engram_embed.hashing import HashingEmbedder
 from engram_ingest.bootstrap import build
 from engram_ingest.config import Settings
@@ -110,7 +111,7 @@ class FakeLexical(FakeStore):
 def _with_versions(
     relations: Sequence[Relation], version: int, versions: Sequence[int]
 ) -> list[tuple[Relation, int]]:
-    return list(zip(relations, list(versions) or [version] * len(relations), strict=True))
+    return list(zip(relations, relation_versions(len(relations), version, versions), strict=True))
 
 
 class FakeGraph(FakeStore):

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from engram_core.errors import InvalidArgument, NotFound
+from engram_core.errors import NotFound
 from engram_core.filters import matches
 from engram_core.model import (
     Entity,
@@ -17,6 +17,7 @@ from engram_core.model import (
     Relation,
     UpsertResult,
 )
+from engram_core.relations import relation_versions
 from engram_testing.fakes.common import FakeStore
 
 
@@ -27,12 +28,6 @@ class _Edge:
 
 
 _EdgeKey = tuple[str, str, str, str]  # tenant, source, target, type
-
-
-def _versions(relations: Sequence[Relation], version: int, versions: Sequence[int]) -> list[int]:
-    if versions and len(versions) != len(relations):
-        raise InvalidArgument("versions", "one per relation or none")
-    return list(versions) or [version] * len(relations)
 
 
 class FakeGraphStore(FakeStore[tuple[Entity, ...]]):
@@ -65,7 +60,7 @@ class FakeGraphStore(FakeStore[tuple[Entity, ...]]):
         versions: Sequence[int] = (),
     ) -> int:
         self._check()
-        per = _versions(relations, version, versions)
+        per = relation_versions(len(relations), version, versions)
         for r in relations:
             for id_ in (r.source_id, r.target_id):
                 if self._live(tenant, id_) is None:
@@ -93,7 +88,9 @@ class FakeGraphStore(FakeStore[tuple[Entity, ...]]):
     ) -> int:
         self._check()
         removed = 0
-        for r, v in zip(relations, _versions(relations, version, versions), strict=True):
+        for r, v in zip(
+            relations, relation_versions(len(relations), version, versions), strict=True
+        ):
             key = (tenant, r.source_id, r.target_id, r.type)
             old = self._edges.get(key)
             if old is None or v < old.version:

@@ -13,8 +13,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from engram_core.codec import memory_from_json, memory_to_json
-from engram_core.errors import InvalidArgument
 from engram_core.model import Memory, Relation
+from engram_core.relations import relation_versions
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
@@ -54,6 +54,4 @@ def with_versions(
     relations: Sequence[Relation], version: int, versions: Sequence[int]
 ) -> list[tuple[Relation, int]]:
     """Each relation with its version: ``versions`` (one per relation) or ``version`` for all."""
-    if versions and len(versions) != len(relations):
-        raise InvalidArgument("versions", f"one per relation ({len(relations)}) or none")
-    return list(zip(relations, list(versions) or [version] * len(relations), strict=True))
+    return list(zip(relations, relation_versions(len(relations), version, versions), strict=True))

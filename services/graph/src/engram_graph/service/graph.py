@@ -26,7 +26,7 @@ from engram_core.model import (
     UpsertResult,
 )
 from engram_core.ports import GraphStore
-from engram_core.relations import MEMORY_EDGE_TYPES, parse_relation_type
+from engram_core.relations import MEMORY_EDGE_TYPES, parse_relation_type, relation_versions
 from engram_core.tags import tag_prefixes
 from engram_core.validation import check_limit, check_relation_types
 
@@ -87,14 +87,10 @@ def _check_versions(count: int, version: int, versions: Sequence[int]) -> list[i
     """One version per relation: ``versions`` as given, or ``version`` for each."""
     if version < 0:
         raise InvalidArgument("version", "must be >= 0")
-    if versions and len(versions) != count:
-        raise InvalidArgument(
-            "versions", f"one per relation ({count}) or none, got {len(versions)}"
-        )
     for i, v in enumerate(versions):
         if v < 0:
             raise InvalidArgument(f"versions[{i}]", "must be >= 0")
-    return list(versions) or [version] * count
+    return relation_versions(count, version, versions)
 
 
 class GraphService:
