@@ -150,7 +150,8 @@ async def test_decay_orders_relevance_by_age_in_every_store(
     ids = await store_aged(api, "suite:decay", [1, 60, 400])
     # Ingest gives each new memory the score of age 0 (same importance → same score).
     initial = await scores_via_get(api, ids)
-    assert initial[0] > 0 and initial == [initial[0]] * 3
+    assert initial[0] > 0
+    assert initial == [initial[0]] * 3
 
     dry = await api.admin.Consolidate(
         admin_pb2.ConsolidateRequest(mode=DECAY, dry_run=True), metadata=AUTH, timeout=60

@@ -20,6 +20,8 @@ from engram_testing.e2e import (
     store_corpus,
     wait_for_watermark,
 )
+from engram_testing.e2e_candidates import CandidateGenerationEndToEnd
+from engram_testing.e2e_expansion import ExpansionEndToEnd
 
 
 def _get_json(url: str) -> dict[str, object]:
@@ -104,3 +106,11 @@ class TestServerStack(GatewayEndToEnd):
         )
         assert not reply.degraded
         assert reply.results[0].memory.id == ids[42]
+
+
+class TestServerCandidates(CandidateGenerationEndToEnd):
+    """Several queries, trending, metadata stream on OpenSearch/Neo4j/Redis."""
+
+
+class TestServerExpansion(ExpansionEndToEnd):
+    """Relation and entity expansion and hybrid_graph over Neo4j relations."""

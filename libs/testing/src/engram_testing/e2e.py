@@ -95,13 +95,18 @@ def model_env() -> dict[str, str]:
     }
 
 
-class GatewayEndToEnd:
-    """Store, recall, update, delete, associate, degrade: what every stack must do."""
+class GatewayFixture:
+    """``gateway``: a MemoryService stub on the suite's ``stack`` (a fixture the test module's
+    conftest provides: the embedded stack or the server stack)."""
 
     @pytest.fixture
     async def gateway(self, stack: DevStack) -> AsyncIterator[Stub]:
         async with grpc.aio.insecure_channel(stack.gateway_address) as channel:
             yield gateway_pb2_grpc.MemoryServiceStub(channel)
+
+
+class GatewayEndToEnd(GatewayFixture):
+    """Store, recall, update, delete, associate, degrade: what every stack must do."""
 
     async def test_store_100_then_recall_finds_the_needle_first(self, gateway: Stub) -> None:
         ids, seq = await store_corpus(gateway, "suite:needle")

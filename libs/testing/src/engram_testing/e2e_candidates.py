@@ -8,7 +8,7 @@ tag and scopes its recalls to it, so the tests share a tenant without seeing eac
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import grpc
@@ -16,9 +16,8 @@ import pytest
 from google.protobuf import struct_pb2, timestamp_pb2
 
 from engram.common.v1 import common_pb2
-from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from engram_platform.devstack import DevStack
-from engram_testing.e2e import AUTH, Stub, recall
+from engram.gateway.v1 import gateway_pb2
+from engram_testing.e2e import AUTH, GatewayFixture, Stub, recall
 
 FILLER = [
     "The team lunch moved to the rooftop terrace",
@@ -46,12 +45,7 @@ async def _store(
     return list(reply.ids)[: len(items)], reply.sequence
 
 
-class CandidateGenerationEndToEnd:
-    @pytest.fixture
-    async def gateway(self, stack: DevStack) -> AsyncIterator[Stub]:
-        async with grpc.aio.insecure_channel(stack.gateway_address) as channel:
-            yield gateway_pb2_grpc.MemoryServiceStub(channel)
-
+class CandidateGenerationEndToEnd(GatewayFixture):
     async def test_queries_find_what_each_asks_for(self, gateway: Stub) -> None:
         tag = "suite:multiquery"
         (ledger, kiln), seq = await _store(
