@@ -208,6 +208,7 @@ def build_gateway(
             limits=limits,
             max_pool=settings.max_pool,
             relation_pool=settings.relation_pool,
+            relation_system_edges=settings.relation_system_edges,
             vector_budget=_budget(settings.vector_budget),
             lexical_budget=_budget(settings.lexical_budget),
             graph_budget=_budget(settings.graph_budget),

@@ -131,6 +131,11 @@ class Settings(ServiceSettings):
     relation_pool: int = Field(
         50, ge=0, description="Top candidates whose relations feed the relation component."
     )
+    relation_system_edges: bool = Field(
+        False,
+        description="Let edges consolidation drew (origin system: SIMILAR_TO, PRECEDED_BY…) "
+        "feed the relation component too; off, only edges agents made count.",
+    )
     context_seeds: int = Field(
         5,
         ge=0,

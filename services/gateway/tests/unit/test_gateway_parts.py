@@ -117,6 +117,19 @@ def test_relations_count_only_edges_between_candidates() -> None:
     assert {c.memory.id: c.relation for c in out} == pytest.approx({"a": 0.4, "b": 0.5, "c": 0.1})
 
 
+def test_system_edges_feed_the_relation_component_only_when_asked() -> None:
+    candidates = merge({"vector": [Hit(i, 1.0, m(i)) for i in "abc"]}, {})
+    edges = [
+        Relation("a", "b", "SIMILAR_TO", 0.9, origin="system"),
+        Relation("b", "c", "PRECEDED_BY", 0.5, origin="system"),
+        Relation("a", "c", "RELATES_TO", 0.3),
+    ]
+    agents_only = {c.memory.id: c.relation for c in with_relations(candidates, edges)}
+    assert agents_only == pytest.approx({"a": 0.3, "b": 0.0, "c": 0.3})
+    every = {c.memory.id: c.relation for c in with_relations(candidates, edges, True)}
+    assert every == pytest.approx({"a": 1.2, "b": 1.4, "c": 0.8})
+
+
 @pytest.mark.parametrize(("limit", "pool"), [(1, 4), (10, 40), (50, 200), (100, 200)])
 def test_pool_size(limit: int, pool: int) -> None:
     assert pool_size(limit, 200) == pool

@@ -211,6 +211,8 @@ class ReadConfig:
     scoring_budget: Budget
     backend_timeout_s: float
     min_sequence_poll_s: float
+    # Consolidation's edges (origin system) in the relation component too.
+    relation_system_edges: bool = False
     # Timeline neighbours of the best candidates (hybrid mode; seeds=0 turns it off).
     context: ContextConfig = field(default_factory=ContextConfig)
     context_budget: Budget = field(default_factory=lambda: Budget(fraction=0.3, cap_s=0.5))
@@ -626,7 +628,7 @@ class Reader:
             if relations is None:
                 degraded.append("relations")
             else:
-                candidates = with_relations(candidates, relations)
+                candidates = with_relations(candidates, relations, cfg.relation_system_edges)
 
         # Neighbours come from the vector store, so a baseline mode without it goes without.
         if cfg.context.seeds and plan.mode in _HYBRID_MODES and "vector" in answers:
