@@ -2,7 +2,8 @@
 worker's state keeper fills ENGRAM_STATE from the log; AdminService.Sync restores a vector
 deleted behind the system's back; AdminService.Rebuild{lexical} re-creates the text index
 from the log, swaps it in, and BM25 recall answers as before — a write made during the
-rebuild included.
+rebuild included; Rebuild{vector} with the same model keeps vector recall identical
+(tests/e2e/test_e2e_model_change.py changes the model, on a stack of its own).
 
 The module restarts the stack's consolidate worker with its schedule off (as the
 consolidation suite does), with the embedding model (Sync embeds what it restores), and
@@ -225,3 +226,46 @@ async def test_rebuild_lexical_from_the_log_keeps_bm25_recall_and_a_write_made_d
         metadata=AUTH,
     )
     assert [m.memory.id for m in found.results][:1] == during
+
+
+async def knn(api: Api, query: str) -> list[tuple[str, float]]:
+    reply = await api.memory.Recall(
+        gateway_pb2.RecallRequest(
+            query=query, mode=gateway_pb2.RECALL_MODE_VECTOR, tags=["suite:rebuild-v"], limit=10
+        ),
+        metadata=AUTH,
+    )
+    return [(m.memory.id, m.score) for m in reply.results]
+
+
+async def test_rebuild_vector_with_the_same_model_keeps_vector_recall(api: Api) -> None:
+    contents = [
+        "The lighthouse keeper logs the fog horn schedule every evening",
+        "Invoices from the harbour office are paid on the first Monday",
+        "The ferry timetable changes when the tide tables are published",
+        "Apples are picked at the autumn harvest by the orchard crew",
+        "The bakery delivers rye bread to the island school",
+        "The museum restores the old whaling boat in winter",
+    ]
+    await store(api, "suite:rebuild-v", contents)
+    before = {q: await knn(api, q) for q in QUERIES}
+    channel = open_channel(f"127.0.0.1:{api.stack.ports['vector']}")
+    vector = VectorClient(channel)
+    try:
+        [live] = [g for g in await vector.list_generations() if g.live]
+        reply = await api.admin.Rebuild(
+            admin_pb2.RebuildRequest(store=admin_pb2.STORE_VECTOR), metadata=AUTH
+        )
+        run = await wait_run(api, reply.run_id, "rebuild", admin_pb2.STORE_VECTOR)
+        assert run.previous_generation == live.name
+        assert run.embedding_model == live.embedding_model
+        generations = {g.name: g for g in await vector.list_generations()}
+        assert generations[run.generation].live
+        assert generations[run.generation].embedding_model == live.embedding_model
+        assert generations[run.generation].count == live.count
+    finally:
+        await channel.close()
+    after = {q: await knn(api, q) for q in QUERIES}
+    for q in QUERIES:
+        assert [i for i, _ in after[q]] == [i for i, _ in before[q]], q
+        assert [s for _, s in after[q]] == pytest.approx([s for _, s in before[q]], rel=1e-3)

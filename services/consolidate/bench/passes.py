@@ -14,6 +14,12 @@ run is the steady state (decay: scores moved less than epsilon; associate, clust
 edges and summaries already there); decay runs a third time once the graph holds the
 edges. Forget runs with archive_below=0.05 and no "edited lately" protection, so it
 archives the faded memories.
+
+With ``--state`` it then times the latest-state log's uses on the same stack (after the
+passes, so the log also holds their edges and MetaPatterns; ``--no-passes`` skips them):
+Sync of each store while in step (the compare alone), Sync of vector and of lexical after
+an empty generation was swapped in behind the system's back (every memory re-applied;
+vector re-embeds), then Rebuild of lexical, vector (same model) and graph.
 """
 
 from __future__ import annotations
@@ -29,11 +35,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import grpc
+from nats.js.errors import KeyNotFoundError
 
 from engram.common.v1 import common_pb2
+from engram.events.v1 import events_pb2
 from engram.gateway.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
+from engram_clients.lexical import LexicalClient
+from engram_clients.vector import VectorClient
+from engram_platform import jetstream as jsm
 from engram_platform.convert import ts_to_proto
-from engram_platform.devstack import DEV_TOKEN, start_stack
+from engram_platform.devstack import DEV_TOKEN, DevStack, start_stack
+from engram_platform.grpc_client import open_channel
+from engram_platform.settings import NatsSettings
 from engram_testing.e2e import model_env
 
 AUTH = (("authorization", f"Bearer {DEV_TOKEN}"),)
@@ -45,6 +58,11 @@ QUIET = {
     # The memories are stored now with old timestamps: by updated_at they are all "edited
     # lately", which would protect every one of them from forgetting.
     "ENGRAM_CONSOLIDATE_FORGET__PROTECT_UPDATED_WITHIN_DAYS": "0",
+}
+STORES = {
+    "vector": admin_pb2.STORE_VECTOR,
+    "lexical": admin_pb2.STORE_LEXICAL,
+    "graph": admin_pb2.STORE_GRAPH,
 }
 NAMES = ["Avery", "Bashir", "Carmen", "Dmitri", "Eun-ji", "Fatima", "Gustavo", "Hiroshi"]
 DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "locomo" / "locomo_dev.json"
@@ -117,7 +135,84 @@ async def run_pass(admin: admin_pb2_grpc.AdminServiceStub, mode: int) -> admin_p
         await asyncio.sleep(0.2)
 
 
-async def bench(address: str, data: Path, n: int, batch: int) -> None:
+async def wait_kept(nats_url: str, sequence: int) -> None:
+    """Until the state keeper has the state of every event up to ``sequence``."""
+    nc, js = await jsm.connect(NatsSettings(url=nats_url), "bench")
+    try:
+        kv = await js.key_value(jsm.CONSOLIDATE_BUCKET)
+        while True:
+            try:
+                entry = await kv.get("state.keeper")
+                at = events_pb2.StateKeeperCheckpoint.FromString(entry.value or b"").sequence
+            except KeyNotFoundError:  # not written yet
+                at = 0
+            if at >= sequence:
+                return
+            await asyncio.sleep(0.5)
+    finally:
+        await nc.close()
+
+
+async def run_store(
+    admin: admin_pb2_grpc.AdminServiceStub, kind: str, store: int, run_id: str
+) -> admin_pb2.StoreRun:
+    while True:
+        got = await admin.RebuildStatus(admin_pb2.RebuildStatusRequest(), metadata=AUTH)
+        runs = got.rebuilds if kind == "rebuild" else got.syncs
+        run = next(s for s in runs if s.store == store).last_run
+        if run.run_id == run_id and run.state in (
+            admin_pb2.PASS_STATE_SUCCEEDED,
+            admin_pb2.PASS_STATE_FAILED,
+        ):
+            return run
+        await asyncio.sleep(0.5)
+
+
+def report(label: str, run: admin_pb2.StoreRun, n: int) -> None:
+    if run.state == admin_pb2.PASS_STATE_FAILED:
+        print(f"{label:<26} FAILED: {run.error}", flush=True)
+        return
+    changes = ", ".join(f"{c.kind}={c.count}" for c in run.changes) or "none"
+    per_10k = run.duration_s * 10_000 / n
+    print(f"{label:<26} {run.duration_s:>8.1f} {per_10k:>8.1f}  {changes}", flush=True)
+
+
+async def empty_live(stack: DevStack, name: str) -> None:
+    """Swap an empty generation in behind the system's back: the store lost everything."""
+    channel = open_channel(f"127.0.0.1:{stack.ports[name]}")
+    try:
+        client = VectorClient(channel) if name == "vector" else LexicalClient(channel)
+        made = await client.create_generation("")
+        await client.swap_generation(made.name)
+    finally:
+        await channel.close()
+
+
+async def bench_state(stack: DevStack, n: int) -> None:
+    async with grpc.aio.insecure_channel(stack.gateway_address) as channel:
+        memory = gateway_pb2_grpc.MemoryServiceStub(channel)
+        admin = admin_pb2_grpc.AdminServiceStub(channel)
+        stats = await memory.Stats(gateway_pb2.StatsRequest(), metadata=AUTH)
+        await wait_applied(memory, stats.last_sequence)
+        await wait_kept(stack.nats_url, stats.last_sequence)
+        print(f"{'sync / rebuild':<26} {'seconds':>8} {'per 10k':>8}  changes  ({n} stored)")
+
+        async def sync(label: str, name: str) -> None:
+            reply = await admin.Sync(admin_pb2.SyncRequest(stores=[STORES[name]]), metadata=AUTH)
+            report(label, await run_store(admin, "sync", STORES[name], reply.run_id), n)
+
+        for name in STORES:
+            await sync(f"sync {name} (in step)", name)
+        for name in ("vector", "lexical"):
+            await empty_live(stack, name)
+            await sync(f"sync {name} (store empty)", name)
+        for name in ("lexical", "vector", "graph"):
+            reply = await admin.Rebuild(admin_pb2.RebuildRequest(store=STORES[name]), metadata=AUTH)
+            run = await run_store(admin, "rebuild", STORES[name], reply.run_id)
+            report(f"rebuild {name}", run, n)
+
+
+async def bench(address: str, data: Path, n: int, batch: int, passes: bool = True) -> None:
     async with grpc.aio.insecure_channel(address) as channel:
         memory = gateway_pb2_grpc.MemoryServiceStub(channel)
         admin = admin_pb2_grpc.AdminServiceStub(channel)
@@ -133,6 +228,8 @@ async def bench(address: str, data: Path, n: int, batch: int) -> None:
             last = reply.sequence
         await wait_applied(memory, last)
         print(f"stored and applied {n} memories in {time.monotonic() - began:.1f}s", flush=True)
+        if not passes:
+            return
         print(f"{'pass':<18} {'seconds':>8} {'per 10k':>8}  changes")
         for label, mode in PASSES:
             run = await run_pass(admin, mode)
@@ -158,11 +255,19 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA, help="LoCoMo json")
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--keep", action="store_true", help="keep the temporary home (logs)")
+    parser.add_argument("--state", action="store_true", help="then time Sync and Rebuild")
+    parser.add_argument("--no-passes", action="store_true", help="store, skip the passes")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="engram-bench-passes-"))
-    stack = start_stack(home, gateway_port=0, extra_env={**model_env(), **QUIET})
+    models = model_env()
+    # Sync and Rebuild re-embed with the worker's own embedder: the same model as ingest's.
+    worker = {"ENGRAM_CONSOLIDATE_EMBED__MODEL_DIR": models["ENGRAM_VECTOR_EMBED__MODEL_DIR"]}
+    stack = start_stack(home, gateway_port=0, extra_env={**models, **QUIET, **worker})
     try:
-        asyncio.run(bench(stack.gateway_address, args.data, args.memories, args.batch))
+        address = stack.gateway_address
+        asyncio.run(bench(address, args.data, args.memories, args.batch, not args.no_passes))
+        if args.state:
+            asyncio.run(bench_state(stack, args.memories))
     finally:
         stack.stop()
         if args.keep:

@@ -29,9 +29,13 @@ _A, _AD = AssociationSettings(), descriptions(AssociationSettings)
 _C, _CD = ClusterSettings(), descriptions(ClusterSettings)
 
 
-class _Rules(BaseModel):
+class _Section(BaseModel):
+    """A nested block of settings: unknown keys are refused, values fixed once read."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+
+class _Rules(_Section):
     def _fields(self) -> dict[str, Any]:
         return self.model_dump()
 
@@ -127,10 +131,8 @@ class Cluster(_Rules):
         return ClusterSettings(**self._fields())
 
 
-class Schedule(BaseModel):
+class Schedule(_Section):
     """When passes run by themselves (a request through the gateway runs one at once)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     tick_s: float = Field(
         60.0, gt=0, description="How often tenants are visited for due, requested or orphaned runs."
@@ -158,10 +160,8 @@ class Schedule(BaseModel):
     )
 
 
-class StateKeeper(BaseModel):
+class StateKeeper(_Section):
     """The latest-state log ENGRAM_STATE and its keeper (one replica, under a lease)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = Field(
         True, description="Run the state keeper here (the replica holding its lease keeps it)."
@@ -177,10 +177,8 @@ class StateKeeper(BaseModel):
     )
 
 
-class Rebuilds(BaseModel):
+class Rebuilds(_Section):
     """Sync and Rebuild (drift repair and rebuild by replay from ENGRAM_STATE)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     final_wait_s: float = Field(
         600.0,

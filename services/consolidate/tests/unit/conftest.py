@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from engram_consolidate.service import FenceLost, Key, RunRecord
+from engram_consolidate.service import FenceLost, Key, PassRunner, RunnerConfig, RunRecord
 from engram_core.errors import Unavailable
 from engram_core.model import AccessUpdate, Memory, Relation, RelevanceUpdate, ScanPage
+from engram_core.ports import Lease
+from engram_platform.coordination import MemoryLease
 from engram_platform.nats_server import NatsServer, start_nats
 from engram_testing.fakes.graph import FakeGraphStore
 from engram_testing.fakes.lexical import FakeTextIndex
@@ -120,6 +123,11 @@ class MemoryCheckpoints:
     def record(self, key: Key) -> RunRecord:
         return self.records[key][0]
 
+    def runner(self, now: datetime, lease: Lease | None = None, holder: str = "h1") -> PassRunner:
+        """The real runner over these checkpoints: retries at once, 10 samples."""
+        config = RunnerConfig(lease_ttl_s=30.0, retry_base_s=0.001, samples=10)
+        return PassRunner(self, lease or MemoryLease(), holder, config, lambda: now)
+
 
 class Crash(BaseException):
     """A process dying mid-run: not an Exception, so no handler of the worker sees it."""
@@ -223,6 +231,10 @@ class World:
 
     def stores(self) -> tuple[Spy, Spy, Spy]:
         return (self.vector, self.lexical, self.graph)
+
+    def tenants(self, *others: str) -> Tenants:
+        """The Tenants port listing this world's tenant (and ``others``)."""
+        return Tenants(self.tenant, *others)
 
     async def put(self, memory: Memory, vector: Sequence[float] = (1.0, 0.0, 0.0, 0.0)) -> None:
         self.version += 1

@@ -50,8 +50,7 @@ def memory(n: int, days_old: float, **kw: Any) -> Memory:
 
 
 def runner(world: World, lease: MemoryLease | None = None, holder: str = "h1") -> PassRunner:
-    config = RunnerConfig(lease_ttl_s=30.0, retry_base_s=0.001, samples=10)
-    return PassRunner(world.checkpoints, lease or MemoryLease(), holder, config, lambda: NOW)
+    return world.checkpoints.runner(NOW, lease, holder)
 
 
 async def run_pass(

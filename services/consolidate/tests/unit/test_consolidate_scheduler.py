@@ -50,14 +50,6 @@ class Clock:
         return self.now
 
 
-class Tenants:
-    def __init__(self, *names: str) -> None:
-        self.names = set(names)
-
-    async def tenants(self) -> set[str]:
-        return set(self.names)
-
-
 def scheduler(
     world: World, clock: Clock, *, max_concurrent: int = 4, lease: MemoryLease | None = None
 ) -> Scheduler:
@@ -74,7 +66,7 @@ def scheduler(
         runner,
         pass_factory(stores, PassSettings()),
         world.checkpoints,
-        Tenants(world.tenant),
+        world.tenants(),
         Schedule(tick_s=60, intervals=DECAY_ONLY, max_concurrent=max_concurrent),
         clock,
         lambda: next(ids),

@@ -16,9 +16,7 @@ from engram_consolidate.service import (
     GLOBAL,
     Key,
     PassName,
-    PassRunner,
     PassSettings,
-    RunnerConfig,
     RunState,
     Stores,
     Trigger,
@@ -42,7 +40,9 @@ from engram_consolidate.service.state import (
     RelationRecord,
     Removed,
     StateKeeper,
+    StateKey,
     StateRecord,
+    Unlinked,
     Written,
     fold,
     key_of,
@@ -112,6 +112,10 @@ class FakeStateStream:
         self.by_key[key_of(r)] = self.seq
         self.messages[self.seq] = r
         self.published.append(r)
+
+    async def relations(self, keys: Sequence[StateKey]) -> dict[StateKey, RelationRecord]:
+        found = {k: self.messages[self.by_key[k]] for k in keys if k in self.by_key}
+        return {k: r for k, r in found.items() if isinstance(r, RelationRecord)}
 
     def state(self, tenant: str, id_: str) -> MemoryRecord:
         r = self.messages[self.by_key[(tenant, "memory", id_)]]
@@ -245,6 +249,8 @@ def test_fold_keeps_the_newest_state_per_key_in_log_order() -> None:
         Written(T, Memory(id=mid(3), tenant=T, content="  "), 6),  # ingest refuses it
         Ignored(7, "undecodable"),
         Linked(T, Relation(mid(1), mid(2), "NOT_A_TYPE"), 8),
+        Linked(T, Relation(mid(1), mid(1), "relates_to"), 9),  # ingest refuses a self-edge
+        Linked(T, Relation(mid(1), mid(2), "MENTIONS"), 10),  # not a memory-to-memory type
     ]
     records = fold(events)
     assert [key_of(r) for r in records] == [
@@ -263,6 +269,44 @@ def test_fold_keeps_the_newest_state_per_key_in_log_order() -> None:
     edge = records[0]
     assert isinstance(edge, RelationRecord)
     assert edge.relation.type == "RELATES_TO"
+
+
+async def test_system_edges_and_system_removals_leave_a_user_edge_as_the_graph_does() -> None:
+    user = Relation(mid(1), mid(2), "RELATES_TO", origin="user")
+    system = replace(user, origin="system", strength=0.9)
+    key = (T, "relation", mid(1), "RELATES_TO", mid(2))
+    other = (T, "relation", mid(3), "RELATES_TO", mid(4))
+    stream, source = FakeStateStream(), FakeSource()
+    source.events = [
+        Linked(T, user, 1),
+        Linked(T, Relation(mid(3), mid(4), "relates_to", origin="system"), 2),
+        # next batches: the keeper reads the kept user edge
+        Linked(T, system, 3),
+        Unlinked(T, mid(1), mid(2), "RELATES_TO", 4, origin="system"),
+        Unlinked(T, mid(3), mid(4), "relates_to", 5, origin="system"),  # a system edge: gone
+    ]
+    await keep_until(keeper(stream, source, batch=2), stream, 5)
+    kept = stream.messages[stream.by_key[key]]
+    assert isinstance(kept, RelationRecord)
+    assert (kept.relation.origin, kept.version, kept.removed) == ("user", 1, False)
+    gone = stream.messages[stream.by_key[other]]
+    assert isinstance(gone, RelationRecord)
+    assert (gone.removed, gone.version) == (True, 5)
+
+    # Within one batch the same rules hold; a user removal removes whatever is there.
+    records = fold(
+        [
+            Linked(T, user, 6),
+            Unlinked(T, mid(1), mid(2), "RELATES_TO", 7, origin="system"),
+            Linked(T, system, 8),
+        ]
+    )
+    assert [(r.version, r.removed) for r in records if isinstance(r, RelationRecord)] == [
+        (6, False)
+    ]
+    [removed] = fold([Unlinked(T, mid(1), mid(2), "RELATES_TO", 9)], {key: kept})
+    assert isinstance(removed, RelationRecord)
+    assert (removed.removed, removed.version) == (True, 9)
 
 
 async def test_keeper_backfills_from_the_first_event_in_log_order() -> None:
@@ -355,11 +399,6 @@ class OneEmbedder:
 
 
 @pytest.fixture
-def checkpoints(world: World) -> MemoryCheckpoints:
-    return world.checkpoints
-
-
-@pytest.fixture
 def embedder() -> OneEmbedder:
     return OneEmbedder()
 
@@ -368,15 +407,7 @@ async def _embedder_of(e: OneEmbedder) -> OneEmbedder:
     return e
 
 
-class Tenants:
-    def __init__(self, *names: str) -> None:
-        self.names = set(names)
-
-    async def tenants(self) -> set[str]:
-        return set(self.names)
-
-
-def sync_fixture(checkpoints: MemoryCheckpoints, embedder: OneEmbedder) -> Fixture:
+def sync_fixture(world: World, embedder: OneEmbedder) -> Fixture:
     stream = FakeStateStream()
     vector, lexical, graph = FakeVectorIndex(dimension=4), FakeTextIndex(), FakeGraphStore()
     m = Maintenance(
@@ -388,9 +419,9 @@ def sync_fixture(checkpoints: MemoryCheckpoints, embedder: OneEmbedder) -> Fixtu
         },
         graph=graph,
         generational={},
-        tenants=Tenants(T),
+        tenants=world.tenants(),
     )
-    return Fixture(stream, vector, lexical, graph, checkpoints, m)
+    return Fixture(stream, vector, lexical, graph, world.checkpoints, m)
 
 
 async def run_key(
@@ -398,8 +429,7 @@ async def run_key(
 ) -> Any:
     stores = Stores(fx.vector, fx.lexical, fx.graph, _NoEvents(), 5.0, 2)
     make = pass_factory(stores, PassSettings(), maintenance_factory(stores, fx.maintenance))
-    config = RunnerConfig(lease_ttl_s=30.0, retry_base_s=0.001, samples=10)
-    runner = PassRunner(fx.checkpoints, MemoryLease(), holder, config, lambda: NOW)
+    runner = fx.checkpoints.runner(NOW, holder=holder)
     if params and key not in fx.checkpoints.records:
         from engram_consolidate.service import RunRecord
 
@@ -427,9 +457,9 @@ def live(n: int, version: int, text: str = "") -> MemoryRecord:
 
 
 async def test_sync_repairs_missing_stale_deleted_and_orphaned(
-    checkpoints: MemoryCheckpoints, embedder: OneEmbedder
+    world: World, embedder: OneEmbedder
 ) -> None:
-    fx = sync_fixture(checkpoints, embedder)
+    fx = sync_fixture(world, embedder)
     await logged(
         fx, live(1, 1), live(2, 5, "new text"), live(3, 3), MemoryRecord(T, mid(4), 6, None)
     )
@@ -459,10 +489,8 @@ async def test_sync_repairs_missing_stale_deleted_and_orphaned(
     assert {c.kind: c.count for c in again.changes} == {"checked": 4}
 
 
-async def test_sync_dry_run_counts_and_changes_nothing(
-    checkpoints: MemoryCheckpoints, embedder: OneEmbedder
-) -> None:
-    fx = sync_fixture(checkpoints, embedder)
+async def test_sync_dry_run_counts_and_changes_nothing(world: World, embedder: OneEmbedder) -> None:
+    fx = sync_fixture(world, embedder)
     await logged(fx, live(1, 1), live(2, 2))
     await fx.lexical.upsert(T, [replace(mem(7), version=1)])
 
@@ -474,9 +502,9 @@ async def test_sync_dry_run_counts_and_changes_nothing(
 
 
 async def test_sync_leaves_to_ingest_what_it_has_not_applied_and_young_writes_alone(
-    checkpoints: MemoryCheckpoints, embedder: OneEmbedder
+    world: World, embedder: OneEmbedder
 ) -> None:
-    fx = sync_fixture(checkpoints, embedder)
+    fx = sync_fixture(world, embedder)
     await logged(fx, live(1, 1), live(2, 8))
     fx.stream.applied = 5  # ingest has not applied sequence 8 yet
     fx.stream.position = replace(fx.stream.position, sequence=8)
@@ -490,9 +518,9 @@ async def test_sync_leaves_to_ingest_what_it_has_not_applied_and_young_writes_al
 
 
 async def test_sync_graph_readds_missing_edges_and_memories(
-    checkpoints: MemoryCheckpoints, embedder: OneEmbedder
+    world: World, embedder: OneEmbedder
 ) -> None:
-    fx = sync_fixture(checkpoints, embedder)
+    fx = sync_fixture(world, embedder)
     rel = Relation(mid(1), mid(2), "RELATES_TO", strength=0.7)
     gone = Relation(mid(1), mid(3), "RELATES_TO")
     await logged(
@@ -540,8 +568,8 @@ class RebuildWorld:
     embedder: OneEmbedder
 
 
-def rebuild_world(checkpoints: MemoryCheckpoints, embedder: OneEmbedder) -> RebuildWorld:
-    fx = sync_fixture(checkpoints, embedder)
+def rebuild_world(world: World, embedder: OneEmbedder) -> RebuildWorld:
+    fx = sync_fixture(world, embedder)
     text, vector = fake_text_generations(), fake_vector_generations({"hash-4": 4}, "hash-4")
 
     def lex(name: str, model: str) -> LexicalTarget:
@@ -558,15 +586,15 @@ def rebuild_world(checkpoints: MemoryCheckpoints, embedder: OneEmbedder) -> Rebu
             "lexical": Generational(text, live_text, lex),
             "vector": Generational(vector, live_vector, vec),
         },
-        tenants=Tenants(T, "t2"),
+        tenants=world.tenants("t2"),
     )
     return RebuildWorld(fx, text, embedder)
 
 
 async def test_rebuild_lexical_replays_catches_up_copies_swaps_and_replays_again(
-    checkpoints: MemoryCheckpoints, embedder: OneEmbedder
+    world: World, embedder: OneEmbedder
 ) -> None:
-    w = rebuild_world(checkpoints, embedder)
+    w = rebuild_world(world, embedder)
     fx = w.fx
     old = await w.gens.index("")
     # The live generation, as ingest left it (with access stats and a score).
@@ -614,9 +642,9 @@ async def test_rebuild_lexical_replays_catches_up_copies_swaps_and_replays_again
 
 
 async def test_rebuild_final_replay_brings_what_ingest_wrote_to_the_old_generation(
-    checkpoints: MemoryCheckpoints, embedder: OneEmbedder
+    world: World, embedder: OneEmbedder
 ) -> None:
-    w = rebuild_world(checkpoints, embedder)
+    w = rebuild_world(world, embedder)
     fx = w.fx
     await logged(fx, live(1, 1))
     fx.stream.log_end = 1
@@ -643,9 +671,7 @@ async def test_rebuild_final_replay_brings_what_ingest_wrote_to_the_old_generati
 
     rebuild.steps = steps  # type: ignore[method-assign]
     rebuild.config = replace(rebuild.config, poll_s=0.005)  # type: ignore[attr-defined]
-    config = RunnerConfig(lease_ttl_s=30.0, retry_base_s=0.001)
-    runner = PassRunner(fx.checkpoints, MemoryLease(), "h1", config, lambda: NOW)
-    record = await runner.run(
+    record = await fx.checkpoints.runner(NOW).run(
         key, lambda: rebuild, lambda _: Start("r1", Trigger.REQUEST), asyncio.Event()
     )
 
@@ -656,23 +682,23 @@ async def test_rebuild_final_replay_brings_what_ingest_wrote_to_the_old_generati
 
 
 async def test_rebuild_resumes_after_a_crash_without_a_second_generation(
-    checkpoints: MemoryCheckpoints, embedder: OneEmbedder
+    world: World, embedder: OneEmbedder
 ) -> None:
-    w = rebuild_world(checkpoints, embedder)
+    w = rebuild_world(world, embedder)
     fx = w.fx
     await logged(fx, *(live(n, n) for n in range(1, 8)))
     fx.stream.log_end = 7
     key = Key(GLOBAL, PassName.REBUILD_VECTOR)
     # Puts: start, create (total, step), replay total, replay page 1 — then the process dies.
-    checkpoints.crash_after = 5
+    world.checkpoints.crash_after = 5
     with pytest.raises(BaseException, match="the process died"):
         await run_key(fx, key, params='{"embedding_model": "hash-4"}')
-    left = checkpoints.record(key)
+    left = world.checkpoints.record(key)
     assert left.state is RunState.RUNNING
     assert left.phase == "replay"
     assert left.cursor == "2"
 
-    checkpoints.crash_after = None
+    world.checkpoints.crash_after = None
     record = await run_key(fx, key, holder="h2")
 
     assert record.state is RunState.SUCCEEDED, record.error

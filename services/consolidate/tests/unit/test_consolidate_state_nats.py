@@ -139,3 +139,34 @@ async def test_keeper_restarted_continues_from_its_checkpoint(js: JetStreamConte
     state = (await log.memory_states("acme", ["m1"]))["m1"]
     assert state.memory is not None
     assert (state.memory.content, state.version) == ("two", second)
+
+
+async def removed(js: JetStreamContext, source: str, target: str, origin: str) -> int:
+    msg = events_pb2.RelationRemoved(
+        envelope=events_pb2.Envelope(tenant="acme"),
+        source_id=source,
+        target_id=target,
+        type="RELATES_TO",
+        origin=origin,
+    )
+    ack = await js.publish(jsm.subject("acme", jsm.RELATION_REMOVED), msg.SerializeToString())
+    return int(ack.seq)
+
+
+async def test_a_system_removal_keeps_a_user_edge_kept_in_an_earlier_batch(
+    js: JetStreamContext,
+) -> None:
+    await keep(js, await related(js, "acme", "m1", "m2"))  # a user edge, kept
+    await removed(js, "m1", "m2", "system")  # the graph leaves it: so does the state
+    await removed(js, "m3", "m4", "system")  # no edge: a removed state
+    last = await removed(js, "m5", "m6", "")  # "" reads as a user removal
+    await keep(js, last)
+
+    log = NatsStateLog(js, await open_bucket(js, 1))
+    pages = [p async for p in log.records("acme", RELATIONS, 0, await log.last_sequence(), 10)]
+    kept = {
+        (x.record.relation.source_id, x.record.removed)  # type: ignore[union-attr]
+        for p in pages
+        for x in p
+    }
+    assert kept == {("m1", False), ("m3", True), ("m5", True)}

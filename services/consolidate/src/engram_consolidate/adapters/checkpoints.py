@@ -36,30 +36,40 @@ async def open_bucket(js: JetStreamContext, replicas: int) -> KeyValue:
         return await js.create_key_value(config)
 
 
+async def read_entry(kv: KeyValue, name: str) -> tuple[bytes, int] | None:
+    """The value of ``name`` and its revision (None: no such key)."""
+    try:
+        entry = await kv.get(name)
+    except KeyNotFoundError:
+        return None
+    except Exception as exc:
+        raise Unavailable(f"checkpoint read of {name} failed: {exc}") from exc
+    return entry.value or b"", int(entry.revision or 0)
+
+
+async def write_entry(kv: KeyValue, name: str, data: bytes, revision: int | None) -> int:
+    """Compare-and-set on ``revision`` (None: the key must not exist yet); FenceLost when
+    another writer moved it. The new revision."""
+    try:
+        if revision is None:
+            return int(await kv.create(name, data))
+        return int(await kv.update(name, data, last=revision))
+    except KeyWrongLastSequenceError as exc:
+        raise FenceLost(f"{name}: revision moved past {revision}") from exc
+    except Exception as exc:
+        raise Unavailable(f"checkpoint write of {name} failed: {exc}") from exc
+
+
 class KvCheckpoints:
     def __init__(self, kv: KeyValue) -> None:
         self._kv = kv
 
     async def get(self, key: Key) -> tuple[RunRecord, int] | None:
-        try:
-            entry = await self._kv.get(key_name(key))
-        except KeyNotFoundError:
-            return None
-        except Exception as exc:
-            raise Unavailable(f"checkpoint read of {key} failed: {exc}") from exc
-        return record_from_bytes(key, entry.value or b""), int(entry.revision or 0)
+        got = await read_entry(self._kv, key_name(key))
+        return None if got is None else (record_from_bytes(key, got[0]), got[1])
 
     async def put(self, record: RunRecord, revision: int | None) -> int:
-        name = key_name(record.key)
-        data = record_to_bytes(record)
-        try:
-            if revision is None:
-                return int(await self._kv.create(name, data))
-            return int(await self._kv.update(name, data, last=revision))
-        except KeyWrongLastSequenceError as exc:
-            raise FenceLost(f"{record.key}: revision moved past {revision}") from exc
-        except Exception as exc:
-            raise Unavailable(f"checkpoint write of {record.key} failed: {exc}") from exc
+        return await write_entry(self._kv, key_name(record.key), record_to_bytes(record), revision)
 
     async def keys(self) -> set[Key]:
         try:

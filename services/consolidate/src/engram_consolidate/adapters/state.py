@@ -21,11 +21,11 @@ from google.protobuf.message import DecodeError
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
+from nats.js.errors import NotFoundError
 from nats.js.kv import KeyValue
 
 from engram.events.v1 import events_pb2
-from engram_consolidate.service.ports import FenceLost
+from engram_consolidate.adapters.checkpoints import read_entry, write_entry
 from engram_consolidate.service.state import (
     Ignored,
     KeeperPosition,
@@ -34,6 +34,7 @@ from engram_consolidate.service.state import (
     MemoryRecord,
     RelationRecord,
     Removed,
+    StateKey,
     StateRecord,
     Unlinked,
     Written,
@@ -67,11 +68,27 @@ def state_subject(tenant: str, kind: str, *parts: str) -> str:
     return ".".join(("engram", tenant, "state", kind, *(token(p) for p in parts)))
 
 
+def relation_subject(tenant: str, source: str, type_: str, target: str) -> str:
+    return f"{state_subject(tenant, 'relation', source)}.{type_}.{token(target)}"
+
+
 def record_subject(record: StateRecord) -> str:
     if isinstance(record, MemoryRecord):
         return state_subject(record.tenant, MEMORIES, record.id)
     r = record.relation
-    return f"{state_subject(record.tenant, 'relation', r.source_id)}.{r.type}.{token(r.target_id)}"
+    return relation_subject(record.tenant, r.source_id, r.type, r.target_id)
+
+
+async def last_record(
+    js: JetStreamContext, gate: asyncio.Semaphore, subject: str
+) -> StateRecord | None:
+    """The kept message of one key (direct get), None when the key has none."""
+    async with gate:
+        try:
+            raw = await js.get_last_msg(jsm.STREAM_STATE, subject, direct=True)
+        except NotFoundError:
+            return None
+    return record_from_bytes(subject, raw.data or b"")
 
 
 def filter_subject(tenant: str | None, kind: str) -> str:
@@ -165,7 +182,8 @@ def decode_event(subject: str, data: bytes, sequence: int) -> LogEvent:
             gone = removed_type.FromString(data)
             if _other(gone.envelope, tenant):
                 return Ignored(sequence, f"{name} of another tenant on {tenant!r}")
-            return Unlinked(tenant, gone.source_id, gone.target_id, gone.type, sequence)
+            origin = gone.origin or "user"  # as ingest reads it
+            return Unlinked(tenant, gone.source_id, gone.target_id, gone.type, sequence, origin)
     except (DecodeError, ValueError, OverflowError) as exc:
         return Ignored(sequence, f"undecodable {name}: {exc}")
     return Ignored(sequence, f"no state for {name!r}")
@@ -266,6 +284,20 @@ class NatsStateSink:
             if isinstance(outcome, BaseException):
                 raise Unavailable(f"state publish failed: {outcome!r}") from outcome
 
+    async def relations(self, keys: Sequence[StateKey]) -> dict[StateKey, RelationRecord]:
+        async def one(key: StateKey) -> RelationRecord | None:
+            tenant, _, source, type_, target = key
+            got = await last_record(
+                self._js, self._gate, relation_subject(tenant, source, type_, target)
+            )
+            return got if isinstance(got, RelationRecord) else None
+
+        try:
+            found = await asyncio.gather(*(one(k) for k in keys))
+        except Exception as exc:
+            raise Unavailable(f"cannot read {jsm.STREAM_STATE}: {exc!r}") from exc
+        return {k: r for k, r in zip(keys, found, strict=True) if r is not None}
+
 
 def _position_to_bytes(p: KeeperPosition) -> bytes:
     msg = events_pb2.StateKeeperCheckpoint(
@@ -287,24 +319,11 @@ class KvKeeperCheckpoints:
         self._kv = kv
 
     async def load(self) -> tuple[KeeperPosition, int | None]:
-        try:
-            entry = await self._kv.get(KEEPER_KEY)
-        except KeyNotFoundError:
-            return KeeperPosition(), None
-        except Exception as exc:
-            raise Unavailable(f"keeper checkpoint read failed: {exc}") from exc
-        return _position_from_bytes(entry.value or b""), int(entry.revision or 0)
+        got = await read_entry(self._kv, KEEPER_KEY)
+        return (KeeperPosition(), None) if got is None else (_position_from_bytes(got[0]), got[1])
 
     async def save(self, position: KeeperPosition, revision: int | None) -> int:
-        data = _position_to_bytes(position)
-        try:
-            if revision is None:
-                return int(await self._kv.create(KEEPER_KEY, data))
-            return int(await self._kv.update(KEEPER_KEY, data, last=revision))
-        except KeyWrongLastSequenceError as exc:
-            raise FenceLost(f"keeper checkpoint moved past {revision}") from exc
-        except Exception as exc:
-            raise Unavailable(f"keeper checkpoint write failed: {exc}") from exc
+        return await write_entry(self._kv, KEEPER_KEY, _position_to_bytes(position), revision)
 
 
 # --- readers: Sync and Rebuild -------------------------------------------------------------
@@ -394,13 +413,7 @@ class NatsStateLog:
                 log.debug("state reader unsubscribe: %s", exc)
 
     async def _last(self, tenant: str, id_: str) -> MemoryRecord | None:
-        subject = state_subject(tenant, MEMORIES, id_)
-        async with self._gate:
-            try:
-                raw = await self._js.get_last_msg(jsm.STREAM_STATE, subject, direct=True)
-            except NotFoundError:
-                return None
-        record = record_from_bytes(subject, raw.data or b"")
+        record = await last_record(self._js, self._gate, state_subject(tenant, MEMORIES, id_))
         return record if isinstance(record, MemoryRecord) else None
 
     async def memory_states(self, tenant: str, ids: Sequence[str]) -> dict[str, MemoryRecord]:

@@ -12,14 +12,16 @@ order, so the kept message of a key is always the newest. A crash redoes the bat
 flight from the checkpoint: the same states again, in the same order.
 
 The keeper skips what ingest would never apply (the same rules as ingest's ``invalid``), so
-the state agrees with what the stores were told.
+the state agrees with what the stores were told. Likewise a system edge never replaces a
+user edge, and a removal whose origin is ``system`` never removes one (the graph's rules):
+for those the keeper reads the key's kept state first.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol
@@ -27,7 +29,7 @@ from typing import Protocol
 from engram_consolidate.service.ports import FenceLost
 from engram_core.model import Memory, Relation
 from engram_core.ports import Lease
-from engram_core.relations import parse_relation_type
+from engram_core.relations import MEMORY_EDGE_TYPES, parse_relation_type
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +105,7 @@ class Unlinked:
     target_id: str
     type: str
     sequence: int
+    origin: str = "user"  # "system": a user edge there stays
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,14 +144,38 @@ def invalid(event: LogEvent) -> str:
         )
         if not source or not target:
             return "relation without source or target"
-        if parse_relation_type(type_) is None:
+        rel_type = parse_relation_type(type_)
+        if rel_type is None or rel_type.value not in MEMORY_EDGE_TYPES:
             return f"unknown relation type {type_!r}"
+        if source == target:
+            return "relation of a memory to itself"
     return ""
 
 
-def state_of(event: LogEvent) -> StateRecord | None:
-    """The state ``event`` leaves for its key (None: it changes no state)."""
+SYSTEM = "system"
+
+
+def by_system(event: LogEvent) -> bool:
+    """A relation event the graph ignores where a user edge stands."""
+    if isinstance(event, Linked):
+        return event.relation.origin == SYSTEM
+    return isinstance(event, Unlinked) and event.origin == SYSTEM
+
+
+def _user_edge(record: StateRecord | None) -> bool:
+    return (
+        isinstance(record, RelationRecord)
+        and not record.removed
+        and record.relation.origin != SYSTEM
+    )
+
+
+def state_of(event: LogEvent, held: StateRecord | None = None) -> StateRecord | None:
+    """The state ``event`` leaves for its key (None: it changes no state); ``held`` is the
+    key's state before it (read only for ``by_system`` events)."""
     if invalid(event) or isinstance(event, Ignored):
+        return None
+    if by_system(event) and _user_edge(held):
         return None
     if isinstance(event, Written):
         memory = replace(event.memory, tenant=event.tenant, version=event.sequence)
@@ -162,17 +189,42 @@ def state_of(event: LogEvent) -> StateRecord | None:
         return RelationRecord(event.tenant, relation, event.sequence)
     rel_type = parse_relation_type(event.type)
     assert rel_type is not None
-    gone = Relation(event.source_id, event.target_id, rel_type.value)
+    gone = Relation(event.source_id, event.target_id, rel_type.value, origin=event.origin)
     return RelationRecord(event.tenant, gone, event.sequence, removed=True)
 
 
-def fold(events: Sequence[LogEvent]) -> list[StateRecord]:
+def relation_key(event: LogEvent) -> StateKey | None:
+    """The state key a relation event touches (None: not a valid relation event)."""
+    if not isinstance(event, Linked | Unlinked) or invalid(event):
+        return None
+    if isinstance(event, Linked):
+        source, target, type_ = (
+            event.relation.source_id,
+            event.relation.target_id,
+            event.relation.type,
+        )
+    else:
+        source, target, type_ = event.source_id, event.target_id, event.type
+    rel_type = parse_relation_type(type_)
+    assert rel_type is not None  # invalid() let no unknown type through
+    return (event.tenant, "relation", source, rel_type.value, target)
+
+
+def fold(
+    events: Sequence[LogEvent], held: Mapping[StateKey, StateRecord] | None = None
+) -> list[StateRecord]:
     """The newest state of every key ``events`` touch (events in log order): only the last
     one per key is worth publishing, the stream keeps one message per key anyway. In the
-    order of each key's last event."""
+    order of each key's last event. ``held``: the kept state of the keys of ``by_system``
+    events (before this batch)."""
     newest: dict[StateKey, StateRecord] = {}
     for event in sorted(events, key=lambda e: e.sequence):
-        record = state_of(event)
+        before: StateRecord | None = None
+        if by_system(event):
+            rkey = relation_key(event)
+            if rkey is not None:
+                before = newest.get(rkey) or (held or {}).get(rkey)
+        record = state_of(event, before)
         if record is None:
             continue
         key = key_of(record)
@@ -224,6 +276,10 @@ class KeeperSource(Protocol):
 class StateSink(Protocol):
     async def publish(self, records: Sequence[StateRecord]) -> None:
         """Every record durable in ENGRAM_STATE on return (raises otherwise)."""
+        ...
+
+    async def relations(self, keys: Sequence[StateKey]) -> dict[StateKey, RelationRecord]:
+        """The kept state of these relation keys (those that have one)."""
         ...
 
 
@@ -331,7 +387,9 @@ class StateKeeper:
         self, events: Sequence[LogEvent], position: KeeperPosition, revision: int | None
     ) -> tuple[KeeperPosition, int]:
         """Publish the batch's states, then move the checkpoint past it."""
-        records = fold(events)
+        system = {k for e in events if by_system(e) and (k := relation_key(e)) is not None}
+        held = await self._sink.relations(sorted(system)) if system else {}
+        records = fold(events, held)
         if records:
             await self._sink.publish(records)
         moved = KeeperPosition(

@@ -183,8 +183,29 @@ async def bounded(awaitable: Awaitable[T], timeout_s: float, what: str) -> T:
         raise DeadlineExceeded(f"{what} took longer than {timeout_s}s") from exc
 
 
+def restored(memories: Sequence[Memory]) -> list[tuple[Memory, list[Entity]]]:
+    """Memories from their states as ingest applies them: entities and tags again, the
+    version the state's, the model name the state carries (vector re-embeds instead)."""
+    return [enrich(m, m.version, m.embedding_model) for m in memories]
+
+
+class IndexTarget:
+    """Vector and lexical: Sync reads and writes the same index."""
+
+    __slots__ = ()
+    index: VectorIndexLike | TextIndexLike
+
+    @property
+    def store(self) -> Readable:
+        return self.index
+
+    @property
+    def writer(self) -> Writable:
+        return self.index
+
+
 @dataclass(frozen=True, slots=True)
-class VectorTarget:
+class VectorTarget(IndexTarget):
     index: VectorIndexLike
     # The embedder of the model the target generation holds (built on first use: a worker
     # may never need one).
@@ -196,14 +217,6 @@ class VectorTarget:
     @property
     def apply_timeout_s(self) -> float:
         return 2 * self.write_timeout_s + self.embed_timeout_s
-
-    @property
-    def store(self) -> Readable:
-        return self.index
-
-    @property
-    def writer(self) -> Writable:
-        return self.index
 
     async def apply(self, tenant: str, memories: Sequence[Memory]) -> UpsertResult:
         # Embedding is the cost: memories the index holds at this version or newer (a page
@@ -222,25 +235,15 @@ class VectorTarget:
 
 
 @dataclass(frozen=True, slots=True)
-class LexicalTarget:
+class LexicalTarget(IndexTarget):
     index: TextIndexLike
     name: str = "lexical"
     apply_timeout_s: float = 10.0
 
-    @property
-    def store(self) -> Readable:
-        return self.index
-
-    @property
-    def writer(self) -> Writable:
-        return self.index
-
     async def apply(self, tenant: str, memories: Sequence[Memory]) -> UpsertResult:
         if not memories:
             return UpsertResult(0, 0)
-        # No vectors here: the memory keeps the model name its state carries.
-        ready = [enrich(m, m.version, m.embedding_model)[0] for m in memories]
-        return await self.index.upsert(tenant, ready)
+        return await self.index.upsert(tenant, [m for m, _ in restored(memories)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,8 +264,7 @@ class GraphTarget:
     async def apply(self, tenant: str, memories: Sequence[Memory]) -> UpsertResult:
         if not memories:
             return UpsertResult(0, 0)
-        ready = [enrich(m, m.version, m.embedding_model) for m in memories]
-        return await self.graph.upsert(tenant, ready)
+        return await self.graph.upsert(tenant, restored(memories))
 
 
 async def tombstones(writer: Writable, tenant: str, records: Sequence[MemoryRecord]) -> int:
