@@ -3,9 +3,10 @@
 Each conversation goes to a tenant of its own, one turn per memory, through StoreBatch on
 the embedded stack; once the watermark covers every write, each question of categories 1-4
 is asked through Recall (default settings, limit 20) in four modes side by side: BM25
-alone, vector alone, the default hybrid and hybrid_graph (hybrid + personalised PageRank). Results map back to turns through the
-memory's ``dia_id`` metadata. Prints a table per mode and category, writes
-bench/results/quality-*.json and ends with the summary line of the default hybrid.
+alone, vector alone, the default hybrid and hybrid_graph (hybrid + personalised PageRank).
+Results map back to turns through the memory's ``dia_id`` metadata. Prints a table per
+mode and category, writes bench/results/quality-*.json and ends with the summary line of
+the default hybrid.
 """
 
 from __future__ import annotations
