@@ -46,6 +46,7 @@ from quality import (
 from common import LOCOMO, RESULTS, model_path
 from engram_core import validation as v
 from engram_core.ids import new_id
+from engram_core.log_events import MemoryWritten
 from engram_core.model import Memory
 from engram_core.scoring import Fusion
 from engram_embed.factory import EmbedSettings, make_embedder
@@ -56,7 +57,6 @@ from engram_gateway.service.ports import Ack, Envelope, RecallResult
 from engram_graph import bootstrap as graph_bootstrap
 from engram_graph.config import Settings as GraphSettings
 from engram_ingest.service import Applier
-from engram_ingest.service.events import MemoryWritten
 from engram_lexical import bootstrap as lexical_bootstrap
 from engram_lexical.config import Settings as LexicalSettings
 from engram_platform.cache import MemoryCache

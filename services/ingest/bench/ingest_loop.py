@@ -23,6 +23,7 @@ from nats.js import JetStreamContext
 
 from engram.events.v1 import events_pb2
 from engram_core.model import Memory, Relation, UpsertResult
+from engram_core.outcomes import APPLIED
 from engram_core.ports import Embedder
 from engram_embed.factory import EmbedSettings, make_embedder
 from engram_embed.hashing import HashingEmbedder
@@ -30,7 +31,6 @@ from engram_ingest.bootstrap import build
 from engram_ingest.config import Settings
 from engram_ingest.consumer import IngestConsumer
 from engram_ingest.service import Event, MemoryWritten, Result
-from engram_ingest.service.events import APPLIED
 from engram_platform import jetstream as jsm
 from engram_platform.convert import memory_to_proto
 from engram_platform.nats_server import start_nats

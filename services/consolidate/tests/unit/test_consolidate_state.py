@@ -34,16 +34,12 @@ from engram_consolidate.service.state import (
     Ignored,
     KeeperConfig,
     KeeperPosition,
-    Linked,
     LogEvent,
     MemoryRecord,
     RelationRecord,
-    Removed,
     StateKeeper,
     StateKey,
     StateRecord,
-    Unlinked,
-    Written,
     fold,
     key_of,
 )
@@ -53,6 +49,12 @@ from engram_consolidate.service.state_apply import (
     LexicalTarget,
     Positioned,
     VectorTarget,
+)
+from engram_core.log_events import (
+    MemoryRemoved,
+    MemoryWritten,
+    RelationLinked,
+    RelationUnlinked,
 )
 from engram_core.model import Memory, Relation
 from engram_platform.coordination import MemoryLease
@@ -241,16 +243,16 @@ async def keep_until(k: StateKeeper, stream: FakeStateStream, sequence: int) -> 
 def test_fold_keeps_the_newest_state_per_key_in_log_order() -> None:
     rel = Relation(mid(1), mid(2), "relates_to")
     events: list[LogEvent] = [
-        Written(T, mem(1, "first"), 1),
-        Written(T, mem(2), 2),
-        Linked(T, rel, 3),
-        Written(T, mem(1, "second"), 4),
-        Removed(T, mid(2), 5),
-        Written(T, Memory(id=mid(3), tenant=T, content="  "), 6),  # ingest refuses it
+        MemoryWritten(mem(1, "first"), 1),
+        MemoryWritten(mem(2), 2),
+        RelationLinked(T, rel, 3),
+        MemoryWritten(mem(1, "second"), 4),
+        MemoryRemoved(T, mid(2), 5),
+        MemoryWritten(Memory(id=mid(3), tenant=T, content="  "), 6),  # ingest refuses it
         Ignored(7, "undecodable"),
-        Linked(T, Relation(mid(1), mid(2), "NOT_A_TYPE"), 8),
-        Linked(T, Relation(mid(1), mid(1), "relates_to"), 9),  # ingest refuses a self-edge
-        Linked(T, Relation(mid(1), mid(2), "MENTIONS"), 10),  # not a memory-to-memory type
+        RelationLinked(T, Relation(mid(1), mid(2), "NOT_A_TYPE"), 8),
+        RelationLinked(T, Relation(mid(1), mid(1), "relates_to"), 9),  # ingest refuses a self-edge
+        RelationLinked(T, Relation(mid(1), mid(2), "MENTIONS"), 10),  # not a memory-to-memory type
     ]
     records = fold(events)
     assert [key_of(r) for r in records] == [
@@ -278,12 +280,14 @@ async def test_system_edges_and_system_removals_leave_a_user_edge_as_the_graph_d
     other = (T, "relation", mid(3), "RELATES_TO", mid(4))
     stream, source = FakeStateStream(), FakeSource()
     source.events = [
-        Linked(T, user, 1),
-        Linked(T, Relation(mid(3), mid(4), "relates_to", origin="system"), 2),
+        RelationLinked(T, user, 1),
+        RelationLinked(T, Relation(mid(3), mid(4), "relates_to", origin="system"), 2),
         # next batches: the keeper reads the kept user edge
-        Linked(T, system, 3),
-        Unlinked(T, mid(1), mid(2), "RELATES_TO", 4, origin="system"),
-        Unlinked(T, mid(3), mid(4), "relates_to", 5, origin="system"),  # a system edge: gone
+        RelationLinked(T, system, 3),
+        RelationUnlinked(T, Relation(mid(1), mid(2), "RELATES_TO", origin="system"), 4),
+        RelationUnlinked(
+            T, Relation(mid(3), mid(4), "relates_to", origin="system"), 5
+        ),  # a system edge: gone
     ]
     await keep_until(keeper(stream, source, batch=2), stream, 5)
     kept = stream.messages[stream.by_key[key]]
@@ -296,23 +300,23 @@ async def test_system_edges_and_system_removals_leave_a_user_edge_as_the_graph_d
     # Within one batch the same rules hold; a user removal removes whatever is there.
     records = fold(
         [
-            Linked(T, user, 6),
-            Unlinked(T, mid(1), mid(2), "RELATES_TO", 7, origin="system"),
-            Linked(T, system, 8),
+            RelationLinked(T, user, 6),
+            RelationUnlinked(T, Relation(mid(1), mid(2), "RELATES_TO", origin="system"), 7),
+            RelationLinked(T, system, 8),
         ]
     )
     assert [(r.version, r.removed) for r in records if isinstance(r, RelationRecord)] == [
         (6, False)
     ]
-    [removed] = fold([Unlinked(T, mid(1), mid(2), "RELATES_TO", 9)], {key: kept})
+    [removed] = fold([RelationUnlinked(T, Relation(mid(1), mid(2), "RELATES_TO"), 9)], {key: kept})
     assert isinstance(removed, RelationRecord)
     assert (removed.removed, removed.version) == (True, 9)
 
 
 async def test_keeper_backfills_from_the_first_event_in_log_order() -> None:
     stream, source = FakeStateStream(), FakeSource()
-    source.events = [Written(T, mem(n % 3, f"v{n}"), n) for n in range(1, 11)]
-    source.events.append(Removed(T, mid(1), 11))
+    source.events = [MemoryWritten(mem(n % 3, f"v{n}"), n) for n in range(1, 11)]
+    source.events.append(MemoryRemoved(T, mid(1), 11))
     k = keeper(stream, source, batch=4)
     await keep_until(k, stream, 11)
 
@@ -334,7 +338,7 @@ async def test_keeper_backfills_from_the_first_event_in_log_order() -> None:
 
 async def test_keeper_resumes_at_its_checkpoint_after_a_failed_publish() -> None:
     stream, source = FakeStateStream(), FakeSource()
-    source.events = [Written(T, mem(n, f"v{n}"), n) for n in range(1, 8)]
+    source.events = [MemoryWritten(mem(n, f"v{n}"), n) for n in range(1, 8)]
     stream.fail_publish = [ConnectionError("log down")]
     k = keeper(stream, source, batch=3)
     await keep_until(k, stream, 7)
@@ -347,9 +351,9 @@ async def test_keeper_resumes_at_its_checkpoint_after_a_failed_publish() -> None
 
 async def test_keeper_continues_a_log_from_its_checkpoint() -> None:
     stream, source = FakeStateStream(), FakeSource()
-    source.events = [Written(T, mem(n), n) for n in range(1, 6)]
+    source.events = [MemoryWritten(mem(n), n) for n in range(1, 6)]
     await keep_until(keeper(stream, source), stream, 5)
-    source.events.append(Written(T, mem(1, "changed"), 6))
+    source.events.append(MemoryWritten(mem(1, "changed"), 6))
     await keep_until(keeper(stream, source), stream, 6)
 
     assert source.opened == [0, 5]
@@ -363,7 +367,7 @@ async def test_a_second_keeper_waits_for_the_lease() -> None:
     assert await lease.try_acquire("consolidate:state-keeper", "other", 30.0)
     config = KeeperConfig(fetch_wait_s=0.01, lease_ttl_s=0.03)
     k = StateKeeper(source, stream, stream, lease, "k1", config, lambda: NOW)
-    source.events = [Written(T, mem(1), 1)]
+    source.events = [MemoryWritten(mem(1), 1)]
     stop = asyncio.Event()
     task = asyncio.create_task(k.run(stop))
     await asyncio.sleep(0.05)

@@ -19,9 +19,9 @@ from nats.js import JetStreamContext
 from opentelemetry import trace
 
 from engram_ingest import bootstrap
-from engram_ingest.mapping import Decoded, decode
 from engram_ingest.service import Applier, Event
 from engram_platform import jetstream as jsm
+from engram_platform.log_events import Decoded, decode
 
 # Re-exported for readers of dead-letter copies (the tests among them).
 from engram_platform.pull_worker import ORIGINAL_SEQUENCE_HEADER as ORIGINAL_SEQUENCE_HEADER

@@ -29,15 +29,11 @@ from engram_consolidate.adapters.checkpoints import read_entry, write_entry
 from engram_consolidate.service.state import (
     Ignored,
     KeeperPosition,
-    Linked,
     LogEvent,
     MemoryRecord,
     RelationRecord,
-    Removed,
     StateKey,
     StateRecord,
-    Unlinked,
-    Written,
 )
 from engram_consolidate.service.state_apply import MEMORIES, Positioned
 from engram_core.errors import Unavailable
@@ -51,6 +47,7 @@ from engram_platform.convert import (
     ts_from_proto,
     ts_to_proto,
 )
+from engram_platform.log_events import decode
 from engram_platform.settings import NatsSettings
 
 log = logging.getLogger(__name__)
@@ -148,49 +145,9 @@ def record_from_bytes(subject: str, data: bytes) -> StateRecord:
 
 
 def decode_event(subject: str, data: bytes, sequence: int) -> LogEvent:
-    parts = subject.split(".")
-    ok = len(parts) == 4 and parts[0] == "engram" and parts[3] == "v1"
-    tenant = parts[1] if ok and jsm.TENANT_RE.match(parts[1]) else ""
-    name = jsm.event_of(subject)
-    if not tenant:
-        return Ignored(sequence, f"not an engram event subject: {subject!r}")
-    try:
-        if name in (jsm.MEMORY_STORED, jsm.MEMORY_UPDATED):
-            written = (
-                events_pb2.MemoryStored.FromString(data)
-                if name == jsm.MEMORY_STORED
-                else events_pb2.MemoryUpdated.FromString(data)
-            )
-            if not written.HasField("memory"):
-                return Ignored(sequence, f"{name} without a memory")
-            memory = memory_from_proto(written.memory)
-            if (memory.tenant and memory.tenant != tenant) or _other(written.envelope, tenant):
-                return Ignored(sequence, f"{name} of another tenant on {tenant!r}")
-            return Written(tenant, memory, sequence)
-        if name == jsm.MEMORY_DELETED:
-            deleted = events_pb2.MemoryDeleted.FromString(data)
-            if _other(deleted.envelope, tenant):
-                return Ignored(sequence, f"{name} of another tenant on {tenant!r}")
-            return Removed(tenant, deleted.id, sequence)
-        if name == jsm.RELATION_ADDED:
-            added = events_pb2.RelationAdded.FromString(data)
-            if not added.HasField("relation") or _other(added.envelope, tenant):
-                return Ignored(sequence, "relation_added without a relation, or of another tenant")
-            return Linked(tenant, relation_from_proto(added.relation), sequence)
-        removed_type = getattr(events_pb2, "RelationRemoved", None)
-        if name == jsm.RELATION_REMOVED and removed_type is not None:
-            gone = removed_type.FromString(data)
-            if _other(gone.envelope, tenant):
-                return Ignored(sequence, f"{name} of another tenant on {tenant!r}")
-            origin = gone.origin or "user"  # as ingest reads it
-            return Unlinked(tenant, gone.source_id, gone.target_id, gone.type, sequence, origin)
-    except (DecodeError, ValueError, OverflowError) as exc:
-        return Ignored(sequence, f"undecodable {name}: {exc}")
-    return Ignored(sequence, f"no state for {name!r}")
-
-
-def _other(envelope: events_pb2.Envelope, tenant: str) -> bool:
-    return bool(envelope.tenant) and envelope.tenant != tenant
+    """Decoded as ingest decodes it (``engram_platform.log_events``); poison is Ignored."""
+    decoded = decode(subject, data, sequence)
+    return decoded.event if decoded.event is not None else Ignored(sequence, decoded.problem)
 
 
 # --- the keeper's side -------------------------------------------------------------------------

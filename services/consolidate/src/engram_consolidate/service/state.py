@@ -11,10 +11,11 @@ then moves the checkpoint (compare-and-set: the fence beside the lease). One wri
 order, so the kept message of a key is always the newest. A crash redoes the batch in
 flight from the checkpoint: the same states again, in the same order.
 
-The keeper skips what ingest would never apply (the same rules as ingest's ``invalid``), so
-the state agrees with what the stores were told. Likewise a system edge never replaces a
-user edge, and a removal whose origin is ``system`` never removes one (the graph's rules):
-for those the keeper reads the key's kept state first.
+The keeper reads the events ingest reads and skips what ingest would never apply (one
+definition of both: ``engram_core.log_events``), so the state agrees with what the stores
+were told. Likewise a system edge never replaces a user edge, and a removal whose origin is
+``system`` never removes one (the graph's rules): for those the keeper reads the key's kept
+state first.
 """
 
 from __future__ import annotations
@@ -27,9 +28,17 @@ from datetime import datetime
 from typing import Protocol
 
 from engram_consolidate.service.ports import FenceLost
+from engram_core.log_events import (
+    Event,
+    MemoryRemoved,
+    MemoryWritten,
+    RelationLinked,
+    RelationUnlinked,
+)
+from engram_core.log_events import invalid as event_invalid
 from engram_core.model import Memory, Relation
 from engram_core.ports import Lease
-from engram_core.relations import MEMORY_EDGE_TYPES, parse_relation_type
+from engram_core.relations import parse_relation_type
 
 log = logging.getLogger(__name__)
 
@@ -76,80 +85,21 @@ def key_of(record: StateRecord) -> StateKey:
 
 
 @dataclass(frozen=True, slots=True)
-class Written:
-    """MemoryStored or MemoryUpdated: the whole memory as it now is."""
-
-    tenant: str
-    memory: Memory
-    sequence: int
-
-
-@dataclass(frozen=True, slots=True)
-class Removed:
-    tenant: str
-    id: str
-    sequence: int
-
-
-@dataclass(frozen=True, slots=True)
-class Linked:
-    tenant: str
-    relation: Relation
-    sequence: int
-
-
-@dataclass(frozen=True, slots=True)
-class Unlinked:
-    tenant: str
-    source_id: str
-    target_id: str
-    type: str
-    sequence: int
-    origin: str = "user"  # "system": a user edge there stays
-
-
-@dataclass(frozen=True, slots=True)
 class Ignored:
-    """A message of the log no store applies (undecodable, invalid, another event kind)."""
+    """A message of the log no store applies (undecodable, poison, another event kind)."""
 
     sequence: int
     reason: str
 
 
-LogEvent = Written | Removed | Linked | Unlinked | Ignored
+# The events themselves and their rules are ingest's (engram_core.log_events).
+LogEvent = Event | Ignored
 
 
 def invalid(event: LogEvent) -> str:
     """Why ingest would never apply ``event`` ("" when it would): the keeper keeps no state
     for those, so the log's state is what the stores were told."""
-    if isinstance(event, Ignored):
-        return event.reason
-    if not event.tenant:
-        return "missing tenant"
-    if event.sequence <= 0:
-        return "missing log sequence"
-    if isinstance(event, Written):
-        if not event.memory.id:
-            return "missing memory id"
-        if not event.memory.content.strip():
-            return "empty content"
-    elif isinstance(event, Removed):
-        if not event.id:
-            return "missing memory id"
-    else:
-        source, target, type_ = (
-            (event.relation.source_id, event.relation.target_id, event.relation.type)
-            if isinstance(event, Linked)
-            else (event.source_id, event.target_id, event.type)
-        )
-        if not source or not target:
-            return "relation without source or target"
-        rel_type = parse_relation_type(type_)
-        if rel_type is None or rel_type.value not in MEMORY_EDGE_TYPES:
-            return f"unknown relation type {type_!r}"
-        if source == target:
-            return "relation of a memory to itself"
-    return ""
+    return event.reason if isinstance(event, Ignored) else event_invalid(event)
 
 
 SYSTEM = "system"
@@ -157,9 +107,7 @@ SYSTEM = "system"
 
 def by_system(event: LogEvent) -> bool:
     """A relation event the graph ignores where a user edge stands."""
-    if isinstance(event, Linked):
-        return event.relation.origin == SYSTEM
-    return isinstance(event, Unlinked) and event.origin == SYSTEM
+    return isinstance(event, RelationLinked | RelationUnlinked) and event.relation.origin == SYSTEM
 
 
 def _user_edge(record: StateRecord | None) -> bool:
@@ -177,37 +125,30 @@ def state_of(event: LogEvent, held: StateRecord | None = None) -> StateRecord | 
         return None
     if by_system(event) and _user_edge(held):
         return None
-    if isinstance(event, Written):
+    if isinstance(event, MemoryWritten):
         memory = replace(event.memory, tenant=event.tenant, version=event.sequence)
         return MemoryRecord(event.tenant, memory.id, event.sequence, memory)
-    if isinstance(event, Removed):
+    if isinstance(event, MemoryRemoved):
         return MemoryRecord(event.tenant, event.id, event.sequence, None)
-    if isinstance(event, Linked):
-        rel_type = parse_relation_type(event.relation.type)
-        assert rel_type is not None  # invalid() let no unknown type through
+    rel_type = parse_relation_type(event.relation.type)
+    assert rel_type is not None  # invalid() let no unknown type through
+    if isinstance(event, RelationLinked):
         relation = replace(event.relation, type=rel_type.value)
         return RelationRecord(event.tenant, relation, event.sequence)
-    rel_type = parse_relation_type(event.type)
-    assert rel_type is not None
-    gone = Relation(event.source_id, event.target_id, rel_type.value, origin=event.origin)
+    # A removal's record names the edge and who removed it, nothing more.
+    r = event.relation
+    gone = Relation(r.source_id, r.target_id, rel_type.value, origin=r.origin)
     return RelationRecord(event.tenant, gone, event.sequence, removed=True)
 
 
 def relation_key(event: LogEvent) -> StateKey | None:
     """The state key a relation event touches (None: not a valid relation event)."""
-    if not isinstance(event, Linked | Unlinked) or invalid(event):
+    if not isinstance(event, RelationLinked | RelationUnlinked) or invalid(event):
         return None
-    if isinstance(event, Linked):
-        source, target, type_ = (
-            event.relation.source_id,
-            event.relation.target_id,
-            event.relation.type,
-        )
-    else:
-        source, target, type_ = event.source_id, event.target_id, event.type
-    rel_type = parse_relation_type(type_)
+    r = event.relation
+    rel_type = parse_relation_type(r.type)
     assert rel_type is not None  # invalid() let no unknown type through
-    return (event.tenant, "relation", source, rel_type.value, target)
+    return (event.tenant, "relation", r.source_id, rel_type.value, r.target_id)
 
 
 def fold(

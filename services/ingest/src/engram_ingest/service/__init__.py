@@ -1,15 +1,15 @@
 """Ingest logic over ports: decoded events in, per-event outcomes out. No NATS, no gRPC."""
 
-from engram_ingest.service.applier import Applier, Timeouts, invalid
-from engram_ingest.service.events import (
+from engram_core.log_events import (
     Event,
     MemoryRemoved,
     MemoryWritten,
-    Outcome,
     RelationLinked,
     RelationUnlinked,
-    Result,
+    invalid,
 )
+from engram_core.outcomes import Outcome, Result
+from engram_ingest.service.applier import Applier, Timeouts
 from engram_ingest.service.ports import GraphWriter, TextWriter, VectorWriter
 
 __all__ = [

@@ -19,10 +19,11 @@ A new memory (``MemoryStored``) gets its first ``relevance_score`` here, from
 recall's relevance component means something before the first decay pass. Age 0 rather
 than the wall clock keeps the score a function of the event: a replay writes the same.
 
-Poison is decided from the event alone (:func:`invalid`). A store that refuses a
-valid event — even with INVALID_ARGUMENT — points at configuration (say, a vector
-dimension mismatch) or a bug, not at the event; dead-lettering then would quietly
-drop the whole stream, so such failures are retried with backoff and logged instead.
+Poison is decided from the event alone (:func:`engram_core.log_events.invalid`, whose
+rules consolidate's state keeper follows too). A store that refuses a valid event — even
+with INVALID_ARGUMENT — points at configuration (say, a vector dimension mismatch) or a
+bug, not at the event; dead-lettering then would quietly drop the whole stream, so such
+failures are retried with backoff and logged instead.
 """
 
 from __future__ import annotations
@@ -36,20 +37,19 @@ from typing import Any, TypeVar
 
 from engram_core.enrich import enrich
 from engram_core.errors import DeadlineExceeded, EngramError, Internal, NotFound
-from engram_core.model import Entity, Memory, Relation
-from engram_core.ports import Embedder
-from engram_core.relations import MEMORY_EDGE_TYPES, parse_relation_type
-from engram_core.relevance import DecaySettings, relevance_score
-from engram_ingest.service.events import (
-    APPLIED,
+from engram_core.log_events import (
     Event,
     MemoryRemoved,
     MemoryWritten,
-    Outcome,
     RelationLinked,
     RelationUnlinked,
-    Result,
+    invalid,
 )
+from engram_core.model import Entity, Memory, Relation
+from engram_core.outcomes import APPLIED, Outcome, Result
+from engram_core.ports import Embedder
+from engram_core.relations import parse_relation_type
+from engram_core.relevance import DecaySettings, relevance_score
 from engram_ingest.service.ports import GraphWriter, TextWriter, VectorWriter
 
 log = logging.getLogger(__name__)
@@ -265,32 +265,6 @@ class Applier:
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
-
-
-def invalid(event: Event) -> str:
-    """Why an event can never be applied, or "" when it can."""
-    if not event.tenant:
-        return "missing tenant"
-    if event.sequence <= 0:
-        return "missing log sequence"
-    if isinstance(event, MemoryWritten):
-        if not event.memory.id:
-            return "missing memory id"
-        if not event.memory.content.strip():
-            return "empty content"
-    elif isinstance(event, MemoryRemoved):
-        if not event.id:
-            return "missing memory id"
-    else:
-        relation = event.relation
-        if not relation.source_id or not relation.target_id:
-            return "relation without source or target"
-        rel_type = parse_relation_type(relation.type)
-        if rel_type is None or rel_type.value not in MEMORY_EDGE_TYPES:
-            return f"unknown relation type {relation.type!r}"
-        if relation.source_id == relation.target_id:
-            return "relation of a memory to itself"
-    return ""
 
 
 def _registry_type(relation: Relation) -> Relation:

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 import pytest
 
 from engram.events.v1 import events_pb2
+from engram_core.log_events import MemoryRemoved, MemoryWritten, RelationLinked, RelationUnlinked
 from engram_core.model import Memory, Relation
-from engram_ingest.mapping import decode, tenant_of
-from engram_ingest.service import MemoryRemoved, MemoryWritten, RelationLinked, RelationUnlinked
 from engram_platform.convert import memory_to_proto, relation_to_proto
+from engram_platform.log_events import decode, tenant_of
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
 ID = "0195a000-0000-7000-8000-00000000000a"

@@ -1,8 +1,9 @@
-"""Log message (subject + protobuf payload) → ingest event, or the reason it is poison.
+"""Log message (subject + protobuf payload) → log event, or the reason it is poison.
 
-The subject names the tenant and the event (``engram.<tenant>.<event>.v1``); the
-subject's tenant is the one that counts — an envelope or memory naming another
-tenant is refused rather than trusted.
+Shared by ingest and consolidate's state keeper, so both read the log alike. The subject
+names the tenant and the event (``engram.<tenant>.<event>.v1``); the subject's tenant is
+the one that counts — an envelope or memory naming another tenant is refused rather than
+trusted.
 """
 
 from __future__ import annotations
@@ -12,14 +13,14 @@ from dataclasses import dataclass, field, replace
 from google.protobuf.message import DecodeError
 
 from engram.events.v1 import events_pb2
-from engram_core.model import Relation
-from engram_ingest.service import (
+from engram_core.log_events import (
     Event,
     MemoryRemoved,
     MemoryWritten,
     RelationLinked,
     RelationUnlinked,
 )
+from engram_core.model import Relation
 from engram_platform import jetstream as jsm
 from engram_platform.convert import memory_from_proto, relation_from_proto
 
