@@ -4,6 +4,16 @@ ladybug is synchronous, so every call runs on a thread: writes on ONE writer thr
 transaction at a time; batches commit once), reads on a small pool with a connection each. The
 writer thread is a queue, not a lock: a caller that gives up (deadline, cancellation) cannot
 let the next write start while its own is still running. One process owns the database file.
+
+Updates hold buffer pool until a checkpoint (measured on ladybug 0.22): each committed
+transaction that SETs a property of existing rows keeps, per column and per 2048-row vector it
+touched, a chunk in the pool (16 KiB for a node column, 32 KiB for a relation's, stored both
+ways) that only a checkpoint frees. ladybug checkpoints by itself when the WAL passes 16 MiB,
+but an update's WAL record is a few hundred bytes: 18 000 one-edge updates (a graph rebuild)
+filled a 1 GiB pool after 7 936 ("buffer pool is full"), 42 one-memory edits a 16 MiB one.
+Inserts do not pin. So the store counts what its updates pin (`_Pins`) and checkpoints when
+that passes a quarter of the pool. It also checkpoints on open: replaying the WAL pins too
+(a 450 KiB WAL left by 10k memories and 18k edges held 57 MiB of a 128 MiB pool).
 """
 
 from __future__ import annotations
@@ -106,6 +116,27 @@ class _State:
     relevance: float  # NULL (a node from before the column): 0, what every upsert carried
 
 
+# What one transaction's update of one column pins per 2048-row vector (see the docstring).
+NODE_CHUNK = 16 * 1024
+EDGE_CHUNK = 2 * NODE_CHUNK  # both directions
+# A transaction touches at most this many vectors of a table (one node group of 131 072
+# rows): a batch of updated rows counts as min(rows, this) vectors, an upper bound.
+MAX_VECTORS = 64
+MEMORY_COLUMNS = 14  # MERGE_MEMORIES sets every column but the key
+EDGE_COLUMNS = 4  # UPDATE_EDGE
+
+
+class _Pins:
+    """The buffer pool held by updates committed since the last checkpoint (an estimate)."""
+
+    def __init__(self) -> None:
+        self.held = 0
+
+    def add(self, chunk: int, columns: int, rows: int) -> None:
+        """One transaction's update of ``columns`` on ``rows`` rows of one table."""
+        self.held += chunk * columns * min(rows, MAX_VECTORS)
+
+
 def _states(conn: ladybug.Connection, keys: list[str]) -> dict[str, _State]:
     """The memory nodes that exist among ``keys``."""
     rows = _rows(conn, cypher.STATES, {"keys": keys})
@@ -136,6 +167,9 @@ class LadybugGraphStore:
         self._writer.set_query_timeout(write_timeout_ms)
         for statement in cypher.SCHEMA:
             _rows(self._writer, statement)
+        self._pins = _Pins()
+        self._pin_budget = buffer_pool_bytes // 4
+        self._checkpoint()  # what replaying the WAL pinned (see the docstring)
         self._readers: queue.SimpleQueue[ladybug.Connection] = queue.SimpleQueue()
         self._reader_conns: list[ladybug.Connection] = []
         for _ in range(readers):
@@ -161,11 +195,31 @@ class LadybugGraphStore:
             raise Unavailable(f"graph backend error: {text}") from err
 
     async def _write(self, fn: Callable[..., R], *args: Any) -> R:
+        """``fn(conn, pins, *args)`` on the writer thread; it adds what its updates pin."""
         if self._closed:
             raise Unavailable("graph store is closed")
         loop = asyncio.get_running_loop()
-        job = partial(self._guard, fn, self._writer, *args)
+        job = partial(self._guard, self._write_job, self._writer, fn, *args)
         return await loop.run_in_executor(self._write_pool, job)
+
+    def _write_job(self, conn: ladybug.Connection, fn: Callable[..., R], *args: Any) -> R:
+        result = fn(conn, self._pins, *args)
+        # Not later: a checkpoint needs pool of its own (a full pool cannot checkpoint; on a
+        # 16 MiB pool it already could not with 4 MiB pinned), hence the quarter.
+        if self._pins.held >= self._pin_budget:
+            self._checkpoint()
+        return result
+
+    def _checkpoint(self) -> bool:
+        """On the writer thread. False when ladybug could not (it waits a while for readers
+        to finish their transactions, then gives up): the next write tries again."""
+        try:
+            _rows(self._writer, "CHECKPOINT")
+        except RuntimeError as err:
+            log.warning("ladybug checkpoint failed: %s", err)
+            return False
+        self._pins.held = 0
+        return True
 
     async def _read(self, fn: Callable[..., R], *args: Any) -> R:
         if self._closed:
@@ -216,7 +270,7 @@ class LadybugGraphStore:
 
     async def _write_edges(
         self,
-        fn: Callable[[ladybug.Connection, str, list[tuple[Relation, int]]], int],
+        fn: Callable[[ladybug.Connection, _Pins, str, list[tuple[Relation, int]]], int],
         tenant: str,
         relations: Sequence[Relation],
         version: int,
@@ -375,7 +429,10 @@ def _entity_row(tenant: str, key: str, e: Entity) -> dict[str, Any]:
 
 
 def _upsert(
-    conn: ladybug.Connection, tenant: str, items: list[tuple[Memory, Sequence[Entity]]]
+    conn: ladybug.Connection,
+    pins: _Pins,
+    tenant: str,
+    items: list[tuple[Memory, Sequence[Entity]]],
 ) -> UpsertResult:
     newest: dict[str, tuple[Memory, Sequence[Entity]]] = {}
     for m, entities in items:
@@ -384,6 +441,7 @@ def _upsert(
     entity_rows: dict[str, dict[str, Any]] = {}
     memory_rows: list[dict[str, Any]] = []
     mentions: list[tuple[str, bool, list[str]]] = []  # memory key, drop the old set, new set
+    updated = 0  # rows the MERGE finds (live or tombstone): updates, not inserts
     with _transaction(conn):
         states = _states(conn, [memory_key(tenant, id_) for id_ in newest])
         for m, entities in newest.values():
@@ -397,6 +455,7 @@ def _upsert(
             for k, e in wanted.items():
                 entity_rows.setdefault(k, _entity_row(tenant, k, e))
             memory_rows.append(_memory_row(tenant, key, m, state))
+            updated += state is not None
             # A tombstone has no edges left; a live memory keeps an unchanged set untouched.
             had: set[str] = set()
             if state is not None and not state.tombstone:
@@ -412,11 +471,14 @@ def _upsert(
                 _rows(conn, cypher.UNMENTION_ALL, {"k": key})
             if ekeys:
                 _rows(conn, cypher.MENTION, {"k": key, "entities": ekeys})
+    pins.add(NODE_CHUNK, MEMORY_COLUMNS, updated)
     return UpsertResult(applied=len(memory_rows), skipped=len(items) - len(memory_rows))
 
 
-def _delete(conn: ladybug.Connection, tenant: str, ids: list[str], version: int) -> int:
-    deleted = 0
+def _delete(
+    conn: ladybug.Connection, pins: _Pins, tenant: str, ids: list[str], version: int
+) -> int:
+    deleted = bumped = 0
     with _transaction(conn):
         states = _states(conn, [memory_key(tenant, id_) for id_ in ids])
         for id_ in ids:
@@ -426,12 +488,14 @@ def _delete(conn: ladybug.Connection, tenant: str, ids: list[str], version: int)
                 continue
             if state is not None and state.tombstone:
                 _rows(conn, cypher.BUMP_TOMBSTONE, {"k": key, "version": version})
+                bumped += 1
                 continue
             if state is not None:
                 _rows(conn, cypher.DETACH, {"k": key})
                 deleted += 1
             params = {"k": key, "tenant": tenant, "id": id_, "version": version, "never": NEVER}
             _rows(conn, cypher.TOMBSTONE, params)
+    pins.add(NODE_CHUNK, 1, bumped + deleted)  # a DETACH counted as one column, to be safe
     return deleted
 
 
@@ -443,7 +507,9 @@ def _edge_params(tenant: str, r: Relation) -> dict[str, Any]:
     }
 
 
-def _add_relations(conn: ladybug.Connection, tenant: str, rows: list[tuple[Relation, int]]) -> int:
+def _add_relations(
+    conn: ladybug.Connection, pins: _Pins, tenant: str, rows: list[tuple[Relation, int]]
+) -> int:
     # Every endpoint is checked before anything is written: a bad batch leaves no trace.
     endpoints = list(dict.fromkeys(i for r, _ in rows for i in (r.source_id, r.target_id)))
     states = _states(conn, [memory_key(tenant, id_) for id_ in endpoints])
@@ -451,7 +517,7 @@ def _add_relations(conn: ladybug.Connection, tenant: str, rows: list[tuple[Relat
         state = states.get(memory_key(tenant, id_))
         if state is None or state.tombstone:
             raise NotFound(f"memory {id_} not found")
-    applied = 0
+    applied = updated = 0
     with _transaction(conn):
         # In turn, each seeing the ones before it: duplicates in a batch settle as if apart.
         for r, version in rows:
@@ -468,14 +534,16 @@ def _add_relations(conn: ladybug.Connection, tenant: str, rows: list[tuple[Relat
                 if (r.origin == SYSTEM and origin == USER) or version < stored_version:
                     continue
                 _rows(conn, cypher.UPDATE_EDGE, params)
+                updated += 1
             else:
                 _rows(conn, cypher.CREATE_EDGE, {**params, "created_at": to_us(r.created_at)})
             applied += 1
+    pins.add(EDGE_CHUNK, EDGE_COLUMNS, updated)
     return applied
 
 
 def _remove_relations(
-    conn: ladybug.Connection, tenant: str, rows: list[tuple[Relation, int]]
+    conn: ladybug.Connection, pins: _Pins, tenant: str, rows: list[tuple[Relation, int]]
 ) -> int:
     removed = 0
     with _transaction(conn):
@@ -489,10 +557,14 @@ def _remove_relations(
                 continue
             _rows(conn, cypher.REMOVE_EDGE, params)
             removed += 1
+    # A delete pins less than an update; counted as one column, to be safe.
+    pins.add(EDGE_CHUNK, 1, removed)
     return removed
 
 
-def _update_access(conn: ladybug.Connection, tenant: str, updates: list[AccessUpdate]) -> int:
+def _update_access(
+    conn: ladybug.Connection, pins: _Pins, tenant: str, updates: list[AccessUpdate]
+) -> int:
     updated = 0
     with _transaction(conn):
         for u in updates:
@@ -502,13 +574,18 @@ def _update_access(conn: ladybug.Connection, tenant: str, updates: list[AccessUp
                 "count": u.access_count,
             }
             updated += len(_rows(conn, cypher.TOUCH, params))
+    pins.add(NODE_CHUNK, 2, updated)
     return updated
 
 
-def _update_relevance(conn: ladybug.Connection, tenant: str, latest: dict[str, float]) -> int:
+def _update_relevance(
+    conn: ladybug.Connection, pins: _Pins, tenant: str, latest: dict[str, float]
+) -> int:
     rows = [{"k": memory_key(tenant, i), "score": float(r)} for i, r in latest.items()]
     with _transaction(conn):
-        return len(_rows(conn, cypher.SCORE, {"rows": rows}))
+        updated = len(_rows(conn, cypher.SCORE, {"rows": rows}))
+    pins.add(NODE_CHUNK, 1, updated)
+    return updated
 
 
 # -- the work, on a reader thread --------------------------------------------------------------
