@@ -96,8 +96,9 @@ class ModelTrace:
             self.degraded.append(name)
 
 
-# The decomposer is called through B1's port, whose signature carries no per-recall state;
-# the recall in progress sets its trace here so the LLM decomposer can report into it.
+# The decomposer is called through the QueryDecomposer port, whose signature carries no
+# per-recall state; the recall in progress sets its trace here so the LLM decomposer can
+# report into it.
 _TRACE: ContextVar[ModelTrace | None] = ContextVar("engram_model_trace", default=None)
 
 
