@@ -1,4 +1,4 @@
-"""Builds the ingest service from settings: the embedder and the three store clients.
+"""Builds the ingest service from settings: the embedder(s) and the three store clients.
 
 Tests pass their own embedder and writers; whatever is not passed is built from settings.
 """
@@ -31,12 +31,15 @@ def build(
     settings: Settings,
     *,
     embedder: Embedder | None = None,
+    next_embedder: Embedder | None = None,
     vector: VectorWriter | None = None,
     lexical: TextWriter | None = None,
     graph: GraphWriter | None = None,
 ) -> Ingest:
-    """The applier over the given or configured parts. The local model loads here."""
+    """The applier over the given or configured parts. The local model(s) load here."""
     channels = Channels(settings.max_message_bytes)
+    if next_embedder is None and settings.next_embed is not None:
+        next_embedder = make_embedder(settings.next_embed)
 
     applier = Applier(
         embedder if embedder is not None else make_embedder(settings.embed),
@@ -45,5 +48,6 @@ def build(
         graph if graph is not None else GraphClient(channels.open(settings.graph_addr)),
         Timeouts(embed_s=settings.embed_timeout_s, write_s=settings.write_timeout_s),
         DecaySettings() if settings.initial_relevance else None,
+        next_embedder,
     )
     return Ingest(applier=applier, channels=channels)

@@ -1,6 +1,7 @@
 """Settings of the ingest worker (env prefix ENGRAM_INGEST_, nested with ``__``).
 
-E.g. ``ENGRAM_INGEST_NATS__URL=nats://10.0.0.5:4222``, ``ENGRAM_INGEST_EMBED__PROVIDER=openai``.
+E.g. ``ENGRAM_INGEST_NATS__URL=nats://10.0.0.5:4222``, ``ENGRAM_INGEST_EMBED__PROVIDER=openai``,
+``ENGRAM_INGEST_NEXT_EMBED__PROVIDER=hashing``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ class Settings(WorkerSettings):
 
     embed: EmbedSettings = Field(
         default_factory=EmbedSettings, description="Embedding provider for memory contents."
+    )
+    next_embed: EmbedSettings | None = Field(
+        None,
+        description="A second embedder, for a rebuild of vector onto another model: when "
+        "vector refuses a batch for its embedding_model, ingest switches to the other "
+        "embedder, re-embeds and retries at once, and keeps it (built at start).",
     )
     embed_timeout_s: float = Field(30.0, gt=0, description="Deadline of one embedder call.")
     initial_relevance: bool = Field(

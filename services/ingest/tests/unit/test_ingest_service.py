@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pytest
 
-from engram_core.errors import InvalidArgument, NotFound, Unavailable
-from engram_core.model import Memory, Relation
+from engram_core.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from engram_core.model import Memory, Relation, UpsertResult
 from engram_core.relevance import relevance_score
 from engram_core.tags import tag_prefixes
+from engram_embed.factory import EmbedSettings
+from engram_embed.hashing import HashingEmbedder
+from engram_ingest.bootstrap import build
 from engram_ingest.config import Settings
 from engram_ingest.service import (
     Applier,
@@ -24,7 +29,7 @@ from engram_ingest.service import (
 )
 
 if TYPE_CHECKING:
-    from conftest import Stores
+    from conftest import FakeVector, Stores
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
 ID_A = "0195a000-0000-7000-8000-00000000000a"
@@ -259,6 +264,116 @@ async def test_a_store_refusal_is_retried_not_dead_lettered(stores: Stores) -> N
     stores.vector.fail_next.append(InvalidArgument("vector", "expected 384 dimensions"))
     (result,) = await applier(stores).apply([written(1)])
     assert result.outcome is Outcome.RETRY
+
+
+class Counted(HashingEmbedder):
+    def __init__(self, dimension: int) -> None:
+        super().__init__(dimension)
+        self.calls = 0
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls += 1
+        return await super().embed(texts)
+
+
+class ModelGuardedVector:
+    """The fake vector store, refusing upserts not embedded with ``model`` as vector does
+    after a generation swap (FailedPrecondition naming the embedding_model)."""
+
+    def __init__(self, inner: FakeVector, model: str) -> None:
+        self.inner = inner
+        self.model = model
+        self.refused = 0
+
+    async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int:
+        return await self.inner.delete(tenant, ids, version)
+
+    async def upsert(
+        self, tenant: str, items: Sequence[tuple[Memory, Sequence[float]]]
+    ) -> UpsertResult:
+        for i, (m, _) in enumerate(items):
+            if m.embedding_model != self.model:
+                self.refused += 1
+                raise FailedPrecondition(
+                    f"points[{i}].memory.embedding_model",
+                    f"{m.embedding_model!r} is not the model of generation v2 ({self.model!r})",
+                )
+        return await self.inner.upsert(tenant, items)
+
+
+async def test_a_refused_embedding_model_switches_to_the_next_embedder_at_once(
+    stores: Stores, caplog: pytest.LogCaptureFixture
+) -> None:
+    old, new = Counted(32), Counted(48)
+    vector = ModelGuardedVector(stores.vector, new.model_name)
+    settings = Settings(write_timeout_s=5.0, embed_timeout_s=5.0, ack_wait_s=30.0)
+    a = build(
+        settings,
+        embedder=old,
+        next_embedder=new,
+        vector=vector,
+        lexical=stores.lexical,
+        graph=stores.graph,
+    ).applier
+    assert a.embedding_model == "hashing-32"
+    rel = Relation(ID_A, ID_B, "RELATES_TO")
+    events: list[Event] = [written(1), written(2, ID_B), RelationLinked("t1", rel, 3)]
+    with caplog.at_level(logging.WARNING):
+        results = await a.apply(events)
+    assert [r.outcome for r in results] == [Outcome.APPLIED] * 3  # in the same call
+    assert [m.embedding_model for m in stores.vector.live("t1").values()] == ["hashing-48"] * 2
+    assert stores.vector.vectors[("t1", ID_A)] == new.embed_one("notes")
+    assert (old.calls, new.calls) == (1, 1)
+    (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "hashing-32" in warning.getMessage()
+    assert "hashing-48" in warning.getMessage()
+    assert a.embedding_model == "hashing-48"  # kept afterwards
+    (result,) = await a.apply([written(4, content="later")])
+    assert result.outcome is Outcome.APPLIED
+    assert (old.calls, new.calls) == (1, 2)
+    assert vector.refused == 1
+
+
+async def test_a_refused_embedding_model_is_retried_without_a_next_embedder(
+    stores: Stores,
+) -> None:
+    settings = Settings(write_timeout_s=5.0, embed_timeout_s=5.0, ack_wait_s=30.0)
+    vector = ModelGuardedVector(stores.vector, "hashing-48")
+    a = build(
+        settings,
+        embedder=stores.embedder,
+        vector=vector,
+        lexical=stores.lexical,
+        graph=stores.graph,
+    ).applier
+    (result,) = await a.apply([written(1)])
+    assert result.outcome is Outcome.RETRY
+    assert "FAILED_PRECONDITION" in result.reason
+    assert "embedding_model" in result.reason
+    assert stores.vector.live("t1") == {}
+
+
+async def test_a_refusal_after_the_switch_is_retried_as_today(stores: Stores) -> None:
+    vector = ModelGuardedVector(stores.vector, "hashing-64")
+    settings = Settings(
+        write_timeout_s=5.0,
+        embed_timeout_s=5.0,
+        ack_wait_s=30.0,
+        next_embed=EmbedSettings(provider="hashing", dimension=48),
+    )
+    # The next embedder is built from settings.
+    a = build(
+        settings,
+        embedder=stores.embedder,
+        vector=vector,
+        lexical=stores.lexical,
+        graph=stores.graph,
+    ).applier
+    (result,) = await a.apply([written(1)])
+    assert result.outcome is Outcome.RETRY
+    assert "embedding_model" in result.reason
+    assert vector.refused == 2  # one switch per call, then backoff
+    assert a.embedding_model == "hashing-48"
 
 
 async def test_a_failed_segment_holds_back_every_later_one(stores: Stores) -> None:

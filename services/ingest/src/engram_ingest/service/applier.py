@@ -19,6 +19,12 @@ A new memory (``MemoryStored``) gets its first ``relevance_score`` here, from
 recall's relevance component means something before the first decay pass. Age 0 rather
 than the wall clock keeps the score a function of the event: a replay writes the same.
 
+With a second embedder (``next_embed``), a batch whose vector write is refused for its
+``embedding_model`` (FailedPrecondition: vector swapped its live generation to another
+model) switches the applier to the other embedder, once per call, re-embeds what is left
+of the batch and retries the write at once; the switched embedder stays in use. If the
+retry fails too, the batch is retried with backoff as any other failure.
+
 Poison is decided from the event alone (:func:`engram_core.log_events.invalid`, whose
 rules consolidate's state keeper follows too). A store that refuses a valid event — even
 with INVALID_ARGUMENT — points at configuration (say, a vector dimension mismatch) or a
@@ -36,7 +42,13 @@ from itertools import groupby
 from typing import Any, TypeVar
 
 from engram_core.enrich import enrich
-from engram_core.errors import DeadlineExceeded, EngramError, Internal, NotFound
+from engram_core.errors import (
+    DeadlineExceeded,
+    EngramError,
+    FailedPrecondition,
+    Internal,
+    NotFound,
+)
 from engram_core.log_events import (
     Event,
     MemoryRemoved,
@@ -74,8 +86,10 @@ class Applier:
         graph: GraphWriter,
         timeouts: Timeouts | None = None,
         initial_relevance: DecaySettings | None = None,
+        next_embedder: Embedder | None = None,
     ) -> None:
         self._embedder = embedder
+        self._other = next_embedder  # the one to switch to when vector wants another model
         self._vector = vector
         self._lexical = lexical
         self._graph = graph
@@ -99,12 +113,14 @@ class Applier:
         valid.sort(key=lambda i: events[i].sequence)
 
         written = {i: e for i in valid if isinstance(e := events[i], MemoryWritten)}
+        embedder = self._embedder
         try:
-            vectors = await self._embed(written)
+            vectors = await self._embed(written, embedder)
         except Exception as exc:
             failure = retry(exc, "embedding")
             return [results.get(i, failure) for i in range(len(events))]
 
+        switched = False
         failed: Result | None = None
         for kind, group in groupby(valid, key=lambda i: type(events[i])):
             indices = list(group)
@@ -112,7 +128,18 @@ class Applier:
                 results.update(dict.fromkeys(indices, failed))
                 continue
             if kind is MemoryWritten:
-                outcome = await self._upserts({i: written[i] for i in indices}, vectors)
+                segment = {i: written[i] for i in indices}
+                outcome, refused = await self._upserts(segment, vectors, embedder.model_name)
+                if refused is not None and not switched and self._switch(embedder, refused):
+                    switched = True
+                    embedder = self._embedder
+                    left = {i: e for i, e in written.items() if i not in results}
+                    try:
+                        vectors = await self._embed(left, embedder)
+                    except Exception as exc:
+                        outcome = dict.fromkeys(indices, retry(exc, "embedding"))
+                    else:
+                        outcome, _ = await self._upserts(segment, vectors, embedder.model_name)
             elif kind is MemoryRemoved:
                 outcome = await self._each(events, indices, MemoryRemoved, self._delete)
             else:
@@ -123,19 +150,37 @@ class Applier:
                 failed = Result(Outcome.RETRY, f"after an earlier failure: {first_failure.reason}")
         return [results.get(i, APPLIED) for i in range(len(events))]
 
-    async def _embed(self, written: dict[int, MemoryWritten]) -> dict[int, list[float]]:
+    def _switch(self, used: Embedder, refused: FailedPrecondition) -> bool:
+        """Make the other embedder the active one; False when there is none."""
+        if self._other is None:
+            return False
+        if self._embedder is used:  # not already switched by a concurrent call
+            self._embedder, self._other = self._other, self._embedder
+            log.warning(
+                "vector refused embedding model %s (%s): switching ingest's embedder from %s to %s",
+                used.model_name,
+                refused.reason,
+                used.model_name,
+                self._embedder.model_name,
+            )
+        return True
+
+    async def _embed(
+        self, written: dict[int, MemoryWritten], embedder: Embedder
+    ) -> dict[int, list[float]]:
         """One embedder call for every memory of the batch, keyed by event index."""
         if not written:
             return {}
         texts = [e.memory.content for e in written.values()]
-        vectors = await bounded(self._embedder.embed(texts), self._timeouts.embed_s, "embedding")
+        vectors = await bounded(embedder.embed(texts), self._timeouts.embed_s, "embedding")
         if len(vectors) != len(texts):
             raise Internal(f"embedder returned {len(vectors)} vectors for {len(texts)} texts")
         return dict(zip(written, vectors, strict=True))
 
     async def _upserts(
-        self, written: dict[int, MemoryWritten], vectors: dict[int, list[float]]
-    ) -> dict[int, Result]:
+        self, written: dict[int, MemoryWritten], vectors: dict[int, list[float]], model: str
+    ) -> tuple[dict[int, Result], FailedPrecondition | None]:
+        """The results, and vector's refusal of the embedding model if any tenant got one."""
         # One write per tenant and store; within it the newest event of each id wins
         # (an older one would be skipped by the version guard anyway).
         newest: dict[str, dict[str, int]] = {}
@@ -143,7 +188,7 @@ class Applier:
             newest.setdefault(event.tenant, {})[event.memory.id] = i
         tenants = list(newest)
         writes = [
-            self._write_memories(t, [(written[i], vectors[i]) for i in newest[t].values()])
+            self._write_memories(t, [(written[i], vectors[i]) for i in newest[t].values()], model)
             for t in tenants
         ]
         outcomes = await asyncio.gather(*writes, return_exceptions=True)
@@ -151,12 +196,15 @@ class Applier:
             t: APPLIED if o is None else retry(o, "upsert")
             for t, o in zip(tenants, outcomes, strict=True)
         }
-        return {i: by_tenant[event.tenant] for i, event in written.items()}
+        refused = next(
+            (o for o in outcomes if isinstance(o, FailedPrecondition) and _model_refused(o)),
+            None,
+        )
+        return {i: by_tenant[event.tenant] for i, event in written.items()}, refused
 
     async def _write_memories(
-        self, tenant: str, items: list[tuple[MemoryWritten, list[float]]]
+        self, tenant: str, items: list[tuple[MemoryWritten, list[float]]], model: str
     ) -> None:
-        model = self._embedder.model_name
         ready: list[tuple[Memory, list[Entity], list[float]]] = []
         for event, vector in items:
             enriched, entities = enrich(event.memory, event.sequence, model)
@@ -265,6 +313,11 @@ class Applier:
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
+
+
+def _model_refused(error: FailedPrecondition) -> bool:
+    """Vector's answer to an upsert embedded with another model than its live generation's."""
+    return error.field.endswith("embedding_model")
 
 
 def _registry_type(relation: Relation) -> Relation:
