@@ -180,6 +180,14 @@ def build_gateway(
     lookup = Lookup(backends.vector, backends.lexical)
     recall_cache = RecallCache(cache, codec or ProtoRecallCodec(), settings.recall_cache_ttl_s)
     access = AccessRecorder(event_log, clock, ids)
+    metadata = MetadataStream(
+        backends.lexical,
+        MetadataConfig(
+            fields=tuple(settings.metadata_fields),
+            ttl_s=settings.metadata_index_ttl_s,
+            scan_max=settings.metadata_scan_max,
+        ),
+    )
     writer = Writer(
         event_log,
         cache,
@@ -193,6 +201,7 @@ def build_gateway(
         ),
         clock,
         ids,
+        metadata.written,
     )
     reader = Reader(
         backends.vector,
@@ -263,15 +272,7 @@ def build_gateway(
         decomposer=models.decomposer_over(
             RuleDecomposer(settings.decompose_max_parts), settings.decompose_model.timeout_s
         ),
-        metadata=MetadataStream(
-            backends.lexical,
-            MetadataConfig(
-                fields=tuple(settings.metadata_fields),
-                ttl_s=settings.metadata_index_ttl_s,
-                scan_max=settings.metadata_scan_max,
-            ),
-            recall_cache.epoch,
-        ),
+        metadata=metadata,
     )
     rate_limit = TenantRateLimit(
         limiter or MemoryRateLimiter(),

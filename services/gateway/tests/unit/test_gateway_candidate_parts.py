@@ -225,7 +225,7 @@ async def test_metadata_stream_finds_whitelisted_fields_only() -> None:
             _m("d", metadata={"project": "apollo"}, tags=("old",), tag_prefixes=("old",)),
         ]
     )
-    stream = MetadataStream(scan, MetadataConfig(fields=("topic", "project")), lambda _t: 0)
+    stream = MetadataStream(scan, MetadataConfig(fields=("topic", "project")))
     hits = await stream.search("t", "apollo status?", Filter(exclude_tags=("old",)), 10, 1.0)
     assert [(h.id, round(h.score, 2)) for h in hits] == [("a", 1.0), ("c", 0.33)]
     assert hits[0].memory is not None
@@ -234,18 +234,15 @@ async def test_metadata_stream_finds_whitelisted_fields_only() -> None:
 
 async def test_metadata_index_is_reused_then_rebuilt_on_write_ttl_or_sequence() -> None:
     scan = _Scan([_m(f"{i:03d}", metadata={"topic": f"topic{i}"}) for i in range(5)])
-    epoch, now = [0], [0.0]
+    now = [0.0]
     stream = MetadataStream(
-        scan,
-        MetadataConfig(fields=("topic",), ttl_s=10.0),
-        lambda _t: epoch[0],
-        clock=lambda: now[0],
+        scan, MetadataConfig(fields=("topic",), ttl_s=10.0), clock=lambda: now[0]
     )
     assert [h.id for h in await stream.search("t", "topic3", Filter(), 5, 1.0)] == ["003"]
     builds = scan.calls
     await stream.search("t", "topic4", Filter(), 5, 1.0)
     assert scan.calls == builds  # one index serves both
-    epoch[0] = 1  # a write through this gateway
+    stream.written("t", [_m("new", metadata={"topic": "topic9"})])  # through this gateway
     await stream.search("t", "topic4", Filter(), 5, 1.0)
     assert scan.calls == 2 * builds
     now[0] = 11.0  # past the TTL
@@ -257,5 +254,20 @@ async def test_metadata_index_is_reused_then_rebuilt_on_write_ttl_or_sequence() 
 
 async def test_metadata_index_reads_at_most_scan_max() -> None:
     scan = _Scan([_m(f"{i:03d}", metadata={"topic": "tea"}) for i in range(30)])
-    stream = MetadataStream(scan, MetadataConfig(fields=("topic",), scan_max=12), lambda _t: 0)
+    stream = MetadataStream(scan, MetadataConfig(fields=("topic",), scan_max=12))
     assert len(await stream.search("t", "tea", Filter(), 100, 1.0)) == 12
+
+
+async def test_metadata_index_survives_writes_that_cannot_change_it() -> None:
+    scan = _Scan([_m(f"{i:03d}", metadata={"topic": f"topic{i}"}) for i in range(5)])
+    stream = MetadataStream(scan, MetadataConfig(fields=("topic",), ttl_s=10.0), clock=lambda: 0)
+    await stream.search("t", "topic3", Filter(), 5, 1.0)
+    builds = scan.calls
+    stream.written("t", [_m("new", metadata={"owner": "apollo"})])  # no whitelisted field
+    stream.written("t", [])  # a relation
+    stream.written("other", [], changed=True)  # another tenant
+    await stream.search("t", "topic3", Filter(), 5, 1.0)
+    assert scan.calls == builds
+    stream.written("t", [], changed=True)  # an update or delete may change an indexed memory
+    await stream.search("t", "topic3", Filter(), 5, 1.0)
+    assert scan.calls == 2 * builds

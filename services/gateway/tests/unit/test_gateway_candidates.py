@@ -274,3 +274,14 @@ async def test_a_write_through_the_gateway_refreshes_the_metadata_index(client: 
     )
     assert [r.memory.id for r in again.results] == [stored.id]
     assert sum(1 for op, _ in h.lexical.calls if op == "scan") == 2
+
+
+async def test_a_store_without_whitelisted_fields_keeps_the_metadata_index(client: Any) -> None:
+    h = client.harness
+    await client.stub.Recall(gateway_pb2.RecallRequest(query="apollo"), metadata=client.auth())
+    await client.stub.Store(
+        gateway_pb2.StoreRequest(memory={"content": "apollo lunch", "metadata": {"owner": "x"}}),
+        metadata=client.auth(),
+    )
+    await client.stub.Recall(gateway_pb2.RecallRequest(query="apollo"), metadata=client.auth())
+    assert sum(1 for op, _ in h.lexical.calls if op == "scan") == 1

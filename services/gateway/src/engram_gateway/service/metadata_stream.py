@@ -7,8 +7,10 @@ in its words was never a candidate. This stream makes it one.
 No store indexes metadata values, so the stream keeps, per tenant, an inverted index of the
 whitelisted fields (word → memories) built from one scan of the tenant (``scan``; only the
 memories carrying such a field are kept). A recall then costs a few dictionary look-ups; the
-index is rebuilt after ``ttl_s`` or when this gateway published a write for the tenant (the
-recall cache's epoch), so a memory written through another replica may wait up to ``ttl_s``.
+index is rebuilt after ``ttl_s`` or after this gateway published a write that can change it
+(``written``: a memory carrying a whitelisted field, an update, a delete, a store under a
+client-given id — not a new memory without such a field, which no index can hold, nor a
+relation), so a memory written through another replica may wait up to ``ttl_s``.
 A hit's score is the share of the field value's words the query names (best field).
 """
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,7 +63,7 @@ def _strings(value: Any) -> list[str]:
 @dataclass(slots=True)
 class _TenantIndex:
     built_at: float
-    epoch: int
+    changes: int  # the tenant's count of index-changing writes when it was built
     sequence: int  # the log was applied at least up to here when it was built
     memories: dict[str, Memory] = field(default_factory=dict)
     words: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)  # id → field → words
@@ -94,12 +96,11 @@ class MetadataStream:
         self,
         scan: ScanPort,
         config: MetadataConfig,
-        epoch: Callable[[str], int],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._scan = scan
         self._config = config
-        self._epoch = epoch
+        self._changes: defaultdict[str, int] = defaultdict(int)
         self._clock = clock
         self._indexes: OrderedDict[str, _TenantIndex] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
@@ -107,6 +108,14 @@ class MetadataStream:
     @property
     def enabled(self) -> bool:
         return bool(self._config.fields)
+
+    def written(self, tenant: str, new: Sequence[Memory] = (), changed: bool = False) -> None:
+        """This gateway published a write for ``tenant``: ``new`` memories stored under ids the
+        server assigned (in no index yet: only one carrying a whitelisted field changes it),
+        ``changed`` for an update, a delete or a store under a client-given id (they may change
+        or drop an indexed memory). A tenant's next recall after one that matters rebuilds."""
+        if changed or any(field_words(m, self._config.fields) for m in new):
+            self._changes[tenant] += 1
 
     async def search(
         self,
@@ -145,15 +154,15 @@ class MetadataStream:
         if index is None:
             return None
         stale = self._clock() - index.built_at >= self._config.ttl_s
-        if stale or index.epoch != self._epoch(tenant) or index.sequence < min_sequence:
+        if stale or index.changes != self._changes[tenant] or index.sequence < min_sequence:
             return None
         self._indexes.move_to_end(tenant)
         return index
 
     async def _build(self, tenant: str, timeout: float, min_sequence: int) -> _TenantIndex:
-        epoch = self._epoch(tenant)  # before the scan: a write during it makes it stale
+        changes = self._changes[tenant]  # before the scan: a write during it makes it stale
         memories, _ = await scan_memories(self._scan, tenant, self._config.scan_max, timeout)
-        index = _TenantIndex(built_at=self._clock(), epoch=epoch, sequence=min_sequence)
+        index = _TenantIndex(built_at=self._clock(), changes=changes, sequence=min_sequence)
         for m in memories:
             by_field = field_words(m, self._config.fields)
             if by_field:
