@@ -251,4 +251,9 @@ class Embedder(Protocol):
     @property
     def dimension(self) -> int: ...
 
+    @property
+    def query_instruction(self) -> str:
+        """Put before a search query when it is embedded ("" for symmetric models)."""
+        ...
+
     async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...

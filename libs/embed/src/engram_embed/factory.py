@@ -22,7 +22,14 @@ class EmbedSettings(BaseModel):
     model_dir: Path = Field(
         default_factory=default_model_dir,
         description="Folder with model.onnx and tokenizer.json (local provider); "
-        "default $ENGRAM_HOME/models/all-MiniLM-L6-v2.",
+        "default $ENGRAM_HOME/models/all-MiniLM-L6-v2; "
+        "$ENGRAM_HOME/models/bge-small-en-v1.5 for the stronger model.",
+    )
+    query_instruction: str | None = Field(
+        None,
+        description="Text put before a search query when it is embedded. None: the local "
+        "model's own (from its manifest: bge-small-en-v1.5 has one, MiniLM none), '' for "
+        "the openai provider.",
     )
     batch_size: int = Field(
         16,
@@ -68,6 +75,7 @@ def make_embedder(settings: EmbedSettings) -> Embedder:
             batch_size=settings.batch_size,
             threads=settings.threads,
             max_tokens=settings.max_tokens,
+            query_instruction=settings.query_instruction,
         )
     if settings.provider == "openai":
         from engram_embed.http import OpenAICompatibleEmbedder
@@ -79,6 +87,7 @@ def make_embedder(settings: EmbedSettings) -> Embedder:
             api_key_file=settings.api_key_file,
             timeout_s=settings.timeout_s,
             batch_size=settings.batch_size,
+            query_instruction=settings.query_instruction or "",
         )
     from engram_embed.hashing import HashingEmbedder
 

@@ -28,6 +28,10 @@ class HashingEmbedder:
     def dimension(self) -> int:
         return self._dimension
 
+    @property
+    def query_instruction(self) -> str:
+        return ""
+
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return [self.embed_one(t) for t in texts]
 

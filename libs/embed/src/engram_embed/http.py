@@ -27,6 +27,7 @@ class OpenAICompatibleEmbedder:
         api_key_file: Path | None = None,
         timeout_s: float = 30.0,
         batch_size: int = 64,
+        query_instruction: str = "",
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         if batch_size < 1:
@@ -43,6 +44,7 @@ class OpenAICompatibleEmbedder:
         self._model = model
         self._dimension = dimension
         self._batch_size = batch_size
+        self._query_instruction = query_instruction
         self._url = base_url.rstrip("/") + "/embeddings"
         self._client = httpx.AsyncClient(headers=headers, timeout=timeout_s, transport=transport)
 
@@ -53,6 +55,10 @@ class OpenAICompatibleEmbedder:
     @property
     def dimension(self) -> int:
         return self._dimension
+
+    @property
+    def query_instruction(self) -> str:
+        return self._query_instruction
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         out: list[list[float]] = []

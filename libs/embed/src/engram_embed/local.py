@@ -19,7 +19,8 @@ OUTPUT = "sentence_embedding"
 
 
 class OnnxEmbedder:
-    """all-MiniLM-L6-v2 (or any model built the same way) on onnxruntime's CPU provider.
+    """A model built by ``make models`` (all-MiniLM-L6-v2, bge-small-en-v1.5) on
+    onnxruntime's CPU provider. The manifest names the model and its query instruction.
 
     Loads eagerly, so a missing or broken model fails at startup rather than
     on the first request.
@@ -32,6 +33,7 @@ class OnnxEmbedder:
         batch_size: int = 16,
         threads: int = 1,
         max_tokens: int = 256,
+        query_instruction: str | None = None,
     ) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -64,7 +66,13 @@ class OnnxEmbedder:
         if OUTPUT not in out:
             raise Unavailable(f"{model_path} has no {OUTPUT!r} output: run `make models`")
         self._dimension = int(out[OUTPUT].shape[-1])
-        self._model_name = _model_name(model_dir)
+        manifest = _manifest(model_dir)
+        self._model_name = str(manifest.get("model_name", model_dir.name))
+        self._query_instruction = (
+            str(manifest.get("query_instruction", ""))
+            if query_instruction is None
+            else query_instruction
+        )
         # One inference at a time: each run already uses every intra-op thread, and
         # concurrent runs would only contend for the cores and multiply memory.
         self._lock = threading.Lock()
@@ -76,6 +84,10 @@ class OnnxEmbedder:
     @property
     def dimension(self) -> int:
         return self._dimension
+
+    @property
+    def query_instruction(self) -> str:
+        return self._query_instruction
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
@@ -115,9 +127,9 @@ class OnnxEmbedder:
         return unit
 
 
-def _model_name(model_dir: Path) -> str:
+def _manifest(model_dir: Path) -> dict[str, Any]:
     try:
-        name = json.loads((model_dir / MANIFEST_FILE).read_text())["model_name"]
-        return str(name)
-    except (OSError, ValueError, KeyError):
-        return model_dir.name
+        manifest = json.loads((model_dir / MANIFEST_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return manifest if isinstance(manifest, dict) else {}

@@ -393,6 +393,7 @@ class Fixture:
 class OneEmbedder:
     model_name = "hash-4"
     dimension = 4
+    query_instruction = ""
 
     def __init__(self) -> None:
         self.calls: list[list[str]] = []

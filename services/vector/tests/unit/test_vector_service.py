@@ -19,15 +19,20 @@ T = "tenant-a"
 
 
 class CountingEmbedder(HashingEmbedder):
-    def __init__(self, dimension: int = DIM, name: str = "") -> None:
+    def __init__(self, dimension: int = DIM, name: str = "", instruction: str = "") -> None:
         super().__init__(dimension)
         self.calls: list[list[str]] = []
         self.failure: Exception | None = None
         self._name = name
+        self._instruction = instruction
 
     @property
     def model_name(self) -> str:
         return self._name or super().model_name
+
+    @property
+    def query_instruction(self) -> str:
+        return self._instruction
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if self.failure is not None:
@@ -75,6 +80,18 @@ async def test_cache_key_holds_the_model_name_and_the_tenant() -> None:
     assert other_model.calls[-1] == ["rust"]  # same cache, another model: a miss
     assert all(k.startswith("vector:qemb:") for k in cache._data)
     assert any("another-model" in k for k in cache._data)
+
+
+async def test_a_query_is_embedded_behind_the_models_query_instruction() -> None:
+    cache = MemoryCache()
+    plain, plain_embedder, _ = await service_with(cache=cache)
+    await plain.search(T, Filter(), 2, query="rust")
+    instructed = CountingEmbedder(instruction="Represent this for search: ")
+    service, embedder, _ = await service_with(embedder=instructed, cache=cache)
+    await service.search(T, Filter(), 2, query="rust")
+    # Same model name and cache: the instruction is part of the key, so no stale hit.
+    assert embedder.calls == [["Represent this for search: rust"]]
+    assert plain_embedder.calls == [["rust"]]
 
 
 async def test_a_cached_entry_of_the_wrong_size_is_ignored() -> None:

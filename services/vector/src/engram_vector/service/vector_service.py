@@ -144,6 +144,8 @@ class VectorService(GenerationRouted[VectorIndex]):
         embedder = self._embedders.get(live.embedding_model)
         if embedder is None:
             raise Unavailable(f"no embedder for {live.embedding_model!r}, the live model")
+        # The model's query instruction is part of what is embedded, and so of the key.
+        text = embedder.query_instruction + text
         key = _cache_key(embedder.model_name, tenant, text)
         cached = await self._cache.get(key)
         if cached is not None:
