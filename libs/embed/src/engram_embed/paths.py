@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-MODEL_NAME = "all-MiniLM-L6-v2"
+MODEL_NAME = "all-MiniLM-L6-v2"  # the default
+BGE_SMALL = "bge-small-en-v1.5"  # the stronger, slower choice
+MODELS = (MODEL_NAME, BGE_SMALL)
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 MANIFEST_FILE = "manifest.json"
@@ -16,8 +18,8 @@ def engram_home() -> Path:
     return Path(os.environ.get("ENGRAM_HOME", ".engram")).resolve()
 
 
-def default_model_dir() -> Path:
-    return engram_home() / "models" / MODEL_NAME
+def default_model_dir(name: str = MODEL_NAME) -> Path:
+    return engram_home() / "models" / name
 
 
 def default_cache_dir() -> Path:
