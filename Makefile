@@ -3,14 +3,14 @@ SHELL := /bin/bash
 UV ?= $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 PY := $(UV) run --frozen --no-sync python
 ENGRAM_HOME ?= $(CURDIR)/.engram
-# The default model and the stronger one (bge from Maven Central); tests use both.
+# The default model (PyPI) and the stronger one (Maven Central, so mvn); tests use both.
 EMBED_MODELS ?= all-MiniLM-L6-v2 bge-small-en-v1.5
 export ENGRAM_HOME
 PACKAGES := engram_core engram_platform engram_embed engram_clients engram_testing \
   $(addprefix engram_,gateway vector lexical graph scoring ingest consolidate)
 
 .DEFAULT_GOAL := help
-.PHONY: help uv sync proto proto-check lint typecheck test test-integration run run-servers up-servers down-servers models bench bench-quality clean
+.PHONY: help uv sync proto proto-check lint typecheck test test-integration run run-servers up-servers down-servers models default-model bench bench-quality clean
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -42,8 +42,11 @@ lint: sync ## ruff check + format check + import rules (DESIGN §7)
 typecheck: sync ## mypy --strict on libs and services
 	@$(UV) run --frozen --no-sync mypy $(addprefix -p ,$(PACKAGES))
 
-models: sync ## build the local embedding models (ONNX) once into $(ENGRAM_HOME)/models
+models: sync ## build the embedding models in EMBED_MODELS (ONNX) once into $(ENGRAM_HOME)/models
 	@$(PY) -m engram_embed.build $(addprefix --model ,$(EMBED_MODELS))
+
+default-model: sync ## build only the default embedding model (Python alone, no Maven)
+	@$(PY) -m engram_embed.build
 
 test: sync models ## unit, contract and end-to-end tests on the embedded stack
 	@$(UV) run --frozen --no-sync pytest -m "not integration" -q
@@ -51,7 +54,7 @@ test: sync models ## unit, contract and end-to-end tests on the embedded stack
 test-integration: sync models ## contract + e2e suites on real OpenSearch, Neo4j, Redis, NATS (started when absent)
 	@$(UV) run --frozen --no-sync pytest -m integration -q tests/integration
 
-run: sync models ## start NATS and the seven services on embedded backends
+run: sync default-model ## start NATS and the seven services on embedded backends
 	@$(PY) -m engram_platform.devstack
 
 up-servers: sync ## start OpenSearch, Neo4j, Redis and NATS here (Maven/Debian/PyPI), detached
@@ -60,10 +63,10 @@ up-servers: sync ## start OpenSearch, Neo4j, Redis and NATS here (Maven/Debian/P
 down-servers: sync ## stop the servers that up-servers started
 	@$(PY) -m engram_platform.localservers down
 
-run-servers: sync models ## start the servers, then the seven services on them
+run-servers: sync default-model ## start the servers, then the seven services on them
 	@$(PY) -m engram_platform.devstack --servers
 
-bench: sync models ## speed and scale benchmark (BENCHMARKS.md §2)
+bench: sync default-model ## speed and scale benchmark (BENCHMARKS.md §2)
 	@$(PY) bench/perf.py
 
 bench-quality: sync models ## retrieval quality on LoCoMo: bm25 / vector / hybrid / hybrid_graph (BENCHMARKS.md §1)

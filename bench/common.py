@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engram.gateway.v1 import gateway_pb2
+from engram_embed.paths import MODEL_NAME
 from engram_platform.devstack import DevStack, start_stack
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,10 +29,10 @@ def auth(token: str) -> Metadata:
     return (("authorization", f"Bearer {token}"),)
 
 
-def model_path() -> Path:
-    """The embedding model `make models` built under $ENGRAM_HOME (default .engram)."""
+def model_path(name: str = MODEL_NAME) -> Path:
+    """An embedding model `make models` built under $ENGRAM_HOME (default .engram)."""
     home = Path(os.environ.get("ENGRAM_HOME", ROOT / ".engram")).resolve()
-    return home / "models" / "all-MiniLM-L6-v2"
+    return home / "models" / name
 
 
 def pct(values: Sequence[float], q: float) -> float:
@@ -52,6 +53,7 @@ def start_bench_stack(
     env = {
         "ENGRAM_VECTOR_EMBED__MODEL_DIR": str(model_dir),
         "ENGRAM_INGEST_EMBED__MODEL_DIR": str(model_dir),
+        "ENGRAM_CONSOLIDATE_EMBED__MODEL_DIR": str(model_dir),
         **(extra_env or {}),
     }
     return start_stack(home, gateway_port=0, extra_env=env)

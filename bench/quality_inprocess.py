@@ -6,12 +6,13 @@ embedding are the real ones), and queried through the gateway's own Reader with 
 gateway's and the scoring service's default settings. Only the transport is missing, so
 the figures match `make bench-quality` while one run takes about a minute, not five.
 
-The filled stores are kept under bench/results/inproc-store (git-ignored) and reused
+The filled stores are kept under bench/results/inproc-store[-<model>] (git-ignored) and reused
 until ``--rebuild`` (needed after a change to what the stores index); query embeddings are
 kept in a file cache beside them. Settings come from the environment exactly as the
 services read them (``ENGRAM_SCORING_WEIGHTS__GRAPH=0.1 python bench/quality_inprocess.py``).
 
     uv run python bench/quality_inprocess.py [--modes bm25,vector,hybrid,hybrid_graph] [--rebuild]
+        [--embed-model bge-small-en-v1.5]
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from engram_core.log_events import MemoryWritten
 from engram_core.model import Memory
 from engram_core.scoring import Fusion
 from engram_embed.factory import EmbedSettings, make_embedder
+from engram_embed.paths import MODEL_NAME, MODELS
 from engram_gateway import bootstrap as gateway_bootstrap
 from engram_gateway.config import Settings as GatewaySettings
 from engram_gateway.service import Deadline, RecallMode, RecallRequest
@@ -66,7 +68,6 @@ from engram_scoring.service import Ranker
 from engram_vector import bootstrap as vector_bootstrap
 from engram_vector.config import Settings as VectorSettings
 
-STORE = RESULTS / "inproc-store"
 MODE_OF: dict[str, RecallMode] = {
     "bm25": RecallMode.BM25,
     "vector": RecallMode.VECTOR,
@@ -144,8 +145,13 @@ class FileCache(MemoryCache):
             self._path.write_bytes(pickle.dumps(self._data))
 
 
-def _settings(store: Path) -> dict[str, Any]:
-    embed = EmbedSettings(model_dir=model_path())
+def store_dir(model: str) -> Path:
+    """Where the filled stores of one embedding model are kept."""
+    return RESULTS / ("inproc-store" if model == MODEL_NAME else f"inproc-store-{model}")
+
+
+def _settings(store: Path, model: str) -> dict[str, Any]:
+    embed = EmbedSettings(model_dir=model_path(model))
     return {
         "vector": VectorSettings(data_dir=store, embed=embed),
         "lexical": LexicalSettings(data_dir=store),
@@ -154,8 +160,8 @@ def _settings(store: Path) -> dict[str, Any]:
     }
 
 
-async def open_services(store: Path) -> dict[str, Any]:
-    s = _settings(store)
+async def open_services(store: Path, model: str) -> dict[str, Any]:
+    s = _settings(store, model)
     return {
         "vector": await vector_bootstrap.build_service(
             s["vector"], cache=FileCache(store / "query-embeddings.pickle")
@@ -165,10 +171,12 @@ async def open_services(store: Path) -> dict[str, Any]:
     }
 
 
-async def fill(services: dict[str, Any], conversations: Sequence[Conversation]) -> None:
+async def fill(
+    services: dict[str, Any], conversations: Sequence[Conversation], embed: EmbedSettings
+) -> None:
     """Every turn through the gateway's validation and the ingest worker's Applier."""
     applier = Applier(
-        make_embedder(_settings(STORE)["embed"]),
+        make_embedder(embed),
         services["vector"],
         services["lexical"],
         services["graph"],
@@ -252,22 +260,27 @@ async def main() -> int:
     parser.add_argument(
         "--fusion", choices=[f.value for f in Fusion], default=None, help="a request's fusion"
     )
+    parser.add_argument(
+        "--embed-model", choices=MODELS, default=MODEL_NAME, help="model built by make models"
+    )
     args = parser.parse_args()
+    store = store_dir(args.embed_model)
     modes = [m for m in args.modes.split(",") if m]
     started = time.perf_counter()
 
     conversations, questions, _ = load(args.data)
     if args.category:
         questions = [q for q in questions if q.category == args.category]
-    marker = STORE / "filled"
+    marker = store / "filled"
     if args.rebuild or not marker.exists():
-        shutil.rmtree(STORE, ignore_errors=True)
-        STORE.mkdir(parents=True)
-    services = await open_services(STORE)
+        shutil.rmtree(store, ignore_errors=True)
+        store.mkdir(parents=True)
+    services = await open_services(store, args.embed_model)
     try:
         if not marker.exists():
-            print("filling the stores ...", flush=True)
-            await fill(services, conversations)
+            print(f"filling the stores with {args.embed_model} ...", flush=True)
+            embed = EmbedSettings(model_dir=model_path(args.embed_model))
+            await fill(services, conversations, embed)
             marker.write_text(datetime.now(UTC).isoformat())
         reader = build_reader(services)
         fusion = Fusion(args.fusion) if args.fusion else None
