@@ -112,3 +112,14 @@ async def test_an_unknown_mode_is_invalid_argument_naming_mode(client: Any) -> N
     assert client.field_of(exc.value) == "mode"
     h = client.harness
     assert h.vector.calls == h.lexical.calls == h.graph.calls == []
+
+
+async def test_a_recall_asks_the_graph_for_each_memorys_relations_once(client: Any) -> None:
+    h = client.harness
+    seed(h)
+    reply = await _recall(client, gateway_pb2.RECALL_MODE_HYBRID_GRAPH)
+    assert len(reply.results) == 3
+    asked = [ids for op, ids in h.graph.calls if op == "relations"]
+    # The relation component, the graph rerank and the state step share one lookup.
+    assert len(asked) == 1
+    assert sorted(asked[0]) == sorted({A, B, C})

@@ -72,6 +72,7 @@ from engram_gateway.service.postrank import (
 )
 from engram_gateway.service.query import dense_query, entity_keys, keywords
 from engram_gateway.service.recall_cache import RecallCache
+from engram_gateway.service.relation_memo import RelationMemo
 from engram_gateway.service.scan import scan_memories
 from engram_gateway.service.trending import TRENDING_STREAM, Sort, check_sort, is_trending, top
 from engram_gateway.service.watermark import WatermarkCache
@@ -540,7 +541,8 @@ class Reader:
         ranked = top(memories, plan.flt, sort, self._rank_limit(plan))
         degraded: list[str] = []
         if plan.state_mode is StateMode.CURRENT and ranked:
-            ranked = await self._current_or_valid(tenant, ranked, True, deadline, degraded)
+            memo = RelationMemo(self._graph, tenant)
+            ranked = await self._current_or_valid(memo, ranked, True, deadline, degraded)
         post = postrank(ranked, plan.post)
         return RecallResult(
             results=tuple(post.results),
@@ -607,6 +609,7 @@ class Reader:
             except (Unavailable, DeadlineExceeded) as exc:
                 log.warning("%d hits without a memory dropped: %s", len(missing), exc)
         candidates = merge(answers, fetched)
+        memo = RelationMemo(self._graph, tenant)  # each memory's edges asked once
         if not candidates:
             empty = RecallResult(results=(), streams=tuple(answers), degraded=tuple(degraded))
             return empty, saturated
@@ -623,7 +626,7 @@ class Reader:
             relations = await self._try(
                 "relations",
                 self._budget_or_zero(deadline, cfg.relations_budget),
-                lambda t: self._graph.relations(tenant, top, timeout=t),
+                lambda t: memo.relations(top, t),
             )
             if relations is None:
                 degraded.append("relations")
@@ -664,7 +667,7 @@ class Reader:
             reranked = await self._try(
                 "graph_rerank",
                 self._budget_or_zero(deadline, cfg.expand_budget),
-                lambda t: self._graph_rerank(tenant, fused, plan.graph_alpha, t),
+                lambda t: self._graph_rerank(memo, fused, plan.graph_alpha, t),
             )
             if reranked is None:
                 degraded.append("graph_rerank")
@@ -674,7 +677,7 @@ class Reader:
             # Supersession needs the graph's edges; a mode without the graph (a single-stream
             # baseline) checks only the memories' own fields.
             graph_ok = "graph" in wanted and "graph" not in degraded
-            ranked = await self._current_or_valid(tenant, ranked, graph_ok, deadline, degraded)
+            ranked = await self._current_or_valid(memo, ranked, graph_ok, deadline, degraded)
         if plan.rerank:
             ranked = await self._models.rerank(text, ranked, deadline)
         if plan.expand.on and ranked:
@@ -701,10 +704,9 @@ class Reader:
         return result, saturated
 
     async def _graph_rerank(
-        self, tenant: str, ranked: list[ScoredCandidate], alpha: float, timeout: float
+        self, memo: RelationMemo, ranked: list[ScoredCandidate], alpha: float, timeout: float
     ) -> list[ScoredCandidate]:
-        ids = [s.memory.id for s in ranked]
-        relations = await self._graph.relations(tenant, ids, timeout=timeout)
+        relations = await memo.relations([s.memory.id for s in ranked], timeout)
         return graph_rerank(ranked, relations, replace(self._config.graph_rerank, alpha=alpha))
 
     async def _expanded(
@@ -725,12 +727,12 @@ class Reader:
             )
         )
         if found and plan.state_mode is StateMode.CURRENT:
-            found = await self._current(tenant, found, True, timeout)
+            found = await self._current(RelationMemo(self._graph, tenant), found, True, timeout)
         return merge_expanded(ranked, found)
 
     async def _current_or_valid(
         self,
-        tenant: str,
+        memo: RelationMemo,
         ranked: Sequence[ScoredCandidate],
         graph: bool,
         deadline: Deadline,
@@ -741,7 +743,7 @@ class Reader:
         current = await self._try(
             "state",
             self._budget_or_zero(deadline, self._config.relations_budget),
-            lambda t: self._current(tenant, ranked, graph, t),
+            lambda t: self._current(memo, ranked, graph, t),
         )
         if current is not None:
             return current
@@ -750,7 +752,7 @@ class Reader:
         return [s for s in ranked if validity(s.memory, now) is None]
 
     async def _current(
-        self, tenant: str, ranked: Sequence[ScoredCandidate], graph: bool, timeout: float
+        self, memo: RelationMemo, ranked: Sequence[ScoredCandidate], graph: bool, timeout: float
     ) -> list[ScoredCandidate]:
         """``ranked`` with what is not current left out; a superseded memory gives its
         place to the head(s) of its INVALIDATED_BY/EVOLVED_INTO chain."""
@@ -759,16 +761,16 @@ class Reader:
         relations: list[Relation] = []
         if graph and ids:
             asked: set[str] = set(ids)
-            relations = list(await self._graph.relations(tenant, ids, timeout=timeout))
+            relations = await memo.relations(ids, timeout)
             for _ in range(self._config.supersession_max_hops):
                 frontier = chain_frontier(ids, relations, asked)
                 if not frontier:
                     break
                 asked.update(frontier)
-                relations += await self._graph.relations(tenant, frontier, timeout=timeout)
+                relations += await memo.relations(frontier, timeout)
         have = {s.memory.id: s.memory for s in ranked}
         missing = heads_to_fetch(ids, relations, have)
-        fetched = await self._lookup.many(tenant, missing, timeout) if missing else {}
+        fetched = await self._lookup.many(memo.tenant, missing, timeout) if missing else {}
         out = apply_state(
             ranked,
             relations,
