@@ -285,3 +285,22 @@ async def test_a_store_without_whitelisted_fields_keeps_the_metadata_index(clien
     )
     await client.stub.Recall(gateway_pb2.RecallRequest(query="apollo"), metadata=client.auth())
     assert sum(1 for op, _ in h.lexical.calls if op == "scan") == 1
+
+
+async def test_read_your_writes_reuses_a_metadata_index_built_after_the_sequence(
+    client: Any,
+) -> None:
+    h = client.harness
+    first = await client.stub.Store(
+        gateway_pb2.StoreRequest(memory={"content": "apollo notes"}), metadata=client.auth()
+    )
+    second = await client.stub.Store(
+        gateway_pb2.StoreRequest(memory={"content": "apollo lunch"}), metadata=client.auth()
+    )
+    # Built while the watermark already covers the second write: asking for it next
+    # (another query, so not the recall cache) needs no new scan.
+    for query, seq in (("apollo", first.sequence), ("apollo launch", second.sequence)):
+        await client.stub.Recall(
+            gateway_pb2.RecallRequest(query=query, min_sequence=seq), metadata=client.auth()
+        )
+    assert sum(1 for op, _ in h.lexical.calls if op == "scan") == 1

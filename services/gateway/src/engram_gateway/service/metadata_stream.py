@@ -125,16 +125,20 @@ class MetadataStream:
         limit: int,
         timeout: float,
         min_sequence: int = 0,
+        applied: int = 0,
     ) -> list[Hit]:
-        """``min_sequence``: the recall's read-your-writes sequence (already waited for); an
-        index built before it is rebuilt."""
+        """``min_sequence``: the recall's read-your-writes sequence; an index built before it
+        is rebuilt. ``applied``: the watermark the recall saw (≥ ``min_sequence``), what an
+        index built now is known to cover."""
         words = frozenset(keywords(text))
         if not self.enabled or not words or limit <= 0:
             return []
-        index = await self._index(tenant, timeout, min_sequence)
+        index = await self._index(tenant, timeout, min_sequence, max(applied, min_sequence))
         return index.search(words, flt, limit)
 
-    async def _index(self, tenant: str, timeout: float, min_sequence: int) -> _TenantIndex:
+    async def _index(
+        self, tenant: str, timeout: float, min_sequence: int, applied: int
+    ) -> _TenantIndex:
         index = self._fresh(tenant, min_sequence)
         if index is not None:
             return index
@@ -142,7 +146,7 @@ class MetadataStream:
         async with lock:  # concurrent recalls of one tenant share one rebuild
             index = self._fresh(tenant, min_sequence)
             if index is None:
-                index = await self._build(tenant, timeout, min_sequence)
+                index = await self._build(tenant, timeout, applied)
                 self._indexes[tenant] = index
                 while len(self._indexes) > self._config.max_tenants:
                     old, _ = self._indexes.popitem(last=False)
@@ -159,10 +163,10 @@ class MetadataStream:
         self._indexes.move_to_end(tenant)
         return index
 
-    async def _build(self, tenant: str, timeout: float, min_sequence: int) -> _TenantIndex:
+    async def _build(self, tenant: str, timeout: float, applied: int) -> _TenantIndex:
         changes = self._changes[tenant]  # before the scan: a write during it makes it stale
         memories, _ = await scan_memories(self._scan, tenant, self._config.scan_max, timeout)
-        index = _TenantIndex(built_at=self._clock(), changes=changes, sequence=min_sequence)
+        index = _TenantIndex(built_at=self._clock(), changes=changes, sequence=applied)
         for m in memories:
             by_field = field_words(m, self._config.fields)
             if by_field:

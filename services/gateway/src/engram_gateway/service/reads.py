@@ -166,6 +166,7 @@ class _Plan:
     decompose: bool = False
     sort: Sort | None = None  # set: a trending recall
     decomposed: tuple[str, ...] = ()  # the decomposer's sub-queries, once run (not in the key)
+    applied: int = 0  # the watermark seen before the recall ran, ≥ min_sequence (not in the key)
 
     def fingerprint(self) -> str:
         """Identifies the answer (min_sequence aside: the cache entry's watermark covers it)."""
@@ -420,6 +421,9 @@ class Reader:
         if result is None:
             epoch = self._recall_cache.epoch(tenant)
             watermark = await self._wait(plan.min_sequence, deadline) if plan.min_sequence else 0
+            # Everything up to the watermark seen is applied: an index this recall builds
+            # (metadata) serves later recalls asking for up to that sequence too.
+            plan = replace(plan, applied=watermark)
             if plan.sort is not None:
                 result = await self._trending(tenant, plan, deadline)
             else:
@@ -522,7 +526,7 @@ class Reader:
         if "metadata" in wanted and meta is not None and meta.enabled and words:
             calls["metadata"] = (
                 cfg.lexical_budget,  # its index is rebuilt from a lexical scan
-                lambda t: meta.search(tenant, text, flt, pool, t, plan.min_sequence),
+                lambda t: meta.search(tenant, text, flt, pool, t, plan.min_sequence, plan.applied),
             )
         return calls
 
