@@ -18,17 +18,13 @@ from dataclasses import dataclass
 
 import grpc
 import pytest
-from nats.js.errors import KeyNotFoundError
 
 from engram.common.v1 import common_pb2
-from engram.events.v1 import events_pb2
 from engram.gateway.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 from engram_clients.vector import VectorClient
-from engram_platform import jetstream as jsm
 from engram_platform.devstack import DevStack
 from engram_platform.grpc_client import open_channel
-from engram_platform.settings import NatsSettings
-from engram_testing.e2e import AUTH, model_env, wait_for_watermark
+from engram_testing.e2e import AUTH, model_env, wait_for_watermark, wait_kept
 
 TENANT = "default"  # the dev token's
 WORKER = {
@@ -73,28 +69,8 @@ async def store(api: Api, tag: str, contents: list[str]) -> tuple[list[str], int
         gateway_pb2.StoreBatchRequest(memories=memories), metadata=AUTH
     )
     await wait_for_watermark(api.memory, reply.sequence)
-    await wait_kept(api.stack, reply.sequence)
+    await wait_kept(api.stack.nats_url, reply.sequence)
     return list(reply.ids), reply.sequence
-
-
-async def wait_kept(stack: DevStack, sequence: int, timeout_s: float = 60.0) -> None:
-    """Until the state keeper has the state of every event up to ``sequence``."""
-    nc, js = await jsm.connect(NatsSettings(url=stack.nats_url), "e2e")
-    try:
-        kv = await js.key_value(jsm.CONSOLIDATE_BUCKET)
-        for _ in range(int(timeout_s / 0.1)):
-            try:
-                entry = await kv.get("state.keeper")
-            except KeyNotFoundError:
-                entry = None
-            if entry is not None:
-                at = events_pb2.StateKeeperCheckpoint.FromString(entry.value or b"").sequence
-                if at >= sequence:
-                    return
-            await asyncio.sleep(0.1)
-    finally:
-        await nc.close()
-    raise AssertionError(f"the state keeper did not reach {sequence}")
 
 
 async def status(api: Api) -> admin_pb2.RebuildStatusResponse:

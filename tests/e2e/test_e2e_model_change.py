@@ -18,17 +18,13 @@ from collections.abc import AsyncIterator, Iterator
 
 import grpc
 import pytest
-from nats.js.errors import KeyNotFoundError
 
 from engram.common.v1 import common_pb2
-from engram.events.v1 import events_pb2
 from engram.gateway.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 from engram_clients.vector import VectorClient
-from engram_platform import jetstream as jsm
 from engram_platform.devstack import DevStack, start_stack
 from engram_platform.grpc_client import open_channel
-from engram_platform.settings import NatsSettings
-from engram_testing.e2e import AUTH, model_env, wait_for_watermark
+from engram_testing.e2e import AUTH, model_env, wait_for_watermark, wait_kept
 
 pytestmark = pytest.mark.timeout(600)  # its own stack: start, two rebuilds, an ingest restart
 TENANT = "default"
@@ -83,25 +79,6 @@ async def vector(stack: DevStack) -> AsyncIterator[VectorClient]:
     channel = open_channel(f"127.0.0.1:{stack.ports['vector']}")
     yield VectorClient(channel)
     await channel.close()
-
-
-async def wait_kept(nats_url: str, sequence: int, timeout_s: float = 60.0) -> None:
-    """Until the state keeper has the state of every event up to ``sequence``."""
-    nc, js = await jsm.connect(NatsSettings(url=nats_url), "e2e")
-    try:
-        kv = await js.key_value(jsm.CONSOLIDATE_BUCKET)
-        for _ in range(int(timeout_s / 0.1)):
-            try:
-                entry = await kv.get("state.keeper")
-                at = events_pb2.StateKeeperCheckpoint.FromString(entry.value or b"").sequence
-            except KeyNotFoundError:
-                at = 0
-            if at >= sequence:
-                return
-            await asyncio.sleep(0.1)
-    finally:
-        await nc.close()
-    raise AssertionError(f"the state keeper did not reach {sequence}")
 
 
 async def wait_rebuild(admin: admin_pb2_grpc.AdminServiceStub, run_id: str) -> admin_pb2.StoreRun:

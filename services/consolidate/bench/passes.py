@@ -35,19 +35,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import grpc
-from nats.js.errors import KeyNotFoundError
 
 from engram.common.v1 import common_pb2
-from engram.events.v1 import events_pb2
 from engram.gateway.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 from engram_clients.lexical import LexicalClient
 from engram_clients.vector import VectorClient
-from engram_platform import jetstream as jsm
 from engram_platform.convert import ts_to_proto
 from engram_platform.devstack import DEV_TOKEN, DevStack, start_stack
 from engram_platform.grpc_client import open_channel
-from engram_platform.settings import NatsSettings
-from engram_testing.e2e import model_env
+from engram_testing.e2e import model_env, wait_kept
 
 AUTH = (("authorization", f"Bearer {DEV_TOKEN}"),)
 QUIET = {
@@ -135,24 +131,6 @@ async def run_pass(admin: admin_pb2_grpc.AdminServiceStub, mode: int) -> admin_p
         await asyncio.sleep(0.2)
 
 
-async def wait_kept(nats_url: str, sequence: int) -> None:
-    """Until the state keeper has the state of every event up to ``sequence``."""
-    nc, js = await jsm.connect(NatsSettings(url=nats_url), "bench")
-    try:
-        kv = await js.key_value(jsm.CONSOLIDATE_BUCKET)
-        while True:
-            try:
-                entry = await kv.get("state.keeper")
-                at = events_pb2.StateKeeperCheckpoint.FromString(entry.value or b"").sequence
-            except KeyNotFoundError:  # not written yet
-                at = 0
-            if at >= sequence:
-                return
-            await asyncio.sleep(0.5)
-    finally:
-        await nc.close()
-
-
 async def run_store(
     admin: admin_pb2_grpc.AdminServiceStub, kind: str, store: int, run_id: str
 ) -> admin_pb2.StoreRun:
@@ -194,7 +172,7 @@ async def bench_state(stack: DevStack, n: int) -> None:
         admin = admin_pb2_grpc.AdminServiceStub(channel)
         stats = await memory.Stats(gateway_pb2.StatsRequest(), metadata=AUTH)
         await wait_applied(memory, stats.last_sequence)
-        await wait_kept(stack.nats_url, stats.last_sequence)
+        await wait_kept(stack.nats_url, stats.last_sequence, timeout_s=3600.0, poll_s=0.5)
         print(f"{'sync / rebuild':<26} {'seconds':>8} {'per 10k':>8}  changes  ({n} stored)")
 
         async def sync(label: str, name: str) -> None:

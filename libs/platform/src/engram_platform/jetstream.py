@@ -28,6 +28,8 @@ CONSOLIDATE_BUCKET = "ENGRAM_CONSOLIDATE"
 # The latest-state log: one message kept per memory and per relation (engram.<tenant>.state.…),
 # written by the consolidate worker's state keeper; Sync and Rebuild read it.
 STREAM_STATE = "ENGRAM_STATE"
+# The state keeper's checkpoint (StateKeeperCheckpoint) in CONSOLIDATE_BUCKET.
+KEEPER_KEY = "state.keeper"
 
 MEMORY_STORED = "memory_stored"
 MEMORY_UPDATED = "memory_updated"

@@ -17,10 +17,14 @@ from typing import Any, TypeAlias
 
 import grpc
 import pytest
+from nats.js.errors import KeyNotFoundError
 
 from engram.common.v1 import common_pb2
+from engram.events.v1 import events_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from engram_platform import jetstream as jsm
 from engram_platform.devstack import DEV_TOKEN, DevStack
+from engram_platform.settings import NatsSettings
 
 AUTH = (("authorization", f"Bearer {DEV_TOKEN}"),)
 
@@ -73,6 +77,28 @@ async def wait_for_watermark(gateway: Stub, sequence: int) -> gateway_pb2.StatsR
             return stats
         await asyncio.sleep(0.1)
     raise AssertionError(f"watermark stuck at {stats.watermark} < {sequence}")
+
+
+async def wait_kept(
+    nats_url: str, sequence: int, timeout_s: float = 60.0, poll_s: float = 0.1
+) -> None:
+    """Until consolidate's state keeper has the state of every event up to ``sequence``
+    (its checkpoint in the consolidate KV bucket)."""
+    nc, js = await jsm.connect(NatsSettings(url=nats_url), "e2e")
+    try:
+        kv = await js.key_value(jsm.CONSOLIDATE_BUCKET)
+        for _ in range(max(1, int(timeout_s / poll_s))):
+            try:
+                entry = await kv.get(jsm.KEEPER_KEY)
+                at = events_pb2.StateKeeperCheckpoint.FromString(entry.value or b"").sequence
+            except KeyNotFoundError:  # not written yet
+                at = 0
+            if at >= sequence:
+                return
+            await asyncio.sleep(poll_s)
+    finally:
+        await nc.close()
+    raise AssertionError(f"the state keeper did not reach {sequence}")
 
 
 @dataclass(frozen=True)

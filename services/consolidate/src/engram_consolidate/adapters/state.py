@@ -53,7 +53,6 @@ from engram_platform.settings import NatsSettings
 log = logging.getLogger(__name__)
 
 DURABLE_STATE = "consolidate-state"
-KEEPER_KEY = "state.keeper"
 _SAFE = re.compile(r"^[A-Za-z0-9_-]{1,200}$")
 
 
@@ -276,11 +275,11 @@ class KvKeeperCheckpoints:
         self._kv = kv
 
     async def load(self) -> tuple[KeeperPosition, int | None]:
-        got = await read_entry(self._kv, KEEPER_KEY)
+        got = await read_entry(self._kv, jsm.KEEPER_KEY)
         return (KeeperPosition(), None) if got is None else (_position_from_bytes(got[0]), got[1])
 
     async def save(self, position: KeeperPosition, revision: int | None) -> int:
-        return await write_entry(self._kv, KEEPER_KEY, _position_to_bytes(position), revision)
+        return await write_entry(self._kv, jsm.KEEPER_KEY, _position_to_bytes(position), revision)
 
 
 # --- readers: Sync and Rebuild -------------------------------------------------------------
