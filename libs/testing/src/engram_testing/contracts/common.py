@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import pytest
 
 from engram_core.errors import InvalidArgument
+from engram_core.generation_routing import StoreIndex
 from engram_core.model import (
     AccessUpdate,
     Filter,
@@ -184,16 +185,10 @@ def filter_params(cases: Sequence[FilterCase]) -> list[Any]:
     return [pytest.param(flt, expected, id=name) for name, flt, expected in cases]
 
 
-class MemoryStore(Protocol):
+class MemoryStore(StoreIndex, Protocol):
     """The calls every store port has; upsert items differ per port (see ``item``)."""
 
     async def upsert(self, tenant: str, items: Sequence[Any], /) -> UpsertResult: ...
-    async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int: ...
-    async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]: ...
-    async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int: ...
-    async def count(self, tenant: str) -> int: ...
-    async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage: ...
-    async def update_relevance(self, tenant: str, updates: Sequence[RelevanceUpdate]) -> int: ...
 
 
 async def scan_pages(port: MemoryStore, tenant: str, limit: int) -> list[ScanPage]:
