@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from engram_core.model import Entity, Memory, Relation, UpsertResult
+from engram_core.ports import Embedder
 from engram_core.relations import relation_versions
 from engram_embed.hashing import HashingEmbedder
 from engram_ingest.bootstrap import build
 from engram_ingest.config import Settings
-from engram_ingest.service import Applier
+from engram_ingest.service import Applier, VectorWriter
 from engram_platform.nats_server import NatsServer, start_nats
 
 
@@ -183,12 +184,21 @@ class Stores:
     def all(self) -> tuple[FakeStore, FakeStore, FakeStore]:
         return (self.vector, self.lexical, self.graph)
 
-    def applier(self, settings: Settings) -> Applier:
-        """The applier `build` wires from ``settings`` over these fakes."""
+    def applier(
+        self,
+        settings: Settings,
+        *,
+        vector: VectorWriter | None = None,
+        embedder: Embedder | None = None,
+        next_embedder: Embedder | None = None,
+    ) -> Applier:
+        """The applier `build` wires from ``settings`` over these fakes (``vector`` and the
+        embedders replaced when given)."""
         return build(
             settings,
-            embedder=self.embedder,
-            vector=self.vector,
+            embedder=embedder or self.embedder,
+            next_embedder=next_embedder,
+            vector=vector or self.vector,
             lexical=self.lexical,
             graph=self.graph,
         ).applier

@@ -16,7 +16,6 @@ from engram_core.relevance import relevance_score
 from engram_core.tags import tag_prefixes
 from engram_embed.factory import EmbedSettings
 from engram_embed.hashing import HashingEmbedder
-from engram_ingest.bootstrap import build
 from engram_ingest.config import Settings
 from engram_ingest.service import (
     Applier,
@@ -307,14 +306,7 @@ async def test_a_refused_embedding_model_switches_to_the_next_embedder_at_once(
     old, new = Counted(32), Counted(48)
     vector = ModelGuardedVector(stores.vector, new.model_name)
     settings = Settings(write_timeout_s=5.0, embed_timeout_s=5.0, ack_wait_s=30.0)
-    a = build(
-        settings,
-        embedder=old,
-        next_embedder=new,
-        vector=vector,
-        lexical=stores.lexical,
-        graph=stores.graph,
-    ).applier
+    a = stores.applier(settings, vector=vector, embedder=old, next_embedder=new)
     assert a.embedding_model == "hashing-32"
     rel = Relation(ID_A, ID_B, "RELATES_TO")
     events: list[Event] = [written(1), written(2, ID_B), RelationLinked("t1", rel, 3)]
@@ -339,13 +331,7 @@ async def test_a_refused_embedding_model_is_retried_without_a_next_embedder(
 ) -> None:
     settings = Settings(write_timeout_s=5.0, embed_timeout_s=5.0, ack_wait_s=30.0)
     vector = ModelGuardedVector(stores.vector, "hashing-48")
-    a = build(
-        settings,
-        embedder=stores.embedder,
-        vector=vector,
-        lexical=stores.lexical,
-        graph=stores.graph,
-    ).applier
+    a = stores.applier(settings, vector=vector)
     (result,) = await a.apply([written(1)])
     assert result.outcome is Outcome.RETRY
     assert "FAILED_PRECONDITION" in result.reason
@@ -361,14 +347,7 @@ async def test_a_refusal_after_the_switch_is_retried_as_today(stores: Stores) ->
         ack_wait_s=30.0,
         next_embed=EmbedSettings(provider="hashing", dimension=48),
     )
-    # The next embedder is built from settings.
-    a = build(
-        settings,
-        embedder=stores.embedder,
-        vector=vector,
-        lexical=stores.lexical,
-        graph=stores.graph,
-    ).applier
+    a = stores.applier(settings, vector=vector)  # the next embedder is built from settings
     (result,) = await a.apply([written(1)])
     assert result.outcome is Outcome.RETRY
     assert "embedding_model" in result.reason
