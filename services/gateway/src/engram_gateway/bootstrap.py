@@ -186,6 +186,7 @@ def build_gateway(
             fields=tuple(settings.metadata_fields),
             ttl_s=settings.metadata_index_ttl_s,
             scan_max=settings.metadata_scan_max,
+            scan_timeout_s=settings.backend_timeout_s,
         ),
     )
     writer = Writer(
@@ -330,6 +331,7 @@ async def open_gateway(settings: Settings) -> tuple[Gateway, Callable[[], Awaita
         if closed:
             return
         closed = True
+        await gateway.reader.close()
         await gateway.access.drain()
         await nc.drain()
         await channels.close()

@@ -213,8 +213,9 @@ class Settings(ServiceSettings):
     metadata_index_ttl_s: float = Field(
         30.0,
         gt=0,
-        description="Lifetime of a tenant's metadata-field index (rebuilt sooner after a "
-        "write through this gateway).",
+        description="Age after which a tenant's metadata-field index is rebuilt in the "
+        "background (it answers meanwhile); a write through this gateway that can change it "
+        "makes the next recall wait for a new one.",
     )
     metadata_scan_max: int = Field(
         20_000, ge=1, description="Most memories read to build a tenant's metadata-field index."
@@ -304,7 +305,10 @@ class Settings(ServiceSettings):
         description="Scoring's share of what is left after retrieval.",
     )
     backend_timeout_s: float = Field(
-        2.0, gt=0, description="Cap of other backend calls (get, related, count)."
+        2.0,
+        gt=0,
+        description="Cap of other backend calls (get, related, count, a page of a metadata "
+        "index scan).",
     )
     publish_timeout_s: float = Field(5.0, gt=0, description="Wait for the log's publish ack.")
     publish_concurrency: int = Field(

@@ -3,6 +3,8 @@ trending's order and the metadata-field index."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -195,14 +197,23 @@ def test_top_orders_by_each_sort_and_filters() -> None:
 
 
 class _Scan:
+    """A tenant's memories in pages; ``gate`` (when set) holds every page until it opens,
+    ``error`` (when set) fails every page."""
+
     def __init__(self, memories: list[Memory]) -> None:
         self.memories = memories
         self.calls = 0
+        self.gate: asyncio.Event | None = None
+        self.error: Exception | None = None
 
     async def scan(
         self, tenant: str, cursor: str | None, limit: int, timeout: float | None = None
     ) -> ScanPage:
         self.calls += 1
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.error is not None:
+            raise self.error
         start = int(cursor or 0)
         page = self.memories[start : start + limit]
         more = start + limit < len(self.memories)
@@ -232,24 +243,98 @@ async def test_metadata_stream_finds_whitelisted_fields_only() -> None:
     assert await stream.search("t", "the what", Filter(), 10, 1.0) == []  # stopwords only
 
 
-async def test_metadata_index_is_reused_then_rebuilt_on_write_ttl_or_sequence() -> None:
+async def _settle() -> None:
+    """Let background builds run to their end (the fake scan never blocks unless gated)."""
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+async def test_metadata_index_is_reused_then_rebuilt_on_write_or_sequence() -> None:
     scan = _Scan([_m(f"{i:03d}", metadata={"topic": f"topic{i}"}) for i in range(5)])
-    now = [0.0]
-    stream = MetadataStream(
-        scan, MetadataConfig(fields=("topic",), ttl_s=10.0), clock=lambda: now[0]
-    )
+    stream = MetadataStream(scan, MetadataConfig(fields=("topic",), ttl_s=10.0), clock=lambda: 0)
     assert [h.id for h in await stream.search("t", "topic3", Filter(), 5, 1.0)] == ["003"]
     builds = scan.calls
     await stream.search("t", "topic4", Filter(), 5, 1.0)
     assert scan.calls == builds  # one index serves both
     stream.written("t", [_m("new", metadata={"topic": "topic9"})])  # through this gateway
-    await stream.search("t", "topic4", Filter(), 5, 1.0)
+    scan.memories.append(_m("new", metadata={"topic": "topic9"}))
+    assert [h.id for h in await stream.search("t", "topic9", Filter(), 5, 1.0)] == ["new"]
     assert scan.calls == 2 * builds
-    now[0] = 11.0  # past the TTL
-    await stream.search("t", "topic4", Filter(), 5, 1.0)
-    assert scan.calls == 3 * builds
     await stream.search("t", "topic4", Filter(), 5, 1.0, min_sequence=7)  # newer than it
-    assert scan.calls == 4 * builds
+    assert scan.calls == 3 * builds
+    await stream.search("t", "topic4", Filter(), 5, 1.0, min_sequence=7)  # it covers 7 now
+    assert scan.calls == 3 * builds
+
+
+async def test_an_expired_metadata_index_answers_while_one_refresh_runs_behind() -> None:
+    scan = _Scan([_m("a", metadata={"topic": "tea"})])
+    now = [0.0]
+    stream = MetadataStream(
+        scan, MetadataConfig(fields=("topic",), ttl_s=10.0), clock=lambda: now[0]
+    )
+    await stream.search("t", "tea", Filter(), 5, 1.0)
+    scan.memories.append(_m("b", metadata={"topic": "tea"}))  # written through another replica
+    now[0] = 11.0  # past the TTL
+    scan.gate = asyncio.Event()  # the refresh's scan takes its time
+    answers = [await stream.search("t", "tea", Filter(), 5, 1.0) for _ in range(3)]
+    assert [[h.id for h in hits] for hits in answers] == [["a"]] * 3  # the old index, at once
+    await _settle()
+    assert scan.calls == 2  # one refresh for the three recalls
+    scan.gate.set()
+    await _settle()
+    assert sorted(h.id for h in await stream.search("t", "tea", Filter(), 5, 1.0)) == ["a", "b"]
+    assert scan.calls == 2
+
+
+async def test_a_recall_that_gives_up_on_a_build_leaves_it_to_the_next() -> None:
+    scan = _Scan([_m("a", metadata={"topic": "tea"})])
+    scan.gate = asyncio.Event()
+    stream = MetadataStream(scan, MetadataConfig(fields=("topic",)))
+    with pytest.raises(TimeoutError):
+        await stream.search("t", "tea", Filter(), 5, 0.01)  # no index yet: it must wait
+    scan.gate.set()  # the scan was not cancelled with the recall
+    assert [h.id for h in await stream.search("t", "tea", Filter(), 5, 1.0)] == ["a"]
+    assert scan.calls == 1
+
+
+async def test_a_failed_refresh_keeps_the_old_metadata_index(caplog: Any) -> None:
+    scan = _Scan([_m("a", metadata={"topic": "tea"})])
+    now = [0.0]
+    stream = MetadataStream(
+        scan, MetadataConfig(fields=("topic",), ttl_s=10.0), clock=lambda: now[0]
+    )
+    await stream.search("t", "tea", Filter(), 5, 1.0)
+    now[0] = 11.0
+    scan.error = RuntimeError("lexical is down")
+    with caplog.at_level(logging.WARNING):
+        assert [h.id for h in await stream.search("t", "tea", Filter(), 5, 1.0)] == ["a"]
+        await _settle()
+    assert "lexical is down" in caplog.text
+    assert [h.id for h in await stream.search("t", "tea", Filter(), 5, 1.0)] == ["a"]
+    await _settle()
+    assert scan.calls == 3  # each recall past the TTL tries again, none waits for it
+
+
+async def test_a_recall_waiting_on_a_failed_build_sees_the_failure() -> None:
+    scan = _Scan([_m("a", metadata={"topic": "tea"})])
+    scan.error = RuntimeError("lexical is down")
+    stream = MetadataStream(scan, MetadataConfig(fields=("topic",)))
+    with pytest.raises(RuntimeError, match="lexical is down"):
+        await stream.search("t", "tea", Filter(), 5, 1.0)
+
+
+async def test_closing_the_metadata_stream_stops_its_builds() -> None:
+    scan = _Scan([_m("a", metadata={"topic": "tea"})])
+    scan.gate = asyncio.Event()
+    stream = MetadataStream(scan, MetadataConfig(fields=("topic",)))
+    waiting = asyncio.create_task(stream.search("t", "tea", Filter(), 5, 5.0))
+    await _settle()
+    await stream.close()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    scan.gate.set()
+    await _settle()
+    assert scan.calls == 1
 
 
 async def test_metadata_index_reads_at_most_scan_max() -> None:

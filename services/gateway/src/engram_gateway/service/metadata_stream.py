@@ -6,17 +6,22 @@ in its words was never a candidate. This stream makes it one.
 
 No store indexes metadata values, so the stream keeps, per tenant, an inverted index of the
 whitelisted fields (word → memories) built from one scan of the tenant (``scan``; only the
-memories carrying such a field are kept). A recall then costs a few dictionary look-ups; the
-index is rebuilt after ``ttl_s`` or after this gateway published a write that can change it
-(``written``: a memory carrying a whitelisted field, an update, a delete, a store under a
-client-given id — not a new memory without such a field, which no index can hold, nor a
-relation), so a memory written through another replica may wait up to ``ttl_s``.
+memories carrying such a field are kept). A recall then costs a few dictionary look-ups.
+An index older than ``ttl_s`` keeps answering while a background task rebuilds it (one per
+tenant at a time, never cancelled by a recall's deadline: under load a scan that outlived
+each recall's budget was restarted by every next recall). A recall waits for a build only
+when no index may serve it: none yet, or one older than this gateway's last write that can
+change it (``written``: a memory carrying a whitelisted field, an update, a delete, a store
+under a client-given id — not a new memory without such a field, which no index can hold,
+nor a relation), or than its read-your-writes sequence. A memory written through another
+replica may wait up to ``ttl_s`` plus one scan.
 A hit's score is the share of the field value's words the query names (best field).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +34,7 @@ from engram_core.scoring import tokens
 from engram_gateway.service.query import keywords
 from engram_gateway.service.scan import ScanPort, scan_memories
 
+log = logging.getLogger(__name__)
 METADATA_STREAM = "metadata"
 
 
@@ -38,6 +44,7 @@ class MetadataConfig:
     ttl_s: float = 30.0
     scan_max: int = 20_000  # memories read per rebuild
     max_tenants: int = 1_000  # tenants whose index is kept (least recently used dropped)
+    scan_timeout_s: float = 10.0  # deadline of each scan page of a build
 
 
 def field_words(memory: Memory, fields: Sequence[str]) -> dict[str, frozenset[str]]:
@@ -58,6 +65,14 @@ def _strings(value: Any) -> list[str]:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return [str(value)]
     return []
+
+
+@dataclass(frozen=True, slots=True)
+class _Build:
+    changes: int  # the tenant's count of index-changing writes when it started
+    sequence: int  # the watermark the recall that started it saw
+    number: int  # order of starting, over all tenants
+    task: asyncio.Task[_TenantIndex]
 
 
 @dataclass(slots=True)
@@ -103,7 +118,9 @@ class MetadataStream:
         self._changes: defaultdict[str, int] = defaultdict(int)
         self._clock = clock
         self._indexes: OrderedDict[str, _TenantIndex] = OrderedDict()
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._builds: dict[str, _Build] = {}  # the latest build started per tenant
+        self._installed: dict[str, int] = {}  # number of the build each index came from
+        self._started = 0
 
     @property
     def enabled(self) -> bool:
@@ -139,33 +156,78 @@ class MetadataStream:
     async def _index(
         self, tenant: str, timeout: float, min_sequence: int, applied: int
     ) -> _TenantIndex:
-        index = self._fresh(tenant, min_sequence)
-        if index is not None:
-            return index
-        lock = self._locks.setdefault(tenant, asyncio.Lock())
-        async with lock:  # concurrent recalls of one tenant share one rebuild
-            index = self._fresh(tenant, min_sequence)
-            if index is None:
-                index = await self._build(tenant, timeout, applied)
-                self._indexes[tenant] = index
-                while len(self._indexes) > self._config.max_tenants:
-                    old, _ = self._indexes.popitem(last=False)
-                    self._locks.pop(old, None)
-            return index
-
-    def _fresh(self, tenant: str, min_sequence: int) -> _TenantIndex | None:
+        """The tenant's index, without waiting on a rebuild whenever one may be used: an index
+        past its TTL still answers while its refresh runs in the background. A recall waits
+        only when there is none it may use (none yet, a write through this gateway since, or
+        one older than its read-your-writes sequence), and then for at most ``timeout``: the
+        build goes on without it (shielded) and serves the recalls after it."""
         index = self._indexes.get(tenant)
-        if index is None:
-            return None
-        stale = self._clock() - index.built_at >= self._config.ttl_s
-        if stale or index.changes != self._changes[tenant] or index.sequence < min_sequence:
-            return None
-        self._indexes.move_to_end(tenant)
-        return index
+        if index is not None and self._usable(index, tenant, min_sequence):
+            self._indexes.move_to_end(tenant)
+            if self._clock() - index.built_at >= self._config.ttl_s:
+                self._building(tenant, 0, applied)  # refresh in the background
+            return index
+        build = self._building(tenant, min_sequence, applied)
+        async with asyncio.timeout(timeout):
+            return await asyncio.shield(build.task)
 
-    async def _build(self, tenant: str, timeout: float, applied: int) -> _TenantIndex:
-        changes = self._changes[tenant]  # before the scan: a write during it makes it stale
-        memories, _ = await scan_memories(self._scan, tenant, self._config.scan_max, timeout)
+    def _usable(self, index: _TenantIndex, tenant: str, min_sequence: int) -> bool:
+        return index.changes == self._changes[tenant] and index.sequence >= min_sequence
+
+    def _building(self, tenant: str, min_sequence: int, applied: int) -> _Build:
+        """The tenant's running build when it will be usable by a recall at ``min_sequence``
+        (it started after the tenant's last write here, at a sequence at least that), else a
+        new one. At most one build per tenant is started per such change."""
+        build = self._builds.get(tenant)
+        if (
+            build is not None
+            and not build.task.done()
+            and build.changes == self._changes[tenant]
+            and build.sequence >= min_sequence
+        ):
+            return build
+        self._started += 1
+        build = _Build(
+            changes=self._changes[tenant],
+            sequence=applied,
+            number=self._started,
+            task=asyncio.create_task(self._build(tenant, self._changes[tenant], applied)),
+        )
+        self._builds[tenant] = build
+        build.task.add_done_callback(lambda task: self._built(tenant, build))
+        return build
+
+    def _built(self, tenant: str, build: _Build) -> None:
+        """Install a finished build unless a later-started one is installed already."""
+        if self._builds.get(tenant) is build:
+            del self._builds[tenant]
+        if build.task.cancelled():
+            return
+        error = build.task.exception()
+        if error is not None:
+            log.warning("metadata index of %s not rebuilt: %s", tenant, error)
+            return
+        if self._installed.get(tenant, 0) > build.number:
+            return
+        self._installed[tenant] = build.number
+        self._indexes[tenant] = build.task.result()
+        self._indexes.move_to_end(tenant)
+        while len(self._indexes) > self._config.max_tenants:
+            old, _ = self._indexes.popitem(last=False)
+            self._installed.pop(old, None)
+
+    async def close(self) -> None:
+        """Stop the builds still running (their recalls have their answers or gave up)."""
+        builds = [b.task for b in self._builds.values()]
+        for task in builds:
+            task.cancel()
+        await asyncio.gather(*builds, return_exceptions=True)
+
+    async def _build(self, tenant: str, changes: int, applied: int) -> _TenantIndex:
+        """``changes`` is read before the scan: a write during it makes the index stale."""
+        memories, _ = await scan_memories(
+            self._scan, tenant, self._config.scan_max, self._config.scan_timeout_s
+        )
         index = _TenantIndex(built_at=self._clock(), changes=changes, sequence=applied)
         for m in memories:
             by_field = field_words(m, self._config.fields)

@@ -843,6 +843,11 @@ class Reader:
             span.set_attribute("engram.degraded", True)
             return None
 
+    async def close(self) -> None:
+        """Stop background work (the metadata stream's index builds)."""
+        if self._metadata is not None:
+            await self._metadata.close()
+
     # --- Get, Related, Stats ------------------------------------------------------------
 
     async def get(self, tenant: str, id: str, deadline: Deadline) -> Memory:
