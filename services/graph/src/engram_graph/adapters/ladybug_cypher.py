@@ -101,10 +101,14 @@ CREATE_EDGE = (
 )
 # Both directions in one query. The direction is in the edge value (`_SRC` is its source's
 # internal id); start_node() would not do: it follows the pattern, not the stored direction.
-EDGES = (
-    "MATCH (a:Memory {key: $k})-[r:RELATION]-(b:Memory) HINT (a JOIN r) JOIN b "
-    "RETURN a.id, b.id, id(a), r"
-)
+# Unhinted, the hottest read (recall asks it for 50 ids): planned from current statistics it
+# is a key lookup, the key's adjacency list and a key lookup per neighbour (0.45 ms a key at
+# 10k memories and 13k edges, where the hint's hash join on `b` took 0.6-1.2 ms). Its plan
+# can only go stale on a reader connection made before the graph doubled, and the store
+# replaces those (`_Replan` in ladybug_store.py).
+EDGES = "MATCH (a:Memory {key: $k})-[r:RELATION]-(b:Memory) RETURN a.id, b.id, id(a), r"
+MEMORY_COUNT = "MATCH (m:Memory) RETURN count(m)"
+EDGE_COUNT = "MATCH (:Memory)-[r:RELATION]->(:Memory) RETURN count(r)"
 GET = (
     "UNWIND $keys AS k MATCH (m:Memory {key: k}) WHERE m.deleted = false "
     "RETURN k, m.doc, m.last_accessed, m.access_count, m.relevance"

@@ -145,6 +145,41 @@ def _states(conn: ladybug.Connection, keys: list[str]) -> dict[str, _State]:
     }
 
 
+REPLAN_MIN_ROWS = 100  # below this many rows a table's plans are not worth renewing
+
+
+class _Replan:
+    """When reader connections must plan their statements again.
+
+    A ladybug connection plans each statement once, from the table statistics of its first
+    run, and keeps that plan for its life. `EDGES` (unhinted, see ladybug_cypher.py) planned
+    while the relation table was empty stays a hash join over the whole table: 34 ms a key
+    after 13k edges where a connection made then takes 0.45 ms. So the store counts what its
+    writes add to each table and starts a new epoch whenever one has doubled since the last
+    (from at least ``REPLAN_MIN_ROWS``): O(log n) epochs over a graph's life. A reader whose
+    connection is of an older epoch replaces it before its next read.
+    """
+
+    def __init__(self, memories: int, edges: int) -> None:
+        self.epoch = 0
+        self._rows = {"memories": memories, "edges": edges}
+        self._base = dict(self._rows)
+
+    def grew(self, table: str, rows: int) -> None:
+        """``rows`` written to ``table``: an estimate (updates count too, a write whose caller
+        gave up does not), which is all a doubling needs."""
+        self._rows[table] += rows
+        if self._rows[table] >= 2 * max(self._base[table], REPLAN_MIN_ROWS):
+            self._base = dict(self._rows)
+            self.epoch += 1
+
+
+@dataclass(slots=True)
+class _Reader:
+    conn: ladybug.Connection
+    epoch: int
+
+
 class LadybugGraphStore:
     """The graph in ``path`` (a file; its directory is created). Persisted across restarts."""
 
@@ -170,13 +205,18 @@ class LadybugGraphStore:
         self._pins = _Pins()
         self._pin_budget = buffer_pool_bytes // 4
         self._checkpoint()  # what replaying the WAL pinned (see the docstring)
-        self._readers: queue.SimpleQueue[ladybug.Connection] = queue.SimpleQueue()
-        self._reader_conns: list[ladybug.Connection] = []
+        self._threads_per_query = threads_per_query
+        self._query_timeout_ms = query_timeout_ms
+        self._replan = _Replan(
+            int(_rows(self._writer, cypher.MEMORY_COUNT)[0][0]),
+            int(_rows(self._writer, cypher.EDGE_COUNT)[0][0]),
+        )
+        self._readers: queue.SimpleQueue[_Reader] = queue.SimpleQueue()
+        self._reader_list: list[_Reader] = []  # every reader, for close()
         for _ in range(readers):
-            conn = ladybug.Connection(self._db, num_threads=threads_per_query)
-            conn.set_query_timeout(query_timeout_ms)
-            self._reader_conns.append(conn)
-            self._readers.put(conn)
+            reader = _Reader(self._reader_conn(), self._replan.epoch)
+            self._reader_list.append(reader)
+            self._readers.put(reader)
         self._scan_rests = ScanRests()
         self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="graph-write")
         self._read_pool = ThreadPoolExecutor(readers, thread_name_prefix="graph-read")
@@ -221,16 +261,25 @@ class LadybugGraphStore:
         self._pins.held = 0
         return True
 
+    def _reader_conn(self) -> ladybug.Connection:
+        conn = ladybug.Connection(self._db, num_threads=self._threads_per_query)
+        conn.set_query_timeout(self._query_timeout_ms)
+        return conn
+
     async def _read(self, fn: Callable[..., R], *args: Any) -> R:
         if self._closed:
             raise Unavailable("graph store is closed")
 
         def job() -> R:
-            conn = self._readers.get()
+            reader = self._readers.get()
             try:
-                return self._guard(fn, conn, *args)
+                if reader.epoch != self._replan.epoch:  # plans from smaller tables: renew
+                    old, reader.conn = reader.conn, self._reader_conn()
+                    reader.epoch = self._replan.epoch
+                    old.close()
+                return self._guard(fn, reader.conn, *args)
             finally:
-                self._readers.put(conn)
+                self._readers.put(reader)
 
         return await asyncio.get_running_loop().run_in_executor(self._read_pool, job)
 
@@ -242,7 +291,9 @@ class LadybugGraphStore:
         _check_tenant(tenant)
         if not items:
             return UpsertResult(0, 0)
-        return await self._write(_upsert, tenant, list(items))
+        result: UpsertResult = await self._write(_upsert, tenant, list(items))
+        self._replan.grew("memories", result.applied)
+        return result
 
     async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int:
         _check_tenant(tenant)
@@ -257,7 +308,9 @@ class LadybugGraphStore:
         version: int,
         versions: Sequence[int] = (),
     ) -> int:
-        return await self._write_edges(_add_relations, tenant, relations, version, versions)
+        added = await self._write_edges(_add_relations, tenant, relations, version, versions)
+        self._replan.grew("edges", added)
+        return added
 
     async def remove_relations(
         self,
@@ -375,7 +428,7 @@ class LadybugGraphStore:
         # Let queued writes finish, then close connections before the database (it checkpoints).
         self._write_pool.shutdown(wait=True)
         self._read_pool.shutdown(wait=True)
-        for conn in [self._writer, *self._reader_conns]:
+        for conn in [self._writer, *(r.conn for r in self._reader_list)]:
             conn.close()
         self._db.close()
 
