@@ -55,6 +55,7 @@ def build_generations(settings: Settings) -> TextGenerations:
             path,
             writer_heap_bytes=settings.writer_heap_mb * 1_000_000,
             writer_threads=settings.writer_threads,
+            access_commit_interval_s=settings.access_commit_interval_s,
         )
 
     async def open_index(path: Path | None, record: GenerationRecord) -> TantivyTextIndex:

@@ -97,7 +97,19 @@ class Settings(ServiceSettings):
         64, ge=16, le=4096, description="tantivy writer memory budget in MB (split over threads)."
     )
     writer_threads: int = Field(
-        0, ge=0, le=8, description="tantivy indexing threads; 0 lets tantivy pick from the cores."
+        1,
+        ge=0,
+        le=8,
+        description="tantivy indexing threads; 0 lets tantivy pick from the cores. One: each "
+        "thread flushes its own segment per commit (10k memories in batches of 100: 4.2 s of "
+        "CPU with one, 5.8 with two; a small commit 40 ms against 80).",
+    )
+    access_commit_interval_s: float = Field(
+        0.5,
+        ge=0,
+        description="Least time between a commit and the next one holding only access "
+        "statistics (tantivy; a commit costs ~35 ms of CPU whatever its size); other writes "
+        "never wait. 0 = commit every access update at once.",
     )
     max_batch: int = Field(
         1000, ge=1, description="Most memories, ids or access updates one request may carry."

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -129,3 +130,62 @@ async def test_more_scans_at_once_than_rests_kept_all_complete(tmp_path: Path) -
             done[k] = page.next_cursor is None
     assert all(ids_ == names for ids_ in seen)
     await index.close()
+
+
+def _counting_commits(index: TantivyTextIndex) -> list[int]:
+    """Record the number of writes planned in each commit of ``index``."""
+    commits: list[int] = []
+    apply = index._apply
+
+    def counted(plans: list[Any]) -> Any:
+        commits.append(len(plans))
+        return apply(plans)
+
+    index._apply = counted  # type: ignore[method-assign]
+    return commits
+
+
+def _touch(id_: str, count: int) -> AccessUpdate:
+    return AccessUpdate(id=id_, last_accessed=NOW, access_count=count)
+
+
+async def test_access_updates_wait_for_the_interval_and_other_writes_end_it(
+    tmp_path: Path,
+) -> None:
+    index = TantivyTextIndex(tmp_path / "lexical", access_commit_interval_s=30.0)
+    commits = _counting_commits(index)
+    await index.upsert(T, [mem("a", "alpha"), mem("b", "beta")])
+    waiting = [
+        asyncio.create_task(index.update_access(T, [_touch("a", 2)])),
+        asyncio.create_task(index.update_access(T, [_touch("b", 3)])),
+    ]
+    await asyncio.sleep(0.3)
+    assert not any(t.done() for t in waiting)  # within the interval of the upsert's commit
+    assert commits == [1]
+    await index.upsert(T, [mem("c", "gamma")])  # content never waits, and takes them along
+    assert await asyncio.wait_for(asyncio.gather(*waiting), 5) == [1, 1]
+    assert commits == [1, 3]
+    got = {m.id: m.access_count for m in await index.get(T, ["a", "b", "c"])}
+    assert got == {"a": 2, "b": 3, "c": 0}
+    await index.close()
+
+
+async def test_access_updates_after_the_interval_commit_at_once(tmp_path: Path) -> None:
+    index = TantivyTextIndex(tmp_path / "lexical", access_commit_interval_s=1.0)
+    await index.upsert(T, [mem("a", "alpha")])
+    await asyncio.sleep(1.1)
+    assert await asyncio.wait_for(index.update_access(T, [_touch("a", 2)]), 0.8) == 1
+    await index.close()
+
+
+async def test_closing_writes_the_access_updates_still_waiting(tmp_path: Path) -> None:
+    path = tmp_path / "lexical"
+    index = TantivyTextIndex(path, access_commit_interval_s=30.0)
+    await index.upsert(T, [mem("a", "alpha")])
+    waiting = asyncio.create_task(index.update_access(T, [_touch("a", 4)]))
+    await asyncio.sleep(0.1)
+    await asyncio.wait_for(index.close(), 5)
+    assert await waiting == 1
+    reopened = TantivyTextIndex(path)
+    assert [m.access_count for m in await reopened.get(T, ["a"])] == [4]
+    await reopened.close()
