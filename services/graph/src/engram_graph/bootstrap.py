@@ -39,6 +39,7 @@ def build_store(settings: Settings) -> GraphStore:
         readers=settings.readers,
         buffer_pool_bytes=settings.buffer_pool_mb * 1024 * 1024,
         threads_per_query=settings.threads_per_query,
+        edge_cache_keys=settings.edge_cache_keys,
     )
 
 

@@ -78,6 +78,12 @@ class Settings(ServiceSettings):
     threads_per_query: int = Field(
         1, ge=0, le=64, description="Threads one query may use; 0 lets ladybug use every core."
     )
+    edge_cache_keys: int = Field(
+        50_000,
+        ge=0,
+        description="Memories whose relations ladybug's store keeps in memory between "
+        "lookups (invalidated by its own writes: one process owns the file); 0 = off.",
+    )
     max_batch: int = Field(
         1000, ge=1, description="Most memories, ids, relations or updates one request may carry."
     )

@@ -509,6 +509,24 @@ class GraphStoreContract(MemoryStoreContract):
         assert await store.add_relations(T, [rel("b", "c", strength=0.7)], 9) == 1
         assert [r.strength for r in await store.relations(T, ["c"])] == [0.7]
 
+    async def test_relations_read_before_a_change_are_not_answered_after_it(
+        self, store: GraphStore
+    ) -> None:
+        """Each change follows a read of the same ids (an adapter may keep what it read)."""
+        await store.upsert(T, [(mem(x), []) for x in "abc"])
+        assert await store.relations(T, ["a", "b", "c"]) == []
+        await store.add_relations(T, [rel("a", "b"), rel("b", "c")], 1)
+        assert edge_keys(await store.relations(T, ["a", "c"])) == {
+            ("a", "b", "RELATES_TO"),
+            ("b", "c", "RELATES_TO"),
+        }
+        await store.add_relations(T, [rel("a", "b", strength=0.9)], 2)
+        assert [r.strength for r in await store.relations(T, ["a"])] == [0.9]
+        await store.remove_relations(T, [rel("a", "b")], 3)
+        assert edge_keys(await store.relations(T, ["a", "b"])) == {("b", "c", "RELATES_TO")}
+        await store.delete(T, ["b"], version=4)  # takes b's edges from its neighbour c too
+        assert await store.relations(T, ["c"]) == []
+
     async def test_system_removal_never_removes_a_user_edge(self, store: GraphStore) -> None:
         await store.upsert(T, [(mem(x), []) for x in "abc"])
         await store.add_relations(T, [rel("a", "b", "SIMILAR_TO")], 1)  # a user wrote it

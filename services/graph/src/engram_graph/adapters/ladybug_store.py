@@ -57,6 +57,7 @@ from engram_graph.adapters.codec import (
     to_us,
     with_versions,
 )
+from engram_graph.adapters.edge_cache import EdgeCache
 from engram_graph.adapters.walk import Walk
 from engram_platform.paging import ScanRests
 
@@ -192,6 +193,7 @@ class LadybugGraphStore:
         readers: int = 2,
         buffer_pool_bytes: int = 256 * 1024 * 1024,
         threads_per_query: int = 1,
+        edge_cache_keys: int = 50_000,
     ) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         # ladybug's own default buffer pool is 80% of RAM: too much beside six other services.
@@ -218,6 +220,7 @@ class LadybugGraphStore:
             self._reader_list.append(reader)
             self._readers.put(reader)
         self._scan_rests = ScanRests()
+        self._edge_cache = EdgeCache(edge_cache_keys)
         self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="graph-write")
         self._read_pool = ThreadPoolExecutor(readers, thread_name_prefix="graph-read")
         self._closed = False
@@ -299,7 +302,11 @@ class LadybugGraphStore:
         _check_tenant(tenant)
         if not ids:
             return 0
-        return await self._write(_delete, tenant, list(dict.fromkeys(ids)), version)
+        try:
+            return await self._write(_delete, tenant, list(dict.fromkeys(ids)), version)
+        finally:
+            # A delete takes the memory's edges, so its neighbours' lists change too.
+            self._edge_cache.clear()
 
     async def add_relations(
         self,
@@ -332,7 +339,12 @@ class LadybugGraphStore:
         _check_tenant(tenant)
         if not relations:
             return 0
-        return await self._write(fn, tenant, with_versions(relations, version, versions))
+        try:
+            return await self._write(fn, tenant, with_versions(relations, version, versions))
+        finally:  # after the commit (or the failure): see edge_cache.py
+            self._edge_cache.invalidate(
+                memory_key(tenant, i) for r in relations for i in (r.source_id, r.target_id)
+            )
 
     async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int:
         _check_tenant(tenant)
@@ -377,7 +389,18 @@ class LadybugGraphStore:
         _check_tenant(tenant)
         if not ids:
             return []
-        return await self._read(_relations, tenant, list(dict.fromkeys(ids)))
+        keys = [memory_key(tenant, i) for i in dict.fromkeys(ids)]
+        found, missing = self._edge_cache.get(keys)
+        if missing:
+            epoch = self._edge_cache.epoch()
+            read = await self._read(_edges_of, missing)
+            self._edge_cache.put(epoch, read)
+            found.update(read)
+        seen: dict[tuple[str, str, str], Relation] = {}
+        for key in keys:
+            for r in found[key]:
+                seen.setdefault((r.source_id, r.target_id, r.type), r)
+        return list(seen.values())
 
     async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]:
         _check_tenant(tenant)
@@ -688,13 +711,15 @@ def _documents(conn: ladybug.Connection, keys: list[str]) -> dict[str, Memory]:
     return {k: decode(doc, at, count, r) for k, doc, at, count, r in rows}
 
 
-def _relations(conn: ladybug.Connection, tenant: str, ids: list[str]) -> list[Relation]:
-    found: dict[tuple[str, str, str], Relation] = {}
-    for id_ in ids:
-        for a, b, a_internal, edge in _rows(conn, cypher.EDGES, {"k": memory_key(tenant, id_)}):
+def _edges_of(conn: ladybug.Connection, keys: list[str]) -> dict[str, tuple[Relation, ...]]:
+    """Each memory key's relations, both directions (none for an unknown key)."""
+    out: dict[str, tuple[Relation, ...]] = {}
+    for key in keys:
+        edges = []
+        for a, b, a_internal, edge in _rows(conn, cypher.EDGES, {"k": key}):
             source, target = (a, b) if edge["_SRC"] == a_internal else (b, a)
-            if (source, target, edge["type"]) not in found:
-                found[(source, target, edge["type"])] = Relation(
+            edges.append(
+                Relation(
                     source_id=source,
                     target_id=target,
                     type=edge["type"],
@@ -703,7 +728,9 @@ def _relations(conn: ladybug.Connection, tenant: str, ids: list[str]) -> list[Re
                     origin=edge["origin"],
                     created_at=from_us(edge["created_at"]),
                 )
-    return list(found.values())
+            )
+        out[key] = tuple(edges)
+    return out
 
 
 def _get(conn: ladybug.Connection, tenant: str, ids: list[str]) -> list[Memory]:
