@@ -80,6 +80,7 @@ class _TenantIndex:
     built_at: float
     changes: int  # the tenant's count of index-changing writes when it was built
     sequence: int  # the log was applied at least up to here when it was built
+    build: int  # the number of the build that made it (see _Build)
     memories: dict[str, Memory] = field(default_factory=dict)
     words: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)  # id → field → words
     postings: dict[str, set[str]] = field(default_factory=dict)  # word → ids
@@ -119,7 +120,6 @@ class MetadataStream:
         self._clock = clock
         self._indexes: OrderedDict[str, _TenantIndex] = OrderedDict()
         self._builds: dict[str, _Build] = {}  # the latest build started per tenant
-        self._installed: dict[str, int] = {}  # number of the build each index came from
         self._started = 0
 
     @property
@@ -191,7 +191,9 @@ class MetadataStream:
             changes=self._changes[tenant],
             sequence=applied,
             number=self._started,
-            task=asyncio.create_task(self._build(tenant, self._changes[tenant], applied)),
+            task=asyncio.create_task(
+                self._build(tenant, self._changes[tenant], applied, self._started)
+            ),
         )
         self._builds[tenant] = build
         build.task.add_done_callback(lambda task: self._built(tenant, build))
@@ -207,14 +209,13 @@ class MetadataStream:
         if error is not None:
             log.warning("metadata index of %s not rebuilt: %s", tenant, error)
             return
-        if self._installed.get(tenant, 0) > build.number:
+        current = self._indexes.get(tenant)
+        if current is not None and current.build > build.number:
             return
-        self._installed[tenant] = build.number
         self._indexes[tenant] = build.task.result()
         self._indexes.move_to_end(tenant)
         while len(self._indexes) > self._config.max_tenants:
-            old, _ = self._indexes.popitem(last=False)
-            self._installed.pop(old, None)
+            self._indexes.popitem(last=False)
 
     async def close(self) -> None:
         """Stop the builds still running (their recalls have their answers or gave up)."""
@@ -223,12 +224,14 @@ class MetadataStream:
             task.cancel()
         await asyncio.gather(*builds, return_exceptions=True)
 
-    async def _build(self, tenant: str, changes: int, applied: int) -> _TenantIndex:
+    async def _build(self, tenant: str, changes: int, applied: int, number: int) -> _TenantIndex:
         """``changes`` is read before the scan: a write during it makes the index stale."""
         memories, _ = await scan_memories(
             self._scan, tenant, self._config.scan_max, self._config.scan_timeout_s
         )
-        index = _TenantIndex(built_at=self._clock(), changes=changes, sequence=applied)
+        index = _TenantIndex(
+            built_at=self._clock(), changes=changes, sequence=applied, build=number
+        )
         for m in memories:
             by_field = field_words(m, self._config.fields)
             if by_field:
