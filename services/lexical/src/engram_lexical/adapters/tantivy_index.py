@@ -117,13 +117,13 @@ class TantivyTextIndex:
         self._analyzer = query_analyzer()
         self._keywords = query_analyzer(QUERY_STOPWORDS)
         self._scan_rests = ScanRests()
-        self._pending: list[tuple[_Plan, asyncio.Future[Any]]] = []
+        # Each queued write, its caller's future, and whether it may wait (access updates).
+        self._pending: list[tuple[_Plan, asyncio.Future[Any], bool]] = []
         self._drainer: asyncio.Task[None] | None = None
         self._closed = False
         self._access_interval_s = access_commit_interval_s
         self._last_commit = 0.0  # event loop time of the last commit
         self._urgent = asyncio.Event()  # a write that must not wait was queued
-        self._waiting = 0  # queued plans that may wait (access updates)
 
     # -- port ---------------------------------------------------------------------------------
 
@@ -200,10 +200,8 @@ class TantivyTextIndex:
         if self._closed:
             raise Unavailable("the text index is closed")
         done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending.append((plan, done))
-        if wait:
-            self._waiting += 1
-        else:
+        self._pending.append((plan, done, wait))
+        if not wait:
             self._urgent.set()
         if self._drainer is None or self._drainer.done():
             # A task of its own: a caller that is cancelled must not strand the others' writes.
@@ -215,14 +213,13 @@ class TantivyTextIndex:
         while self._pending:
             await self._hold_access(loop)
             batch, self._pending = self._pending, []
-            self._waiting = 0
             self._urgent.clear()
             try:
-                outcomes = await _in_thread(self._apply, [plan for plan, _ in batch])
+                outcomes = await _in_thread(self._apply, [plan for plan, _, _ in batch])
             except Exception as exc:
                 outcomes = [(None, exc)] * len(batch)
             self._last_commit = loop.time()
-            for (_, done), (value, error) in zip(batch, outcomes, strict=True):
+            for (_, done, _), (value, error) in zip(batch, outcomes, strict=True):
                 if done.done():  # the caller gave up waiting
                     continue
                 if error is None:
@@ -233,7 +230,7 @@ class TantivyTextIndex:
     async def _hold_access(self, loop: asyncio.AbstractEventLoop) -> None:
         """When only access updates are queued, wait out the interval since the last commit
         (or until another write is queued)."""
-        if self._waiting < len(self._pending) or self._closed:
+        if not all(wait for _, _, wait in self._pending) or self._closed:
             return
         left = self._last_commit + self._access_interval_s - loop.time()
         if left <= 0:
