@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from engram_core.generations import FIRST, GenerationRecord
@@ -15,7 +16,7 @@ from engram_lexical.service.lexical import TextGenerations
 from engram_platform.generation_dirs import DirGenerations
 
 
-def opensearch_options(o: OpenSearchSettings) -> OpenSearchOptions:
+def opensearch_options(o: OpenSearchSettings, metadata_fields: Sequence[str]) -> OpenSearchOptions:
     return OpenSearchOptions(
         index_prefix=o.index_prefix,
         number_of_shards=o.number_of_shards,
@@ -25,10 +26,13 @@ def opensearch_options(o: OpenSearchSettings) -> OpenSearchOptions:
         timeout_s=o.timeout_s,
         max_retries=o.max_retries,
         retry_backoff_s=o.retry_backoff_s,
+        metadata_fields=tuple(metadata_fields),
     )
 
 
-def build_opensearch(o: OpenSearchSettings) -> OpenSearchGenerations:
+def build_opensearch(
+    o: OpenSearchSettings, metadata_fields: Sequence[str]
+) -> OpenSearchGenerations:
     """The generations and their client. Nothing is sent yet: the index is set up on first
     use, so the service starts while OpenSearch is still coming up (calls answer UNAVAILABLE)."""
     password = o.password_file.read_text(encoding="utf-8").strip() if o.password_file else None
@@ -41,14 +45,16 @@ def build_opensearch(o: OpenSearchSettings) -> OpenSearchGenerations:
         timeout_s=o.timeout_s,
         pool_size=o.pool_size,
     )
-    return OpenSearchGenerations(client, opensearch_options(o), refresh_s=o.generations_refresh_s)
+    return OpenSearchGenerations(
+        client, opensearch_options(o, metadata_fields), refresh_s=o.generations_refresh_s
+    )
 
 
 def build_generations(settings: Settings) -> TextGenerations:
     """The configured backend's generations: OpenSearch indices behind an alias, or tantivy
     directories (v1 = the index directory itself) with a pointer file beside them."""
     if settings.backend == "opensearch":
-        return build_opensearch(settings.opensearch)
+        return build_opensearch(settings.opensearch, settings.metadata_fields)
 
     def tantivy(path: Path | None) -> TantivyTextIndex:
         return TantivyTextIndex(
@@ -56,6 +62,7 @@ def build_generations(settings: Settings) -> TextGenerations:
             writer_heap_bytes=settings.writer_heap_mb * 1_000_000,
             writer_threads=settings.writer_threads,
             access_commit_interval_s=settings.access_commit_interval_s,
+            metadata_fields=settings.metadata_fields,
         )
 
     async def open_index(path: Path | None, record: GenerationRecord) -> TantivyTextIndex:

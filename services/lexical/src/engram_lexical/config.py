@@ -8,11 +8,12 @@ E.g. ``ENGRAM_LEXICAL_BACKEND=opensearch``,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic_settings import SettingsConfigDict
 
+from engram_core.search_text import METADATA_FIELDS
 from engram_platform.settings import ServiceSettings
 
 
@@ -110,6 +111,14 @@ class Settings(ServiceSettings):
         description="Least time between a commit and the next one holding only access "
         "statistics (tantivy; a commit costs ~35 ms of CPU whatever its size); other writes "
         "never wait. 0 = commit every access update at once.",
+    )
+    metadata_fields: list[Annotated[str, StringConstraints(min_length=1, max_length=256)]] = Field(
+        default_factory=lambda: list(METADATA_FIELDS),
+        max_length=64,
+        description="Metadata fields whose values (strings, numbers, lists of them) are "
+        "indexed with the content, so a query naming a memory's topic finds it. A change "
+        "applies to memories written after it; `engram rebuild lexical` reindexes the rest. "
+        "JSON list in env; [] = none.",
     )
     max_batch: int = Field(
         1000, ge=1, description="Most memories, ids or access updates one request may carry."

@@ -57,3 +57,26 @@ async def test_bootstrap_builds_tantivy_under_the_data_dir(tmp_path: Path) -> No
     assert isinstance(index, TantivyTextIndex)
     assert (tmp_path / "lexical" / "meta.json").exists()
     await generations.close()
+
+
+async def test_metadata_fields_setting_names_what_is_indexed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("ENGRAM_LEXICAL_METADATA_FIELDS", '["owner"]')
+    service = build_service(Settings(data_dir=tmp_path, writer_heap_mb=20))
+    await service.upsert(
+        "t",
+        [
+            replace(mem("a", "lunch plans"), metadata={"owner": "zephyrine"}),
+            replace(mem("b", "the launch slipped"), metadata={"project": "apollo"}),
+        ],
+    )
+    try:
+        assert [h.id for h in await service.search("t", "zephyrine", Filter(), 5)] == ["a"]
+        # project is on the default list, not on this deployment's.
+        assert await service.search("t", "apollo", Filter(), 5) == []
+    finally:
+        await service.close()
+    monkeypatch.setenv("ENGRAM_LEXICAL_METADATA_FIELDS", '[""]')
+    with pytest.raises(ValueError, match="metadata_fields"):
+        Settings()

@@ -318,6 +318,24 @@ class TextIndexContract(MemoryStoreContract):
         assert ids(await index.search(T, "alpha", Filter(), 10)) == ["t1"]
         assert ids(await index.search(T, "project alpha", Filter(), 10))[0] == "t1"
 
+    async def test_whitelisted_metadata_values_are_searchable(self, index: TextIndex) -> None:
+        # The default whitelist (topic, project, source): strings, lists and numbers are read.
+        await index.upsert(
+            T,
+            [
+                replace(mem("w1", "The launch slipped."), metadata={"project": "zephyrine"}),
+                replace(mem("w2", "Lunch plans."), metadata={"owner": "zephyrine"}),
+                replace(mem("w3", "Approved."), metadata={"topic": ["billing", "forecasts"]}),
+                replace(mem("w4", "Sent."), metadata={"source": 4711}),
+            ],
+        )
+        assert ids(await index.search(T, "zephyrine", Filter(), 10)) == ["w1"]
+        assert ids(await index.search(T, "forecast", Filter(), 10)) == ["w3"]
+        assert ids(await index.search(T, "4711", Filter(), 10)) == ["w4"]
+        [hit] = await index.search(T, "zephyrine", Filter(), 10)
+        assert hit.memory is not None
+        assert hit.memory.metadata == {"project": "zephyrine"}
+
     async def test_punctuation_heavy_queries_do_not_raise(self, index: TextIndex) -> None:
         await index.upsert(T, [mem("p", "foo bar baz"), mem("q", "unrelated text")])
         for query in [

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from engram_core.filters import matches
 from engram_core.model import Filter, Hit, Memory, UpsertResult
+from engram_core.search_text import METADATA_FIELDS, document_text
 from engram_testing.fakes.common import FakeStore
 
 _WORD = re.compile(r"[^\W_]+")
@@ -34,6 +35,8 @@ def tokens(text: str) -> list[str]:
 class FakeTextIndex(FakeStore[None]):
     """BM25 over what it holds. Set ``failure`` to make every call raise it (a backend down)."""
 
+    metadata_fields: tuple[str, ...] = METADATA_FIELDS
+
     async def upsert(self, tenant: str, memories: Sequence[Memory]) -> UpsertResult:
         self._check()
         applied = self._write(tenant, [(m, None) for m in memories])
@@ -43,7 +46,7 @@ class FakeTextIndex(FakeStore[None]):
         self._check()
         terms = set(tokens(query))
         docs = [
-            (m, Counter(tokens(m.content + " " + " ".join(m.tags))))
+            (m, Counter(tokens(" ".join(document_text(m, self.metadata_fields)))))
             for m, _ in self._all_live(tenant)
         ]
         if not terms or not docs or limit <= 0:

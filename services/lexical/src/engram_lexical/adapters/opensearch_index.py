@@ -41,6 +41,7 @@ from engram_core.model import (
     ScanPage,
     UpsertResult,
 )
+from engram_core.search_text import METADATA_FIELDS
 from engram_lexical.adapters import opensearch_schema as schema
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class OpenSearchOptions:
     timeout_s: float = 10.0
     max_retries: int = 3
     retry_backoff_s: float = 0.2
+    metadata_fields: tuple[str, ...] = METADATA_FIELDS  # indexed with the content
 
 
 def opensearch_client(
@@ -175,7 +177,9 @@ class OpenSearchTextIndex:
         for _, m in newest.values():
             fresh = m if m.tenant == tenant else replace(m, tenant=tenant)
             meta = self._meta(schema.doc_id(tenant, m.id), tenant, m.version, "external")
-            ops.append(({"index": meta}, schema.memory_source(tenant, fresh)))
+            ops.append(
+                ({"index": meta}, schema.memory_source(tenant, fresh, self._o.metadata_fields))
+            )
         items = await self._bulk(ops, refresh=True)
         applied: list[Memory] = []
         for (i, m), item in zip(newest.values(), items, strict=True):

@@ -25,6 +25,7 @@ from typing import Any
 
 from engram_core.codec import memory_to_json
 from engram_core.model import Filter, Memory, TagMatch, TagMode
+from engram_core.search_text import METADATA_FIELDS, document_text
 from engram_core.tags import normalise_tag, tag_prefixes
 from engram_lexical.adapters.tantivy_schema import MAX_QUERY_TERMS, QUERY_STOPWORDS
 
@@ -40,7 +41,6 @@ _ACCESS_ORIGIN = datetime(1, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 # What the standard tokenizer keeps as one word, near enough to dedupe and cap a query.
 _WORD = re.compile(r"\w+(?:['’.]\w+)*")
-_TAG_SEPARATORS = re.compile(r"[\W_]+")
 _STOPWORDS = frozenset(QUERY_STOPWORDS)
 
 
@@ -122,7 +122,7 @@ def index_template(
                     "tags": keyword,
                     "tag_prefixes": keyword,
                     "embedding_model": keyword,
-                    # The content, and each tag as words ("project alpha" finds project:alpha).
+                    # engram_core.search_text: content, tag words, whitelisted metadata.
                     "content": {
                         "type": "text",
                         "analyzer": "english",
@@ -148,9 +148,10 @@ def index_template(
     }
 
 
-def memory_source(tenant: str, m: Memory) -> dict[str, Any]:
+def memory_source(
+    tenant: str, m: Memory, metadata_fields: Sequence[str] = METADATA_FIELDS
+) -> dict[str, Any]:
     """The indexed form of ``m`` (its tenant already the request's)."""
-    words = [w for t in m.tags if (w := _TAG_SEPARATORS.sub(" ", t).strip())]
     return {
         "kind": MEMORY,
         "tenant": tenant,
@@ -159,7 +160,7 @@ def memory_source(tenant: str, m: Memory) -> dict[str, Any]:
         "tags": list(m.tags),
         "tag_prefixes": list(m.tag_prefixes or tag_prefixes(m.tags)),
         "embedding_model": m.embedding_model,
-        "content": [m.content, *words],
+        "content": document_text(m, metadata_fields),
         "timestamp": _iso(m.timestamp),
         "timestamp_us": micros(m.timestamp),
         "updated_at": _iso(m.updated_at),

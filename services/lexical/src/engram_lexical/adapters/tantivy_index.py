@@ -43,6 +43,7 @@ from engram_core.model import (
     ScanPage,
     UpsertResult,
 )
+from engram_core.search_text import METADATA_FIELDS
 from engram_lexical.adapters.tantivy_schema import (
     MAX_QUERY_TERMS,
     QUERY_STOPWORDS,
@@ -98,8 +99,10 @@ class TantivyTextIndex:
         writer_heap_bytes: int = 64_000_000,
         writer_threads: int = 1,
         access_commit_interval_s: float = 0.0,
+        metadata_fields: Sequence[str] = METADATA_FIELDS,
     ) -> None:
         self._schema = build_schema()
+        self._metadata_fields = tuple(metadata_fields)
         try:
             if path is None:
                 self._index = tantivy.Index(self._schema)
@@ -294,11 +297,11 @@ class TantivyTextIndex:
             )
         return out
 
-    @staticmethod
-    def _live_write(tenant: str, m: Memory) -> _Write:
+    def _live_write(self, tenant: str, m: Memory) -> _Write:
         raw = memory_to_json(m).encode()
         stored = _Stored(version=m.version, deleted=False, raw=raw)
-        return _Write(doc_key(tenant, m.id), stored, memory_document(tenant, m, raw))
+        doc = memory_document(tenant, m, raw, self._metadata_fields)
+        return _Write(doc_key(tenant, m.id), stored, doc)
 
     # -- plans (worker thread, inside the drain) ------------------------------------------------
 

@@ -14,6 +14,7 @@ from typing import Any
 import tantivy
 
 from engram_core.model import Filter, Memory, TagMatch, TagMode
+from engram_core.search_text import METADATA_FIELDS, document_text
 from engram_core.tags import normalise_tag, tag_prefixes
 
 # Bounds the cost of one search; a query with more distinct words is prose, not keywords.
@@ -50,8 +51,7 @@ def build_schema() -> tantivy.Schema:
     for name in ("key", "tenant", "tags", "tag_prefixes", "type"):
         sb.add_text_field(name, tokenizer_name="raw", index_option="basic")
     sb.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
-    # The content, and each tag as words too, so "project alpha" finds the tag project:alpha.
-    # One text field keeps a query at one clause per term (half the cost of two fields).
+    # engram_core.search_text: content, tag words and whitelisted metadata values.
     sb.add_text_field("content", tokenizer_name="en_stem")
     sb.add_integer_field("timestamp", indexed=True, fast=True)
     sb.add_boolean_field("archived", indexed=True)
@@ -74,17 +74,19 @@ def query_analyzer(stopwords: Sequence[str] = ()) -> tantivy.TextAnalyzer:
     return builder.filter(tantivy.Filter.stemmer("english")).build()
 
 
-def memory_document(tenant: str, m: Memory, raw: bytes) -> tantivy.Document:
+def memory_document(
+    tenant: str, m: Memory, raw: bytes, metadata_fields: Sequence[str] = METADATA_FIELDS
+) -> tantivy.Document:
     """The indexed form of a memory; ``raw`` is its `engram_core.codec` JSON, stored for reads."""
     doc = tantivy.Document()
     doc.add_text("key", doc_key(tenant, m.id))
     doc.add_text("tenant", tenant)
     doc.add_text("id", m.id)
     doc.add_text("type", m.type)
-    doc.add_text("content", m.content)
+    for text in document_text(m, metadata_fields):
+        doc.add_text("content", text)
     for tag in m.tags:
         doc.add_text("tags", tag)
-        doc.add_text("content", tag)
     for prefix in m.tag_prefixes or tag_prefixes(m.tags):
         doc.add_text("tag_prefixes", prefix)
     doc.add_integer("timestamp", micros(m.timestamp))
