@@ -109,7 +109,7 @@ class TestServerStack(GatewayEndToEnd):
 
 
 class TestServerCandidates(CandidateGenerationEndToEnd):
-    """Several queries, trending, metadata stream on OpenSearch/Neo4j/Redis."""
+    """Several queries, trending, metadata fields on OpenSearch/Neo4j/Redis."""
 
 
 class TestServerExpansion(ExpansionEndToEnd):

@@ -50,7 +50,6 @@ from engram_gateway.service.context import ContextConfig
 from engram_gateway.service.decompose import RuleDecomposer
 from engram_gateway.service.expand import ExpandConfig
 from engram_gateway.service.lookup import Lookup
-from engram_gateway.service.metadata_stream import MetadataConfig, MetadataStream
 from engram_gateway.service.models import (
     FallbackDecomposer,
     ModelsConfig,
@@ -180,15 +179,6 @@ def build_gateway(
     lookup = Lookup(backends.vector, backends.lexical)
     recall_cache = RecallCache(cache, codec or ProtoRecallCodec(), settings.recall_cache_ttl_s)
     access = AccessRecorder(event_log, clock, ids)
-    metadata = MetadataStream(
-        backends.lexical,
-        MetadataConfig(
-            fields=tuple(settings.metadata_fields),
-            ttl_s=settings.metadata_index_ttl_s,
-            scan_max=settings.metadata_scan_max,
-            scan_timeout_s=settings.backend_timeout_s,
-        ),
-    )
     writer = Writer(
         event_log,
         cache,
@@ -202,7 +192,6 @@ def build_gateway(
         ),
         clock,
         ids,
-        metadata.written,
     )
     reader = Reader(
         backends.vector,
@@ -273,7 +262,6 @@ def build_gateway(
         decomposer=models.decomposer_over(
             RuleDecomposer(settings.decompose_max_parts), settings.decompose_model.timeout_s
         ),
-        metadata=metadata,
     )
     rate_limit = TenantRateLimit(
         limiter or MemoryRateLimiter(),
@@ -331,7 +319,6 @@ async def open_gateway(settings: Settings) -> tuple[Gateway, Callable[[], Awaita
         if closed:
             return
         closed = True
-        await gateway.reader.close()
         await gateway.access.drain()
         await nc.drain()
         await channels.close()

@@ -191,7 +191,7 @@ class Settings(ServiceSettings):
         "pool is doubled once and the recall re-run; 0 = off.",
     )
 
-    # Candidate generation: multi-query, decomposition, trending, the metadata stream.
+    # Candidate generation: multi-query, decomposition, trending.
     max_queries: int = Field(
         8, ge=1, le=32, description="Most sub-queries per recall (query, queries, decomposed)."
     )
@@ -205,20 +205,6 @@ class Settings(ServiceSettings):
     )
     trending_scan_max: int = Field(
         10_000, ge=1, description="Most memories a trending recall (empty query) reads."
-    )
-    metadata_fields: list[str] = Field(
-        default_factory=lambda: ["topic", "project", "source"],
-        description="Metadata fields the metadata stream matches against the query; [] = off.",
-    )
-    metadata_index_ttl_s: float = Field(
-        30.0,
-        gt=0,
-        description="Age after which a tenant's metadata-field index is rebuilt in the "
-        "background (it answers meanwhile); a write through this gateway that can change it "
-        "makes the next recall wait for a new one.",
-    )
-    metadata_scan_max: int = Field(
-        20_000, ge=1, description="Most memories read to build a tenant's metadata-field index."
     )
 
     # After ranking: expansion (service/expand.py) and the hybrid_graph rerank (pagerank.py).

@@ -1,10 +1,8 @@
 """Candidate generation's pure parts: the rule-based decomposer, multi-query merging,
-trending's order and the metadata-field index."""
+trending's order."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,10 +10,9 @@ import pytest
 
 from engram_core import validation as v
 from engram_core.errors import InvalidArgument
-from engram_core.model import Filter, Hit, Memory, ScanPage
+from engram_core.model import Filter, Hit, Memory
 from engram_core.scoring import ScoredCandidate, StreamScore
 from engram_gateway.service.decompose import RuleDecomposer, decompose
-from engram_gateway.service.metadata_stream import MetadataConfig, MetadataStream, field_words
 from engram_gateway.service.multiquery import (
     check_per_query_limit,
     check_queries,
@@ -191,168 +188,3 @@ def test_top_orders_by_each_sort_and_filters() -> None:
     assert [s.memory.id for s in top(ms, flt, Sort.ACCESS_COUNT, 2)] == ["b", "a"]
     assert [s.memory.id for s in top(ms, flt, Sort.RELEVANCE, 1)] == ["c"]
     assert top(ms, flt, Sort.IMPORTANCE, 1)[0].components == {"importance": 0.9}
-
-
-# --- metadata stream ----------------------------------------------------------------------
-
-
-class _Scan:
-    """A tenant's memories in pages; ``gate`` (when set) holds every page until it opens,
-    ``error`` (when set) fails every page."""
-
-    def __init__(self, memories: list[Memory]) -> None:
-        self.memories = memories
-        self.calls = 0
-        self.gate: asyncio.Event | None = None
-        self.error: Exception | None = None
-
-    async def scan(
-        self, tenant: str, cursor: str | None, limit: int, timeout: float | None = None
-    ) -> ScanPage:
-        self.calls += 1
-        if self.gate is not None:
-            await self.gate.wait()
-        if self.error is not None:
-            raise self.error
-        start = int(cursor or 0)
-        page = self.memories[start : start + limit]
-        more = start + limit < len(self.memories)
-        return ScanPage(page, str(start + limit) if more else None)
-
-
-def test_field_words_reads_strings_lists_and_numbers_of_whitelisted_fields() -> None:
-    m = _m("a", metadata={"topic": ["Billing", "ledger"], "project": 42, "owner": "apollo"})
-    assert field_words(m, ("topic", "project", "source")) == {
-        "topic": frozenset({"billing", "ledger"})
-    }
-
-
-async def test_metadata_stream_finds_whitelisted_fields_only() -> None:
-    scan = _Scan(
-        [
-            _m("a", metadata={"project": "Apollo"}),
-            _m("b", metadata={"owner": "apollo"}),  # not whitelisted
-            _m("c", metadata={"topic": "apollo launch window"}),
-            _m("d", metadata={"project": "apollo"}, tags=("old",), tag_prefixes=("old",)),
-        ]
-    )
-    stream = MetadataStream(scan, MetadataConfig(fields=("topic", "project")))
-    hits = await stream.search("t", "apollo status?", Filter(exclude_tags=("old",)), 10, 1.0)
-    assert [(h.id, round(h.score, 2)) for h in hits] == [("a", 1.0), ("c", 0.33)]
-    assert hits[0].memory is not None
-    assert await stream.search("t", "the what", Filter(), 10, 1.0) == []  # stopwords only
-
-
-async def _settle() -> None:
-    """Let background builds run to their end (the fake scan never blocks unless gated)."""
-    for _ in range(10):
-        await asyncio.sleep(0)
-
-
-async def test_metadata_index_is_reused_then_rebuilt_on_write_or_sequence() -> None:
-    scan = _Scan([_m(f"{i:03d}", metadata={"topic": f"topic{i}"}) for i in range(5)])
-    stream = MetadataStream(scan, MetadataConfig(fields=("topic",), ttl_s=10.0), clock=lambda: 0)
-    assert [h.id for h in await stream.search("t", "topic3", Filter(), 5, 1.0)] == ["003"]
-    builds = scan.calls
-    await stream.search("t", "topic4", Filter(), 5, 1.0)
-    assert scan.calls == builds  # one index serves both
-    stream.written("t", [_m("new", metadata={"topic": "topic9"})])  # through this gateway
-    scan.memories.append(_m("new", metadata={"topic": "topic9"}))
-    assert [h.id for h in await stream.search("t", "topic9", Filter(), 5, 1.0)] == ["new"]
-    assert scan.calls == 2 * builds
-    await stream.search("t", "topic4", Filter(), 5, 1.0, min_sequence=7)  # newer than it
-    assert scan.calls == 3 * builds
-    await stream.search("t", "topic4", Filter(), 5, 1.0, min_sequence=7)  # it covers 7 now
-    assert scan.calls == 3 * builds
-
-
-async def test_an_expired_metadata_index_answers_while_one_refresh_runs_behind() -> None:
-    scan = _Scan([_m("a", metadata={"topic": "tea"})])
-    now = [0.0]
-    stream = MetadataStream(
-        scan, MetadataConfig(fields=("topic",), ttl_s=10.0), clock=lambda: now[0]
-    )
-    await stream.search("t", "tea", Filter(), 5, 1.0)
-    scan.memories.append(_m("b", metadata={"topic": "tea"}))  # written through another replica
-    now[0] = 11.0  # past the TTL
-    scan.gate = asyncio.Event()  # the refresh's scan takes its time
-    answers = [await stream.search("t", "tea", Filter(), 5, 1.0) for _ in range(3)]
-    assert [[h.id for h in hits] for hits in answers] == [["a"]] * 3  # the old index, at once
-    await _settle()
-    assert scan.calls == 2  # one refresh for the three recalls
-    scan.gate.set()
-    await _settle()
-    assert sorted(h.id for h in await stream.search("t", "tea", Filter(), 5, 1.0)) == ["a", "b"]
-    assert scan.calls == 2
-
-
-async def test_a_recall_that_gives_up_on_a_build_leaves_it_to_the_next() -> None:
-    scan = _Scan([_m("a", metadata={"topic": "tea"})])
-    scan.gate = asyncio.Event()
-    stream = MetadataStream(scan, MetadataConfig(fields=("topic",)))
-    with pytest.raises(TimeoutError):
-        await stream.search("t", "tea", Filter(), 5, 0.01)  # no index yet: it must wait
-    scan.gate.set()  # the scan was not cancelled with the recall
-    assert [h.id for h in await stream.search("t", "tea", Filter(), 5, 1.0)] == ["a"]
-    assert scan.calls == 1
-
-
-async def test_a_failed_refresh_keeps_the_old_metadata_index(caplog: Any) -> None:
-    scan = _Scan([_m("a", metadata={"topic": "tea"})])
-    now = [0.0]
-    stream = MetadataStream(
-        scan, MetadataConfig(fields=("topic",), ttl_s=10.0), clock=lambda: now[0]
-    )
-    await stream.search("t", "tea", Filter(), 5, 1.0)
-    now[0] = 11.0
-    scan.error = RuntimeError("lexical is down")
-    with caplog.at_level(logging.WARNING):
-        assert [h.id for h in await stream.search("t", "tea", Filter(), 5, 1.0)] == ["a"]
-        await _settle()
-    assert "lexical is down" in caplog.text
-    assert [h.id for h in await stream.search("t", "tea", Filter(), 5, 1.0)] == ["a"]
-    await _settle()
-    assert scan.calls == 3  # each recall past the TTL tries again, none waits for it
-
-
-async def test_a_recall_waiting_on_a_failed_build_sees_the_failure() -> None:
-    scan = _Scan([_m("a", metadata={"topic": "tea"})])
-    scan.error = RuntimeError("lexical is down")
-    stream = MetadataStream(scan, MetadataConfig(fields=("topic",)))
-    with pytest.raises(RuntimeError, match="lexical is down"):
-        await stream.search("t", "tea", Filter(), 5, 1.0)
-
-
-async def test_closing_the_metadata_stream_stops_its_builds() -> None:
-    scan = _Scan([_m("a", metadata={"topic": "tea"})])
-    scan.gate = asyncio.Event()
-    stream = MetadataStream(scan, MetadataConfig(fields=("topic",)))
-    waiting = asyncio.create_task(stream.search("t", "tea", Filter(), 5, 5.0))
-    await _settle()
-    await stream.close()
-    with pytest.raises(asyncio.CancelledError):
-        await waiting
-    scan.gate.set()
-    await _settle()
-    assert scan.calls == 1
-
-
-async def test_metadata_index_reads_at_most_scan_max() -> None:
-    scan = _Scan([_m(f"{i:03d}", metadata={"topic": "tea"}) for i in range(30)])
-    stream = MetadataStream(scan, MetadataConfig(fields=("topic",), scan_max=12))
-    assert len(await stream.search("t", "tea", Filter(), 100, 1.0)) == 12
-
-
-async def test_metadata_index_survives_writes_that_cannot_change_it() -> None:
-    scan = _Scan([_m(f"{i:03d}", metadata={"topic": f"topic{i}"}) for i in range(5)])
-    stream = MetadataStream(scan, MetadataConfig(fields=("topic",), ttl_s=10.0), clock=lambda: 0)
-    await stream.search("t", "topic3", Filter(), 5, 1.0)
-    builds = scan.calls
-    stream.written("t", [_m("new", metadata={"owner": "apollo"})])  # no whitelisted field
-    stream.written("t", [])  # a relation
-    stream.written("other", [], changed=True)  # another tenant
-    await stream.search("t", "topic3", Filter(), 5, 1.0)
-    assert scan.calls == builds
-    stream.written("t", [], changed=True)  # an update or delete may change an indexed memory
-    await stream.search("t", "topic3", Filter(), 5, 1.0)
-    assert scan.calls == 2 * builds

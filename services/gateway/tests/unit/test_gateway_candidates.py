@@ -1,5 +1,5 @@
 """Candidate generation through the gateway's fakes (issue #4): `queries`/`per_query_limit`,
-`decompose`, trending for an empty or "*" query with `sort`, and the metadata stream."""
+`decompose`, and trending for an empty or "*" query with `sort`."""
 
 from __future__ import annotations
 
@@ -221,86 +221,3 @@ async def test_trending_through_grpc(client: Any) -> None:
     assert [r.memory.id for r in reply.results] == [_id(2), _id(3)]
     assert list(reply.streams) == ["trending"]
     assert reply.results[0].components["recency"] == 1.0
-
-
-# --- the metadata stream --------------------------------------------------------------------
-
-
-async def test_metadata_fields_find_memories_no_text_stream_finds(harness: Any) -> None:
-    h = harness
-    h.world.put(
-        h.memory(_id(1), "moved the launch to friday", metadata={"project": "apollo"}),
-        h.memory(_id(2), "lunch plans", metadata={"owner": "apollo"}),  # not whitelisted
-        h.memory(_id(3), "apollo budget approved"),
-    )
-    result = await _recall(h, "apollo status")
-    assert set(_ids(result)) == {_id(1), _id(3)}
-    found = next(s for s in result.results if s.memory.id == _id(1))
-    assert set(found.streams) == {"metadata"}
-    assert found.components["metadata"] > 0
-    assert "metadata" in result.streams
-
-
-async def test_metadata_stream_respects_filters_and_can_be_off(new_harness: Any) -> None:
-    h = new_harness()
-    h.world.put(
-        h.memory(_id(1), "x", metadata={"topic": "billing"}, tags=("old",)),
-        h.memory(_id(2), "y", metadata={"topic": "billing"}),
-    )
-    assert _ids(await _recall(h, "billing", exclude_tags=["old"])) == [_id(2)]
-    off = new_harness(metadata_fields=[])
-    off.world.put(h.memory(_id(2), "y", metadata={"topic": "billing"}))
-    result = await _recall(off, "billing")
-    assert _ids(result) == []
-    assert "metadata" not in result.streams
-    assert not [c for c in off.lexical.calls if c[0] == "scan"]
-
-
-async def test_a_write_through_the_gateway_refreshes_the_metadata_index(client: Any) -> None:
-    h = client.harness
-    first = await client.stub.Recall(
-        gateway_pb2.RecallRequest(query="apollo"), metadata=client.auth()
-    )
-    assert list(first.results) == []
-    stored = await client.stub.Store(
-        gateway_pb2.StoreRequest(
-            memory={"content": "launch moved", "metadata": {"project": "apollo"}}
-        ),
-        metadata=client.auth(),
-    )
-    again = await client.stub.Recall(
-        gateway_pb2.RecallRequest(query="apollo", min_sequence=stored.sequence),
-        metadata=client.auth(),
-    )
-    assert [r.memory.id for r in again.results] == [stored.id]
-    assert sum(1 for op, _ in h.lexical.calls if op == "scan") == 2
-
-
-async def test_a_store_without_whitelisted_fields_keeps_the_metadata_index(client: Any) -> None:
-    h = client.harness
-    await client.stub.Recall(gateway_pb2.RecallRequest(query="apollo"), metadata=client.auth())
-    await client.stub.Store(
-        gateway_pb2.StoreRequest(memory={"content": "apollo lunch", "metadata": {"owner": "x"}}),
-        metadata=client.auth(),
-    )
-    await client.stub.Recall(gateway_pb2.RecallRequest(query="apollo"), metadata=client.auth())
-    assert sum(1 for op, _ in h.lexical.calls if op == "scan") == 1
-
-
-async def test_read_your_writes_reuses_a_metadata_index_built_after_the_sequence(
-    client: Any,
-) -> None:
-    h = client.harness
-    first = await client.stub.Store(
-        gateway_pb2.StoreRequest(memory={"content": "apollo notes"}), metadata=client.auth()
-    )
-    second = await client.stub.Store(
-        gateway_pb2.StoreRequest(memory={"content": "apollo lunch"}), metadata=client.auth()
-    )
-    # Built while the watermark already covers the second write: asking for it next
-    # (another query, so not the recall cache) needs no new scan.
-    for query, seq in (("apollo", first.sequence), ("apollo launch", second.sequence)):
-        await client.stub.Recall(
-            gateway_pb2.RecallRequest(query=query, min_sequence=seq), metadata=client.auth()
-        )
-    assert sum(1 for op, _ in h.lexical.calls if op == "scan") == 1

@@ -48,7 +48,7 @@ async def test_recall_merges_streams_and_returns_every_component(client: Any) ->
     ids = [r.memory.id for r in reply.results]
     assert set(ids) == {A, B, C}
     assert ids[0] == A  # both words, in every stream
-    assert list(reply.streams) == ["vector", "lexical", "graph", "metadata"]
+    assert list(reply.streams) == ["vector", "lexical", "graph"]
     assert list(reply.degraded) == []
     assert reply.query_ms > 0
     top = reply.results[0]
@@ -114,8 +114,7 @@ async def test_a_failing_backend_degrades_the_answer(client: Any) -> None:
     seed(h)
     h.lexical.fail = Unavailable("lexical: connection refused")
     reply = await client.stub.Recall(recall(), metadata=client.auth())
-    # The metadata stream's index is built from a lexical scan, so it is down too.
-    assert list(reply.degraded) == ["lexical", "metadata"]
+    assert list(reply.degraded) == ["lexical"]
     assert list(reply.streams) == ["vector", "graph"]
     assert reply.results[0].memory.id == A
     assert "keyword" not in reply.results[0].streams
@@ -348,5 +347,5 @@ async def test_nothing_found_is_an_empty_answer(client: Any) -> None:
     seed(h)
     reply = await client.stub.Recall(recall("zeppelin"), metadata=client.auth())
     assert list(reply.results) == []
-    assert list(reply.streams) == ["vector", "lexical", "graph", "metadata"]
+    assert list(reply.streams) == ["vector", "lexical", "graph"]
     assert h.ranker.calls == []

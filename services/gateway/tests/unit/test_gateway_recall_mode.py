@@ -92,7 +92,7 @@ async def test_hybrid_is_the_default_and_queries_every_stream(client: Any, mode:
     h = client.harness
     seed(h)
     reply = await _recall(client, mode)
-    assert list(reply.streams) == ["vector", "lexical", "graph", "metadata"]
+    assert list(reply.streams) == ["vector", "lexical", "graph"]
     assert "relations" in graph_calls(h)
 
 

@@ -13,7 +13,6 @@ STREAM_OF_BACKEND: Mapping[str, str] = {
     "vector": "vector",
     "lexical": "keyword",
     "graph": "graph",
-    "metadata": "metadata",  # service/metadata_stream.py; no scoring component reads it
 }
 
 

@@ -41,7 +41,7 @@ class LexicalPort(Protocol):
     async def scan(
         self, tenant: str, cursor: str | None, limit: int, timeout: float | None = None
     ) -> ScanPage:
-        """Trending and the metadata stream page through the tenant (service/scan.py)."""
+        """Trending pages through the tenant (service/scan.py)."""
         ...
 
     async def get(

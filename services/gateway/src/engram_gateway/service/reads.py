@@ -43,7 +43,6 @@ from engram_gateway.service.merge import (
     pool_size,
     with_relations,
 )
-from engram_gateway.service.metadata_stream import MetadataStream
 from engram_gateway.service.models import ModelTrace, QueryModels, hyde_text, tracing
 from engram_gateway.service.multiquery import (
     CandidateConfig,
@@ -100,11 +99,11 @@ class RecallMode(Enum):
 
 
 _MODE_BACKENDS: dict[RecallMode, frozenset[str]] = {
-    RecallMode.HYBRID: frozenset({"vector", "lexical", "graph", "metadata"}),
+    RecallMode.HYBRID: frozenset({"vector", "lexical", "graph"}),
     RecallMode.VECTOR: frozenset({"vector"}),
     RecallMode.BM25: frozenset({"lexical"}),
     RecallMode.GRAPH: frozenset({"graph"}),
-    RecallMode.HYBRID_GRAPH: frozenset({"vector", "lexical", "graph", "metadata"}),
+    RecallMode.HYBRID_GRAPH: frozenset({"vector", "lexical", "graph"}),
 }
 _HYBRID_MODES = (RecallMode.HYBRID, RecallMode.HYBRID_GRAPH)
 
@@ -166,7 +165,6 @@ class _Plan:
     decompose: bool = False
     sort: Sort | None = None  # set: a trending recall
     decomposed: tuple[str, ...] = ()  # the decomposer's sub-queries, once run (not in the key)
-    applied: int = 0  # the watermark seen before the recall ran, ≥ min_sequence (not in the key)
 
     def fingerprint(self) -> str:
         """Identifies the answer (min_sequence aside: the cache entry's watermark covers it)."""
@@ -297,7 +295,6 @@ class Reader:
         clock: Callable[[], datetime],
         models: QueryModels | None = None,
         decomposer: QueryDecomposer | None = None,
-        metadata: MetadataStream | None = None,
     ) -> None:
         self._vector = vector
         self._lexical = lexical
@@ -312,7 +309,6 @@ class Reader:
         self._clock = clock
         self._models = models or QueryModels()
         self._decomposer = decomposer or RuleDecomposer()
-        self._metadata = metadata  # None: no metadata stream
 
     # --- Recall ---------------------------------------------------------------------
 
@@ -421,9 +417,6 @@ class Reader:
         if result is None:
             epoch = self._recall_cache.epoch(tenant)
             watermark = await self._wait(plan.min_sequence, deadline) if plan.min_sequence else 0
-            # Everything up to the watermark seen is applied: an index this recall builds
-            # (metadata) serves later recalls asking for up to that sequence too.
-            plan = replace(plan, applied=watermark)
             if plan.sort is not None:
                 result = await self._trending(tenant, plan, deadline)
             else:
@@ -479,7 +472,6 @@ class Reader:
         if plan.fusion is scoring.Fusion.RRF:
             weights = scoring.Weights()
             streams = [STREAM_OF_BACKEND[b] for b in result.streams]
-            streams = [s for s in streams if s in scoring.RRF_WEIGHTS]  # metadata has no RRF
             scale = max_rrf_score(
                 [weights.get(scoring.RRF_WEIGHTS[s]) for s in streams], scoring.DEFAULT_RRF_K
             )
@@ -521,12 +513,6 @@ class Reader:
             calls["graph"] = (
                 cfg.graph_budget,
                 lambda t: self._graph.search(tenant, ents, words, flt, pool, timeout=t),
-            )
-        meta = self._metadata
-        if "metadata" in wanted and meta is not None and meta.enabled and words:
-            calls["metadata"] = (
-                cfg.lexical_budget,  # its index is rebuilt from a lexical scan
-                lambda t: meta.search(tenant, text, flt, pool, t, plan.min_sequence, plan.applied),
             )
         return calls
 
@@ -842,11 +828,6 @@ class Reader:
                     log.warning("%s failed: %s", name, exc)
             span.set_attribute("engram.degraded", True)
             return None
-
-    async def close(self) -> None:
-        """Stop background work (the metadata stream's index builds)."""
-        if self._metadata is not None:
-            await self._metadata.close()
 
     # --- Get, Related, Stats ------------------------------------------------------------
 

@@ -1,5 +1,5 @@
-"""Paging through a store's memories for the recall steps no index query serves (trending,
-the metadata stream). Cost: one Scan RPC per ``page`` memories, O(memories) per call."""
+"""Paging through a store's memories for the recall step no index query serves (trending).
+Cost: one Scan RPC per ``page`` memories, O(memories) per call."""
 
 from __future__ import annotations
 

@@ -74,15 +74,6 @@ def _decode(value: bytes) -> tuple[str, int]:
     return mid, int(seq) if seq.isdigit() else 0
 
 
-# Told of each write this gateway published: (tenant, memories new under ids the server
-# assigned, whether an existing memory may have changed) — the metadata stream's ``written``.
-WriteWatch = Callable[[str, Sequence[Memory], bool], None]
-
-
-def _ignore_write(tenant: str, new: Sequence[Memory], changed: bool) -> None:
-    pass
-
-
 class Writer:
     def __init__(
         self,
@@ -93,7 +84,6 @@ class Writer:
         config: WriteConfig,
         clock: Callable[[], datetime],
         new_id: Callable[[], str],
-        written: WriteWatch | None = None,
     ) -> None:
         self._log = log_
         self._cache = cache
@@ -102,7 +92,6 @@ class Writer:
         self._config = config
         self._clock = clock
         self._new_id = new_id
-        self._written: WriteWatch = written or _ignore_write
 
     @property
     def limits(self) -> v.Limits:
@@ -146,13 +135,6 @@ class Writer:
             outcomes = await asyncio.gather(*(publish(p) for p in pending), return_exceptions=True)
         if pending and any(p.sequence for p in pending):
             await self._recall_cache.invalidate(tenant)
-            given = {m.id for m in memories if m.id}
-            published = [p.memory for p in pending if p.sequence]
-            self._written(
-                tenant,
-                [m for m in published if m.id not in given],
-                any(m.id in given for m in published),
-            )
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
@@ -212,7 +194,6 @@ class Writer:
         merged = v.merge_update(current, inp, paths, prefix="memory", now=now, limits=limits)
         ack = await self._log.updated(Envelope(self._new_id(), tenant, now), merged, paths)
         await self._recall_cache.invalidate(tenant)
-        self._written(tenant, (), True)
         return mid, ack.sequence
 
     async def delete(self, tenant: str, id: str, deadline: Deadline) -> tuple[str, int]:
@@ -220,7 +201,6 @@ class Writer:
         await self._lookup.one(tenant, mid, deadline.cap(self._config.backend_timeout_s))
         ack = await self._log.deleted(Envelope(self._new_id(), tenant, self._clock()), mid)
         await self._recall_cache.invalidate(tenant)
-        self._written(tenant, (), True)
         return mid, ack.sequence
 
     async def associate(
