@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import queue
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -381,9 +382,9 @@ class LadybugGraphStore:
         words = sorted({w.lower() for w in keywords if w})
         if (not keys and not words) or limit <= 0:
             return []
-        query, params = cypher.search(flt, keys, words)
-        params.update(tenant=tenant, limit=limit)
-        return await self._read(_search, query, params)
+        statements = cypher.search(flt, keys, words)
+        statements.params.update(tenant=tenant)
+        return await self._read(_search, statements, limit)
 
     async def relations(self, tenant: str, ids: Sequence[str]) -> list[Relation]:
         _check_tenant(tenant)
@@ -694,14 +695,25 @@ def _neighbour_params(tenant: str, node: str, types: list[str]) -> dict[str, Any
     return params
 
 
-def _search(conn: ladybug.Connection, query: str, params: dict[str, Any]) -> list[Hit]:
-    # The IDF's N: one pass over the memory table (the only index is the key's).
-    total = int(_rows(conn, cypher.COUNT, {"tenant": params["tenant"]})[0][0])
-    ranked = _rows(conn, query, {**params, "n": float(total)})
-    docs = _documents(conn, [key for key, _ in ranked])
+def _search(conn: ladybug.Connection, search: cypher.Search, limit: int) -> list[Hit]:
+    params = search.params
+    entities = _rows(conn, search.entities, params)
+    if not entities:
+        return []
+    # The IDF's n: one pass over the memory table (the only index is the key's).
+    total = float(_rows(conn, cypher.COUNT, {"tenant": params["tenant"]})[0][0])
+    scores: dict[str, float] = {}
+    order: dict[str, tuple[int, str]] = {}  # key → (ts, id): newer first, then by id
+    for entity, df in entities:
+        weight = math.log(1.0 + total / df)
+        for key, ts, id_ in _rows(conn, search.mentions, {**params, "k": entity}):
+            scores[key] = scores.get(key, 0.0) + weight
+            order[key] = (ts, id_)
+    ranked = sorted(scores, key=lambda k: (-scores[k], -order[k][0], order[k][1]))[:limit]
+    docs = _documents(conn, ranked)
     return [
-        Hit(id=memory.id, score=float(score), memory=memory)
-        for key, score in ranked
+        Hit(id=memory.id, score=scores[key], memory=memory)
+        for key in ranked
         if (memory := docs.get(key)) is not None
     ]
 
