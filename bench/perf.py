@@ -207,6 +207,13 @@ async def main() -> None:
     parser.add_argument("--per-client", type=int, default=25)
     parser.add_argument("--batch", type=int, default=500, help="memories per StoreBatch")
     parser.add_argument("--data", type=Path, default=LOCOMO)
+    parser.add_argument(
+        "--reuse",
+        type=Path,
+        default=None,
+        help="ENGRAM_HOME of an earlier run holding the same --n memories: skip the ingest "
+        "and measure recall on it (a 100k ingest takes half an hour)",
+    )
     args = parser.parse_args()
     model_dir = model_path()
     turns, questions = load_turns(args.data)
@@ -214,21 +221,26 @@ async def main() -> None:
     texts = [c for c, _ in docs]
     random.Random(3).shuffle(questions)
 
-    print(f"raw embedding throughput on {min(2000, len(texts))} of the texts ...", flush=True)
-    raw = await raw_embedding(texts[:2000], model_dir)
-    print(f"  {raw:.0f} texts/s")
-
-    home = new_home("perf-")
+    raw = ingest_rate = 0.0
+    if args.reuse is None:
+        print(f"raw embedding throughput on {min(2000, len(texts))} of the texts ...", flush=True)
+        raw = await raw_embedding(texts[:2000], model_dir)
+        print(f"  {raw:.0f} texts/s")
+    home = args.reuse or new_home("perf-")
     print(f"starting the stack in {home} ...", flush=True)
     stack = start_bench_stack(home, model_dir, {"ENGRAM_GATEWAY_RECALL_CACHE_TTL_S": "0"})
     report: dict[str, Any] = {"n": args.n, "date": datetime.now(UTC).isoformat()}
     try:
         async with grpc.aio.insecure_channel(stack.gateway_address) as channel:
             stub = gateway_pb2_grpc.MemoryServiceStub(channel)
-            print(f"ingesting {args.n} memories ...", flush=True)
-            took, _ = await ingest(stub, docs, args.batch)
-            ingest_rate = args.n / took
-            print(f"  {ingest_rate:.0f} memories/s ({took:.1f}s), raw model {raw:.0f}/s")
+            if args.reuse is None:
+                print(f"ingesting {args.n} memories ...", flush=True)
+                took, _ = await ingest(stub, docs, args.batch)
+                ingest_rate = args.n / took
+                print(f"  {ingest_rate:.0f} memories/s ({took:.1f}s), raw model {raw:.0f}/s")
+            else:
+                stats = await stub.Stats(gateway_pb2.StatsRequest(), metadata=AUTH, timeout=30)
+                await wait_watermark(stub, stats.watermark, AUTH, label="replay")
             for q in questions[:20]:
                 await recall_once(stub, q)
             single = [await recall_once(stub, q) for q in questions[20 : 20 + args.queries]]
@@ -256,8 +268,9 @@ async def main() -> None:
     per_100k = {k: v * 100_000 / args.n for k, v in disk.items()}
     print("disk MB per 100k: " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(per_100k.items())))
     report.update(
-        ingest_per_s=ingest_rate,
-        raw_embed_per_s=raw,
+        reused=str(args.reuse) if args.reuse else None,
+        ingest_per_s=ingest_rate or None,
+        raw_embed_per_s=raw or None,
         recall_1_client=one,
         recall_load={"clients": args.clients, **load},
         floor_p50_ms=floor_ms,
@@ -268,8 +281,13 @@ async def main() -> None:
     out = RESULTS / f"perf-{datetime.now(UTC):%Y%m%dT%H%M%S}.json"
     out.write_text(json.dumps(report, indent=2))
     print(f"report: {out}")
+    ingested = (
+        f"ingest={ingest_rate:.0f} ingest_vs_raw={ingest_rate / raw:.2f}"
+        if raw
+        else "ingest=reused ingest_vs_raw=-"
+    )
     print(
-        f"perf ingest={ingest_rate:.0f} ingest_vs_raw={ingest_rate / raw:.2f} "
+        f"perf {ingested} "
         f"recall_p50_ms={one['p50_ms']:.1f} recall_p99_ms={one['p99_ms']:.1f} "
         f"recall_vs_floor={one['p50_ms'] / floor_ms:.2f} n={args.n}"
     )
