@@ -697,6 +697,24 @@ class GraphStoreContract(MemoryStoreContract):
         )
         assert all(h.memory is not None and h.memory.id == h.id for h in hits)
 
+    async def test_search_idf_follows_the_tenants_writes(self, store: GraphStore) -> None:
+        # n is the tenant's live memories when the search runs, whatever was searched before.
+        await store.upsert(T, [(mem("s1"), [SARAH]), (mem("s2"), [SARAH]), (mem("x1"), [BOB])])
+        await store.upsert(OTHER, [(mem("o1", tenant=OTHER), [SARAH])])
+
+        async def sarah_scores() -> set[float]:
+            hits = await store.search(T, ["people:sarah"], [], Filter(), 10)
+            assert {h.id for h in hits} == {"s1", "s2"}
+            return {round(h.score, 9) for h in hits}
+
+        assert await sarah_scores() == {round(idf(3, 2), 9)}
+        await store.upsert(T, [(mem(f"y{i}"), [BOB]) for i in range(3)])
+        assert await sarah_scores() == {round(idf(6, 2), 9)}
+        await store.upsert(OTHER, [(mem(f"o{i}", tenant=OTHER), []) for i in range(2, 9)])
+        assert await sarah_scores() == {round(idf(6, 2), 9)}
+        await store.delete(T, ["y0", "y1"], 5)
+        assert await sarah_scores() == {round(idf(4, 2), 9)}
+
     async def test_search_keywords_match_entity_names(self, store: GraphStore) -> None:
         await store.upsert(
             T,

@@ -178,7 +178,7 @@ class Search:
     """The graph stream's two statements (see `search`) and their parameters."""
 
     entities: str  # → (entity key, df) of each matching entity
-    mentions: str  # $k an entity key → (memory key, ts, id) of each live mention the filter keeps
+    mentions: str  # $k an entity key → (memory key, ts) of each live mention the filter keeps
     params: dict[str, Any]
 
 
@@ -212,6 +212,6 @@ def search(flt: Filter, entity_keys: list[str], keywords: list[str]) -> Search:
     mentions = (
         "MATCH (e:Entity {key: $k})<-[:MENTIONS]-(m:Memory) "
         f"WITH m WHERE m.tenant = $tenant AND {filter_clause(flt, params)} "
-        "RETURN m.key, m.ts, m.id"
+        "RETURN m.key, m.ts"
     )
     return Search(entities, mentions, params)

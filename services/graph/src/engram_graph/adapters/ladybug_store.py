@@ -19,6 +19,7 @@ that passes a quarter of the pool. It also checkpoints on open: replaying the WA
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import logging
 import math
@@ -58,7 +59,7 @@ from engram_graph.adapters.codec import (
     to_us,
     with_versions,
 )
-from engram_graph.adapters.edge_cache import EdgeCache
+from engram_graph.adapters.edge_cache import EdgeCache, ReadCache
 from engram_graph.adapters.walk import Walk
 from engram_platform.paging import ScanRests
 
@@ -148,6 +149,7 @@ def _states(conn: ladybug.Connection, keys: list[str]) -> dict[str, _State]:
 
 
 REPLAN_MIN_ROWS = 100  # below this many rows a table's plans are not worth renewing
+COUNT_CACHE_TENANTS = 10_000  # tenants whose count of live memories is kept (least recent dropped)
 
 
 class _Replan:
@@ -222,6 +224,7 @@ class LadybugGraphStore:
             self._readers.put(reader)
         self._scan_rests = ScanRests()
         self._edge_cache = EdgeCache(edge_cache_keys)
+        self._counts: ReadCache[int] = ReadCache(COUNT_CACHE_TENANTS)  # tenant → live memories
         self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="graph-write")
         self._read_pool = ThreadPoolExecutor(readers, thread_name_prefix="graph-read")
         self._closed = False
@@ -295,7 +298,10 @@ class LadybugGraphStore:
         _check_tenant(tenant)
         if not items:
             return UpsertResult(0, 0)
-        result: UpsertResult = await self._write(_upsert, tenant, list(items))
+        try:
+            result: UpsertResult = await self._write(_upsert, tenant, list(items))
+        finally:  # after the commit (or the failure), like the edge cache's
+            self._counts.invalidate([tenant])
         self._replan.grew("memories", result.applied)
         return result
 
@@ -308,6 +314,7 @@ class LadybugGraphStore:
         finally:
             # A delete takes the memory's edges, so its neighbours' lists change too.
             self._edge_cache.clear()
+            self._counts.invalidate([tenant])
 
     async def add_relations(
         self,
@@ -384,7 +391,7 @@ class LadybugGraphStore:
             return []
         statements = cypher.search(flt, keys, words)
         statements.params.update(tenant=tenant)
-        return await self._read(_search, statements, limit)
+        return await self._read(_search, statements, limit, self._counts)
 
     async def relations(self, tenant: str, ids: Sequence[str]) -> list[Relation]:
         _check_tenant(tenant)
@@ -695,27 +702,40 @@ def _neighbour_params(tenant: str, node: str, types: list[str]) -> dict[str, Any
     return params
 
 
-def _search(conn: ladybug.Connection, search: cypher.Search, limit: int) -> list[Hit]:
+def _search(
+    conn: ladybug.Connection, search: cypher.Search, limit: int, counts: ReadCache[int]
+) -> list[Hit]:
     params = search.params
     entities = _rows(conn, search.entities, params)
     if not entities:
         return []
-    # The IDF's n: one pass over the memory table (the only index is the key's).
-    total = float(_rows(conn, cypher.COUNT, {"tenant": params["tenant"]})[0][0])
+    total = float(_tenant_count(conn, params["tenant"], counts))
     scores: dict[str, float] = {}
-    order: dict[str, tuple[int, str]] = {}  # key → (ts, id): newer first, then by id
+    newest: dict[str, int] = {}  # key → ts; ties go newer first, then by key (= by id)
     for entity, df in entities:
         weight = math.log(1.0 + total / df)
-        for key, ts, id_ in _rows(conn, search.mentions, {**params, "k": entity}):
+        for key, ts in _rows(conn, search.mentions, {**params, "k": entity}):
             scores[key] = scores.get(key, 0.0) + weight
-            order[key] = (ts, id_)
-    ranked = sorted(scores, key=lambda k: (-scores[k], -order[k][0], order[k][1]))[:limit]
+            newest[key] = ts
+    ranked = heapq.nsmallest(limit, scores, key=lambda k: (-scores[k], -newest[k], k))
     docs = _documents(conn, ranked)
     return [
         Hit(id=memory.id, score=scores[key], memory=memory)
         for key in ranked
         if (memory := docs.get(key)) is not None
     ]
+
+
+def _tenant_count(conn: ladybug.Connection, tenant: str, counts: ReadCache[int]) -> int:
+    """The tenant's live memories: a pass over the memory table (the only index is the
+    key's), so kept until this store's next upsert or delete of the tenant."""
+    cached, _ = counts.get([tenant])
+    if tenant in cached:
+        return cached[tenant]
+    epoch = counts.epoch()
+    total = int(_rows(conn, cypher.COUNT, {"tenant": tenant})[0][0])
+    counts.put(epoch, {tenant: total})
+    return total
 
 
 def _documents(conn: ladybug.Connection, keys: list[str]) -> dict[str, Memory]:
