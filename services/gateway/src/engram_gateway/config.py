@@ -293,8 +293,7 @@ class Settings(ServiceSettings):
     backend_timeout_s: float = Field(
         2.0,
         gt=0,
-        description="Cap of other backend calls (get, related, count, a page of a metadata "
-        "index scan).",
+        description="Cap of other backend calls (get, related, count, a page of a trending scan).",
     )
     publish_timeout_s: float = Field(5.0, gt=0, description="Wait for the log's publish ack.")
     publish_concurrency: int = Field(

@@ -3,8 +3,8 @@
 Every sub-query asks each stream for its own pool; the answers are merged per stream by id
 keeping the best score, so the candidates look to scoring as if one query had found them.
 BM25 and graph scores depend on the query (a longer query scores higher), so with more than
-one sub-query they are divided by that sub-query's best first; cosines (and the metadata
-stream's shares) are comparable as they are. With one sub-query nothing changes. Pure.
+one sub-query they are divided by that sub-query's best first; cosines are comparable as
+they are. With one sub-query nothing changes. Pure.
 """
 
 from __future__ import annotations
