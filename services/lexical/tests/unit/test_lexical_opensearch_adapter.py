@@ -14,6 +14,7 @@ from opensearchpy.exceptions import RequestError, TransportError
 
 from engram_core.errors import Internal, InvalidArgument, Unavailable
 from engram_core.model import Filter, TagMatch, TagMode, UpsertResult
+from engram_core.search_text import METADATA_FIELDS
 from engram_lexical.adapters import opensearch_schema as schema
 from engram_lexical.adapters.opensearch_generations import OpenSearchGenerations
 from engram_lexical.adapters.opensearch_index import OpenSearchOptions, OpenSearchTextIndex
@@ -83,7 +84,7 @@ def test_filter_query_mirrors_the_reference_semantics() -> None:
 
 def test_memory_source_indexes_tags_as_words_and_keeps_the_whole_memory() -> None:
     m = mem("a", "hello", tags=("project:alpha", "entity:people:sarah_b"))
-    source = schema.memory_source(T, m)
+    source = schema.memory_source(T, m, METADATA_FIELDS)
     assert source["content"] == ["hello", "project alpha", "entity people sarah b"]
     assert source["memory"]["id"] == "a"
     assert source["tag_prefixes"] == list(m.tag_prefixes)

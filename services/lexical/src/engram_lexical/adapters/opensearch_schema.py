@@ -25,7 +25,7 @@ from typing import Any
 
 from engram_core.codec import memory_to_json
 from engram_core.model import Filter, Memory, TagMatch, TagMode
-from engram_core.search_text import METADATA_FIELDS, document_text
+from engram_core.search_text import document_text
 from engram_core.tags import normalise_tag, tag_prefixes
 from engram_lexical.adapters.tantivy_schema import MAX_QUERY_TERMS, QUERY_STOPWORDS
 
@@ -148,10 +148,9 @@ def index_template(
     }
 
 
-def memory_source(
-    tenant: str, m: Memory, metadata_fields: Sequence[str] = METADATA_FIELDS
-) -> dict[str, Any]:
-    """The indexed form of ``m`` (its tenant already the request's)."""
+def memory_source(tenant: str, m: Memory, metadata_fields: Sequence[str]) -> dict[str, Any]:
+    """The indexed form of ``m`` (its tenant already the request's); ``metadata_fields``
+    are the deployment's (`OpenSearchOptions`)."""
     return {
         "kind": MEMORY,
         "tenant": tenant,

@@ -14,7 +14,7 @@ from typing import Any
 import tantivy
 
 from engram_core.model import Filter, Memory, TagMatch, TagMode
-from engram_core.search_text import METADATA_FIELDS, document_text
+from engram_core.search_text import document_text
 from engram_core.tags import normalise_tag, tag_prefixes
 
 # Bounds the cost of one search; a query with more distinct words is prose, not keywords.
@@ -75,9 +75,10 @@ def query_analyzer(stopwords: Sequence[str] = ()) -> tantivy.TextAnalyzer:
 
 
 def memory_document(
-    tenant: str, m: Memory, raw: bytes, metadata_fields: Sequence[str] = METADATA_FIELDS
+    tenant: str, m: Memory, raw: bytes, metadata_fields: Sequence[str]
 ) -> tantivy.Document:
-    """The indexed form of a memory; ``raw`` is its `engram_core.codec` JSON, stored for reads."""
+    """The indexed form of a memory; ``raw`` is its `engram_core.codec` JSON, stored for reads;
+    ``metadata_fields`` are the deployment's (the index's)."""
     doc = tantivy.Document()
     doc.add_text("key", doc_key(tenant, m.id))
     doc.add_text("tenant", tenant)
