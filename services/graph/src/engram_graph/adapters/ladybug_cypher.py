@@ -195,7 +195,10 @@ def search(flt: Filter, entity_keys: list[str], keywords: list[str]) -> Search:
     Two statements, the second run once per matching entity and summed by the caller: one
     statement that carried the entities into a second MATCH over MENTIONS was planned as a
     scan of the memory table, 120-160 ms on a 100k-memory tenant even when no entity matched,
-    where the lookup from one entity's key takes 4-5 ms for 1 583 mentions (measured).
+    where the lookup from one entity's key takes 4-5 ms for 1 583 mentions (measured). The
+    caller's sum counts each mention row once, which is right because the store never
+    writes the same MENTIONS edge twice (a changed set is replaced wholesale); it then
+    fetches only the top documents by key.
     """
     params: dict[str, Any] = {}
     seeds = []
