@@ -41,6 +41,7 @@ from engram_core.model import (
     ScanPage,
     UpsertResult,
 )
+from engram_core.ordering import Sort
 
 
 class VectorIndex(Protocol):
@@ -88,6 +89,11 @@ class TextIndex(Protocol):
     async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int: ...
 
     async def search(self, tenant: str, query: str, flt: Filter, limit: int) -> list[Hit]: ...
+
+    async def top(self, tenant: str, flt: Filter, sort: Sort, limit: int) -> list[Memory]:
+        """The live memories passing ``flt``, the first ``limit`` in `engram_core.ordering`'s
+        order (a listing without text: trending)."""
+        ...
 
     async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]: ...
 

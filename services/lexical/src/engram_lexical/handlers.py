@@ -74,6 +74,18 @@ class LexicalHandlers(lexical_pb2_grpc.LexicalServiceServicer):
         hits = await self._service.search(*mapping.search_args(request))
         return mapping.search_response(hits)
 
+    async def Top(  # noqa: N802
+        self, request: lexical_pb2.TopRequest, context: _Context
+    ) -> lexical_pb2.TopResponse:
+        check_tenant(request.tenant)
+        if not 1 <= request.limit <= self._limits.max_limit:
+            raise InvalidArgument("limit", f"must be in 1..{self._limits.max_limit}")
+        if request.sort not in lexical_pb2.Sort.values():
+            raise InvalidArgument("sort", f"unknown sort {request.sort}")
+        check_filter(request.filter)
+        memories = await self._service.top(*mapping.top_args(request))
+        return mapping.top_response(memories)
+
     async def Get(  # noqa: N802
         self, request: lexical_pb2.GetRequest, context: _Context
     ) -> lexical_pb2.GetResponse:

@@ -16,6 +16,7 @@ from engram_core.model import (
     ScanPage,
     UpsertResult,
 )
+from engram_core.ordering import Sort
 from engram_platform.convert import (
     access_update_from_proto,
     filter_from_proto,
@@ -31,6 +32,19 @@ def memories_from_proto(memories: Iterable[common_pb2.Memory]) -> list[Memory]:
 
 def search_args(request: lexical_pb2.SearchRequest) -> tuple[str, str, Filter, int]:
     return request.tenant, request.query, filter_from_proto(request.filter), request.limit
+
+
+def top_args(request: lexical_pb2.TopRequest) -> tuple[str, Filter, Sort, int]:
+    sort = (
+        Sort.IMPORTANCE
+        if request.sort == lexical_pb2.SORT_UNSPECIFIED
+        else Sort[lexical_pb2.Sort.Name(request.sort).removeprefix("SORT_")]
+    )
+    return request.tenant, filter_from_proto(request.filter), sort, request.limit
+
+
+def top_response(memories: Iterable[Memory]) -> lexical_pb2.TopResponse:
+    return lexical_pb2.TopResponse(memories=[memory_to_proto(m) for m in memories])
 
 
 def access_updates_from_proto(

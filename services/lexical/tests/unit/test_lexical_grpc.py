@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -205,6 +206,15 @@ def _relevance(*updates: tuple[str, float]) -> lexical_pb2.UpdateRelevanceReques
             ),
             "filter.start",
         ),
+        ("Top", lexical_pb2.TopRequest(tenant="", limit=5), "tenant"),
+        ("Top", lexical_pb2.TopRequest(tenant=T, limit=0), "limit"),
+        ("Top", lexical_pb2.TopRequest(tenant=T, limit=51), "limit"),
+        ("Top", lexical_pb2.TopRequest(tenant=T, limit=5, sort=9), "sort"),  # type: ignore[arg-type]
+        (
+            "Top",
+            lexical_pb2.TopRequest(tenant=T, limit=5, filter=common_pb2.Filter(tags=["a b"])),
+            "filter.tags[0]",
+        ),
         ("Get", lexical_pb2.GetRequest(tenant=T, ids=["a", "b", "c", "d"]), "ids"),
         (
             "UpdateAccess",
@@ -254,3 +264,19 @@ async def test_scan_and_update_relevance(stub: Stub) -> None:
     assert scanned[full_memory().id] == full_memory()
     empty = await stub.Scan(lexical_pb2.ScanRequest(tenant="tenant-b", limit=5))
     assert (list(empty.memories), empty.next_cursor) == ([], "")
+
+
+async def test_top_unset_sort_is_importance(stub: Stub) -> None:
+    listed = [replace(mem("old", minutes=1), importance=0.9), mem("new", minutes=2)]
+    await stub.Upsert(
+        lexical_pb2.UpsertRequest(tenant=T, memories=[memory_to_proto(m) for m in listed])
+    )
+    unset = await stub.Top(lexical_pb2.TopRequest(tenant=T, limit=3))
+    named = await stub.Top(
+        lexical_pb2.TopRequest(tenant=T, limit=3, sort=lexical_pb2.SORT_IMPORTANCE)
+    )
+    assert [m.id for m in unset.memories] == [m.id for m in named.memories] == ["old", "new"]
+    by_recency = await stub.Top(
+        lexical_pb2.TopRequest(tenant=T, limit=3, sort=lexical_pb2.SORT_RECENCY)
+    )
+    assert [m.id for m in by_recency.memories] == ["new", "old"]

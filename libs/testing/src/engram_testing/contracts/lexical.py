@@ -14,6 +14,7 @@ import pytest
 
 from engram_core.filters import matches
 from engram_core.model import AccessUpdate, Filter, Memory, RelevanceUpdate, TagMatch, UpsertResult
+from engram_core.ordering import Sort, best
 from engram_core.ports import TextIndex
 from engram_testing.contracts import common
 from engram_testing.contracts.common import (
@@ -402,3 +403,79 @@ class TextIndexContract(MemoryStoreContract):
         await index.upsert(T, [edited])
         [hit] = await index.search(T, "monday", Filter(), 5)
         assert hit.memory == replace(edited, relevance_score=0.875)
+
+    # -- top: a listing without text (trending) ------------------------------------------------
+
+    async def test_top_lists_by_each_sort(self, index: TextIndex) -> None:
+        later = BASE + timedelta(hours=1)
+        await index.upsert(
+            T,
+            [
+                replace(mem("imp", "alpha", minutes=1), importance=0.9),
+                replace(mem("new", "beta", minutes=30), importance=0.2),
+                replace(mem("rel", "gamma", minutes=2), importance=0.3),
+                replace(mem("hot", "delta", minutes=3), importance=0.4),
+                replace(mem("old", "epsilon", minutes=0), importance=0.1),
+            ],
+        )
+        await index.update_relevance(T, [RelevanceUpdate("rel", 0.8), RelevanceUpdate("hot", 0.1)])
+        await index.update_access(T, [AccessUpdate("hot", later, 7), AccessUpdate("imp", later, 2)])
+        # Equal values (no score, no access yet) list newer first.
+        expected = {
+            Sort.IMPORTANCE: ["imp", "hot", "rel", "new", "old"],
+            Sort.RECENCY: ["new", "hot", "rel", "imp", "old"],
+            Sort.RELEVANCE: ["rel", "hot", "new", "imp", "old"],
+            Sort.ACCESS_COUNT: ["hot", "imp", "new", "rel", "old"],
+        }
+        stored = await index.get(T, ["imp", "new", "rel", "hot", "old"])
+        for sort, order in expected.items():
+            assert [m.id for m in best(stored, Filter(), sort, 5)] == order, sort
+            listed = await index.top(T, Filter(), sort, 5)
+            assert [m.id for m in listed] == order, sort
+            assert listed == sorted(stored, key=lambda m: order.index(m.id)), sort
+            assert [m.id for m in await index.top(T, Filter(), sort, 2)] == order[:2], sort
+
+    async def test_top_breaks_ties_newer_then_id(self, index: TextIndex) -> None:
+        # More memories share the boundary's importance than the limit leaves room for, and two
+        # of them share the newest timestamp too.
+        shared = [replace(mem(f"m{i:02}", minutes=i), importance=0.5) for i in range(30)]
+        twins = [replace(mem(i, minutes=40), importance=0.5) for i in ("twin-b", "twin-a")]
+        first = replace(mem("first", minutes=-5), importance=0.7)
+        last = replace(mem("last", minutes=99), importance=0.1)
+        await index.upsert(T, [*shared, *twins, first, last])
+        listed = await index.top(T, Filter(), Sort.IMPORTANCE, 6)
+        assert [m.id for m in listed] == ["first", "twin-a", "twin-b", "m29", "m28", "m27"]
+        listed = await index.top(T, Filter(), Sort.IMPORTANCE, 2)
+        assert [m.id for m in listed] == ["first", "twin-a"]
+        listed = await index.top(T, Filter(), Sort.RECENCY, 2)
+        assert [m.id for m in listed] == ["last", "twin-a"]
+        listed = await index.top(T, Filter(), Sort.IMPORTANCE, 100)
+        assert len(listed) == 34
+        assert [m.id for m in listed[-2:]] == ["m00", "last"]
+
+    @pytest.mark.parametrize(("flt", "expected"), filter_params(FILTER_CASES))
+    async def test_top_applies_the_filter(
+        self, index: TextIndex, flt: Filter, expected: set[str]
+    ) -> None:
+        await index.upsert(T, self.corpus())
+        await index.upsert(OTHER, [mem("o1", "note", tenant=OTHER, tags=("project:alpha",))])
+        listed = await index.top(T, flt, Sort.RECENCY, 100)
+        assert {m.id for m in listed} == expected
+        assert listed == best(FILTER_CORPUS, flt, Sort.RECENCY, 100)
+
+    async def test_top_follows_writes(self, index: TextIndex) -> None:
+        await index.upsert(
+            T,
+            [
+                replace(mem("a", minutes=1), importance=0.9),
+                replace(mem("b", minutes=2), importance=0.5),
+            ],
+        )
+        await index.upsert(OTHER, [replace(mem("x", tenant=OTHER), importance=1.0)])
+        assert [m.id for m in await index.top(T, Filter(), Sort.IMPORTANCE, 10)] == ["a", "b"]
+        await index.upsert(T, [replace(mem("a", minutes=1, version=2), importance=0.1)])
+        assert [m.id for m in await index.top(T, Filter(), Sort.IMPORTANCE, 10)] == ["b", "a"]
+        await index.delete(T, ["b"], version=3)
+        assert [m.id for m in await index.top(T, Filter(), Sort.IMPORTANCE, 10)] == ["a"]
+        assert await index.top(T, Filter(), Sort.IMPORTANCE, 0) == []
+        assert await index.top("nobody", Filter(), Sort.RECENCY, 10) == []

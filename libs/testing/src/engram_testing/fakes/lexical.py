@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from engram_core.filters import matches
 from engram_core.model import Filter, Hit, Memory, UpsertResult
+from engram_core.ordering import Sort, best
 from engram_core.search_text import METADATA_FIELDS, document_text
 from engram_testing.fakes.common import FakeStore
 
@@ -67,3 +68,7 @@ class FakeTextIndex(FakeStore[None]):
                 hits.append(Hit(id=m.id, score=score, memory=m))
         hits.sort(key=lambda h: (-h.score, h.id))
         return hits[:limit]
+
+    async def top(self, tenant: str, flt: Filter, sort: Sort, limit: int) -> list[Memory]:
+        self._check()
+        return best((m for m, _ in self._all_live(tenant)), flt, sort, limit)

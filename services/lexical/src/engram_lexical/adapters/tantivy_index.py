@@ -43,10 +43,14 @@ from engram_core.model import (
     ScanPage,
     UpsertResult,
 )
+from engram_core.ordering import Sort, ordered
 from engram_core.search_text import METADATA_FIELDS
 from engram_lexical.adapters.tantivy_schema import (
     MAX_QUERY_TERMS,
     QUERY_STOPWORDS,
+    SORT_FIELDS,
+    TIE_CAP,
+    TIMESTAMP,
     Queries,
     build_schema,
     doc_key,
@@ -54,6 +58,7 @@ from engram_lexical.adapters.tantivy_schema import (
     query_analyzer,
     tombstone_document,
 )
+from engram_lexical.adapters.tantivy_upgrade import open_index
 from engram_platform.paging import ScanRests
 
 R = TypeVar("R")
@@ -107,8 +112,9 @@ class TantivyTextIndex:
             if path is None:
                 self._index = tantivy.Index(self._schema)
             else:
-                path.mkdir(parents=True, exist_ok=True)
-                self._index = tantivy.Index(self._schema, path=str(path), reuse=True)
+                self._index = open_index(
+                    self._schema, path, self._metadata_fields, writer_heap_bytes
+                )
             # Only this object writes, and it reloads after each of its commits.
             self._index.config_reader("manual")
             self._writer: tantivy.IndexWriter | None = self._index.writer(
@@ -164,6 +170,11 @@ class TantivyTextIndex:
         if limit <= 0 or not terms:
             return []
         return await _in_thread(self._search, tenant, terms, flt, limit)
+
+    async def top(self, tenant: str, flt: Filter, sort: Sort, limit: int) -> list[Memory]:
+        if limit <= 0:
+            return []
+        return await _in_thread(self._top, tenant, flt, sort, limit)
 
     async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]:
         unique = list(dict.fromkeys(ids))
@@ -409,6 +420,37 @@ class TantivyTextIndex:
             m = memory_from_json(bytes(searcher.doc(address).get_first("memory") or b""))
             hits.append(Hit(id=m.id, score=float(score), memory=m))
         return hits
+
+    def _top(self, tenant: str, flt: Filter, sort: Sort, limit: int) -> list[Memory]:
+        """tantivy orders by one fast field; the order's ties (newer, then id) are settled on
+        the memories that share the last place's value: the newest of them by a second query,
+        and every one sharing that place's timestamp too by a third (at most `TIE_CAP`)."""
+        searcher = self._index.searcher()
+        base = self._queries.filter(tenant, flt)
+        field = SORT_FIELDS[sort]
+        found = self._by_field(searcher, base, field, limit)
+        if len(found) < limit:  # every match
+            return ordered((m for _, m in found), sort, limit)
+        bound = found[-1][0]
+        listed = {m.id: m for value, m in found if value > bound}  # all rank before the bound
+        tied = self._queries.equal(base, field, bound)
+        if field != TIMESTAMP:
+            newest = self._by_field(searcher, tied, TIMESTAMP, limit - len(listed))
+            listed.update((m.id, m) for _, m in newest)
+            tied = self._queries.equal(tied, TIMESTAMP, newest[-1][0])
+        listed.update((m.id, m) for _, m in self._by_field(searcher, tied, TIMESTAMP, TIE_CAP))
+        return ordered(listed.values(), sort, limit)
+
+    def _by_field(
+        self, searcher: tantivy.Searcher, query: tantivy.Query, field: str, limit: int
+    ) -> list[tuple[float, Memory]]:
+        """The first ``limit`` matches of ``query`` by ``field``, highest first, with it."""
+        found = searcher.search(query, limit, count=False, order_by_field=field).hits
+        out: list[tuple[float, Memory]] = []
+        for value, address in found:
+            raw = bytes(searcher.doc(address).get_first("memory") or b"")
+            out.append((float(value), memory_from_json(raw)))
+        return out
 
     def _get(self, tenant: str, ids: list[str]) -> list[Memory]:
         stored = self._read(self._index.searcher(), tenant, ids)

@@ -14,6 +14,7 @@ from typing import Any
 import tantivy
 
 from engram_core.model import Filter, Memory, TagMatch, TagMode
+from engram_core.ordering import Sort
 from engram_core.search_text import document_text
 from engram_core.tags import normalise_tag, tag_prefixes
 
@@ -29,6 +30,22 @@ QUERY_STOPWORDS: tuple[str, ...] = tuple(
     those to too very was we were what when where which who whom why with would you your yours
     """.split()  # noqa: SIM905 (a word list reads better as text)
 )
+TIMESTAMP = "timestamp"
+# The fast field each listing order sorts by (`engram_core.ordering`).
+SORT_FIELDS: dict[Sort, str] = {
+    Sort.IMPORTANCE: "importance",
+    Sort.RECENCY: TIMESTAMP,
+    Sort.RELEVANCE: "relevance",
+    Sort.ACCESS_COUNT: "access_count",
+}
+_FIELD_TYPES: dict[str, tantivy.FieldType] = {
+    "importance": tantivy.FieldType.Float,
+    "relevance": tantivy.FieldType.Float,
+    "access_count": tantivy.FieldType.Integer,
+    TIMESTAMP: tantivy.FieldType.Integer,
+}
+# Most memories sharing one value and one timestamp that a listing orders by id.
+TIE_CAP = 10_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _Occur = tantivy.Occur
@@ -38,6 +55,12 @@ _Clause = tuple[tantivy.Occur, tantivy.Query]
 def doc_key(tenant: str, id_: str) -> str:
     # The length prefix keeps (tenant, id) pairs apart whatever characters they hold.
     return f"{len(tenant)}:{tenant}:{id_}"
+
+
+def key_parts(key: str) -> tuple[str, str]:
+    """(tenant, id) of a `doc_key`."""
+    size, rest = key.split(":", 1)
+    return rest[: int(size)], rest[int(size) + 1 :]
 
 
 def micros(dt: datetime) -> int:
@@ -53,7 +76,11 @@ def build_schema() -> tantivy.Schema:
     sb.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
     # engram_core.search_text: content, tag words and whitelisted metadata values.
     sb.add_text_field("content", tokenizer_name="en_stem")
-    sb.add_integer_field("timestamp", indexed=True, fast=True)
+    sb.add_integer_field(TIMESTAMP, indexed=True, fast=True)
+    # The values a listing without text sorts by (`engram_core.ordering`), as fast fields.
+    sb.add_float_field("importance", indexed=True, fast=True)
+    sb.add_float_field("relevance", indexed=True, fast=True)
+    sb.add_integer_field("access_count", indexed=True, fast=True)
     sb.add_boolean_field("archived", indexed=True)
     sb.add_integer_field("version", stored=True, indexed=True, fast=True)
     sb.add_boolean_field("deleted", stored=True, indexed=True)
@@ -91,6 +118,9 @@ def memory_document(
     for prefix in m.tag_prefixes or tag_prefixes(m.tags):
         doc.add_text("tag_prefixes", prefix)
     doc.add_integer("timestamp", micros(m.timestamp))
+    doc.add_float("importance", m.importance)
+    doc.add_float("relevance", m.relevance_score)
+    doc.add_integer("access_count", m.access_count)
     doc.add_boolean("archived", m.archived)
     doc.add_integer("version", m.version)
     doc.add_boolean("deleted", False)
@@ -145,6 +175,14 @@ class Queries:
         )
         only = tantivy.Query.const_score_query(self.filter(tenant, flt), 0.0)
         return tantivy.Query.boolean_query([(_Occur.Must, text), (_Occur.Must, only)])
+
+    def equal(self, query: tantivy.Query, field: str, value: float) -> tantivy.Query:
+        """``query`` restricted to documents whose numeric ``field`` holds ``value``."""
+        number = int(value) if _FIELD_TYPES[field] is tantivy.FieldType.Integer else value
+        same = tantivy.Query.range_query(
+            self._schema, field, _FIELD_TYPES[field], number, number, True, True
+        )
+        return tantivy.Query.boolean_query([(_Occur.Must, query), (_Occur.Must, same)])
 
     def filter(self, tenant: str, flt: Filter) -> tantivy.Query:
         """`engram_core.filters.matches` as a tantivy query, scoped to the tenant's live docs."""

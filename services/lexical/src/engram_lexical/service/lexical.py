@@ -12,6 +12,7 @@ from typing import Protocol
 
 from engram_core.generation_routing import GenerationRouted
 from engram_core.model import Filter, Hit, Memory, UpsertResult
+from engram_core.ordering import Sort
 from engram_core.ports import Generations, TextIndex
 from engram_core.tags import tag_prefixes
 
@@ -58,3 +59,6 @@ class LexicalService(GenerationRouted[TextIndex]):
     async def search(self, tenant: str, query: str, flt: Filter, limit: int) -> list[Hit]:
         index = await self._index("")
         return await index.search(tenant, query, flt, limit or self.limits.default_limit)
+
+    async def top(self, tenant: str, flt: Filter, sort: Sort, limit: int) -> list[Memory]:
+        return await (await self._index("")).top(tenant, flt, sort, limit)

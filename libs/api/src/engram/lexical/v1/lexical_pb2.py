@@ -25,13 +25,15 @@ _sym_db = _symbol_database.Default()
 from engram.common.v1 import common_pb2 as engram_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65ngram/lexical/v1/lexical.proto\x12\x11\x65ngram.lexical.v1\x1a\x1d\x65ngram/common/v1/common.proto\"_\n\rUpsertRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12*\n\x08memories\x18\x02 \x03(\x0b\x32\x18.engram.common.v1.Memory\x12\x12\n\ngeneration\x18\n \x01(\t\"2\n\x0eUpsertResponse\x12\x0f\n\x07\x61pplied\x18\x01 \x01(\x05\x12\x0f\n\x07skipped\x18\x02 \x01(\x05\"Q\n\rDeleteRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0b\n\x03ids\x18\x02 \x03(\t\x12\x0f\n\x07version\x18\x03 \x01(\x03\x12\x12\n\ngeneration\x18\n \x01(\t\"!\n\x0e\x44\x65leteResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x05\"g\n\rSearchRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12(\n\x06\x66ilter\x18\x04 \x01(\x0b\x32\x18.engram.common.v1.Filter\x12\r\n\x05limit\x18\x05 \x01(\x05\"5\n\x0eSearchResponse\x12#\n\x04hits\x18\x01 \x03(\x0b\x32\x15.engram.common.v1.Hit\"=\n\nGetRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0b\n\x03ids\x18\x02 \x03(\t\x12\x12\n\ngeneration\x18\n \x01(\t\"9\n\x0bGetResponse\x12*\n\x08memories\x18\x01 \x03(\x0b\x32\x18.engram.common.v1.Memory\"j\n\x13UpdateAccessRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12/\n\x07updates\x18\x02 \x03(\x0b\x32\x1e.engram.common.v1.AccessUpdate\x12\x12\n\ngeneration\x18\n \x01(\t\"\'\n\x14UpdateAccessResponse\x12\x0f\n\x07updated\x18\x01 \x01(\x05\"2\n\x0c\x43ountRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\n \x01(\t\"\x1e\n\rCountResponse\x12\r\n\x05\x63ount\x18\x01 \x01(\x03\"P\n\x0bScanRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0e\n\x06\x63ursor\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x12\n\ngeneration\x18\n \x01(\t\"O\n\x0cScanResponse\x12*\n\x08memories\x18\x01 \x03(\x0b\x32\x18.engram.common.v1.Memory\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t\"6\n\x0fRelevanceUpdate\x12\n\n\x02id\x18\x01 \x01(\t\x12\x17\n\x0frelevance_score\x18\x02 \x01(\x01\"q\n\x16UpdateRelevanceRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x33\n\x07updates\x18\x02 \x03(\x0b\x32\".engram.lexical.v1.RelevanceUpdate\x12\x12\n\ngeneration\x18\n \x01(\t\"*\n\x17UpdateRelevanceResponse\x12\x0f\n\x07updated\x18\x01 \x01(\x05\"2\n\x17\x43reateGenerationRequest\x12\x17\n\x0f\x65mbedding_model\x18\x01 \x01(\t\"L\n\x18\x43reateGenerationResponse\x12\x30\n\ngeneration\x18\x01 \x01(\x0b\x32\x1c.engram.common.v1.Generation\"\x18\n\x16ListGenerationsRequest\"L\n\x17ListGenerationsResponse\x12\x31\n\x0bgenerations\x18\x01 \x03(\x0b\x32\x1c.engram.common.v1.Generation\"%\n\x15SwapGenerationRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"H\n\x16SwapGenerationResponse\x12.\n\x08previous\x18\x01 \x01(\x0b\x32\x1c.engram.common.v1.Generation\"%\n\x15\x44ropGenerationRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x18\n\x16\x44ropGenerationResponse2\xc8\x08\n\x0eLexicalService\x12M\n\x06Upsert\x12 .engram.lexical.v1.UpsertRequest\x1a!.engram.lexical.v1.UpsertResponse\x12M\n\x06\x44\x65lete\x12 .engram.lexical.v1.DeleteRequest\x1a!.engram.lexical.v1.DeleteResponse\x12M\n\x06Search\x12 .engram.lexical.v1.SearchRequest\x1a!.engram.lexical.v1.SearchResponse\x12\x44\n\x03Get\x12\x1d.engram.lexical.v1.GetRequest\x1a\x1e.engram.lexical.v1.GetResponse\x12_\n\x0cUpdateAccess\x12&.engram.lexical.v1.UpdateAccessRequest\x1a\'.engram.lexical.v1.UpdateAccessResponse\x12J\n\x05\x43ount\x12\x1f.engram.lexical.v1.CountRequest\x1a .engram.lexical.v1.CountResponse\x12G\n\x04Scan\x12\x1e.engram.lexical.v1.ScanRequest\x1a\x1f.engram.lexical.v1.ScanResponse\x12h\n\x0fUpdateRelevance\x12).engram.lexical.v1.UpdateRelevanceRequest\x1a*.engram.lexical.v1.UpdateRelevanceResponse\x12k\n\x10\x43reateGeneration\x12*.engram.lexical.v1.CreateGenerationRequest\x1a+.engram.lexical.v1.CreateGenerationResponse\x12h\n\x0fListGenerations\x12).engram.lexical.v1.ListGenerationsRequest\x1a*.engram.lexical.v1.ListGenerationsResponse\x12\x65\n\x0eSwapGeneration\x12(.engram.lexical.v1.SwapGenerationRequest\x1a).engram.lexical.v1.SwapGenerationResponse\x12\x65\n\x0e\x44ropGeneration\x12(.engram.lexical.v1.DropGenerationRequest\x1a).engram.lexical.v1.DropGenerationResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65ngram/lexical/v1/lexical.proto\x12\x11\x65ngram.lexical.v1\x1a\x1d\x65ngram/common/v1/common.proto\"_\n\rUpsertRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12*\n\x08memories\x18\x02 \x03(\x0b\x32\x18.engram.common.v1.Memory\x12\x12\n\ngeneration\x18\n \x01(\t\"2\n\x0eUpsertResponse\x12\x0f\n\x07\x61pplied\x18\x01 \x01(\x05\x12\x0f\n\x07skipped\x18\x02 \x01(\x05\"Q\n\rDeleteRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0b\n\x03ids\x18\x02 \x03(\t\x12\x0f\n\x07version\x18\x03 \x01(\x03\x12\x12\n\ngeneration\x18\n \x01(\t\"!\n\x0e\x44\x65leteResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x05\"g\n\rSearchRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12(\n\x06\x66ilter\x18\x04 \x01(\x0b\x32\x18.engram.common.v1.Filter\x12\r\n\x05limit\x18\x05 \x01(\x05\"5\n\x0eSearchResponse\x12#\n\x04hits\x18\x01 \x03(\x0b\x32\x15.engram.common.v1.Hit\"|\n\nTopRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12(\n\x06\x66ilter\x18\x02 \x01(\x0b\x32\x18.engram.common.v1.Filter\x12%\n\x04sort\x18\x03 \x01(\x0e\x32\x17.engram.lexical.v1.Sort\x12\r\n\x05limit\x18\x04 \x01(\x05\"9\n\x0bTopResponse\x12*\n\x08memories\x18\x01 \x03(\x0b\x32\x18.engram.common.v1.Memory\"=\n\nGetRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0b\n\x03ids\x18\x02 \x03(\t\x12\x12\n\ngeneration\x18\n \x01(\t\"9\n\x0bGetResponse\x12*\n\x08memories\x18\x01 \x03(\x0b\x32\x18.engram.common.v1.Memory\"j\n\x13UpdateAccessRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12/\n\x07updates\x18\x02 \x03(\x0b\x32\x1e.engram.common.v1.AccessUpdate\x12\x12\n\ngeneration\x18\n \x01(\t\"\'\n\x14UpdateAccessResponse\x12\x0f\n\x07updated\x18\x01 \x01(\x05\"2\n\x0c\x43ountRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\n \x01(\t\"\x1e\n\rCountResponse\x12\r\n\x05\x63ount\x18\x01 \x01(\x03\"P\n\x0bScanRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0e\n\x06\x63ursor\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x12\n\ngeneration\x18\n \x01(\t\"O\n\x0cScanResponse\x12*\n\x08memories\x18\x01 \x03(\x0b\x32\x18.engram.common.v1.Memory\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t\"6\n\x0fRelevanceUpdate\x12\n\n\x02id\x18\x01 \x01(\t\x12\x17\n\x0frelevance_score\x18\x02 \x01(\x01\"q\n\x16UpdateRelevanceRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x33\n\x07updates\x18\x02 \x03(\x0b\x32\".engram.lexical.v1.RelevanceUpdate\x12\x12\n\ngeneration\x18\n \x01(\t\"*\n\x17UpdateRelevanceResponse\x12\x0f\n\x07updated\x18\x01 \x01(\x05\"2\n\x17\x43reateGenerationRequest\x12\x17\n\x0f\x65mbedding_model\x18\x01 \x01(\t\"L\n\x18\x43reateGenerationResponse\x12\x30\n\ngeneration\x18\x01 \x01(\x0b\x32\x1c.engram.common.v1.Generation\"\x18\n\x16ListGenerationsRequest\"L\n\x17ListGenerationsResponse\x12\x31\n\x0bgenerations\x18\x01 \x03(\x0b\x32\x1c.engram.common.v1.Generation\"%\n\x15SwapGenerationRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"H\n\x16SwapGenerationResponse\x12.\n\x08previous\x18\x01 \x01(\x0b\x32\x1c.engram.common.v1.Generation\"%\n\x15\x44ropGenerationRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x18\n\x16\x44ropGenerationResponse*n\n\x04Sort\x12\x14\n\x10SORT_UNSPECIFIED\x10\x00\x12\x13\n\x0fSORT_IMPORTANCE\x10\x01\x12\x10\n\x0cSORT_RECENCY\x10\x02\x12\x12\n\x0eSORT_RELEVANCE\x10\x03\x12\x15\n\x11SORT_ACCESS_COUNT\x10\x04\x32\x8e\t\n\x0eLexicalService\x12M\n\x06Upsert\x12 .engram.lexical.v1.UpsertRequest\x1a!.engram.lexical.v1.UpsertResponse\x12M\n\x06\x44\x65lete\x12 .engram.lexical.v1.DeleteRequest\x1a!.engram.lexical.v1.DeleteResponse\x12M\n\x06Search\x12 .engram.lexical.v1.SearchRequest\x1a!.engram.lexical.v1.SearchResponse\x12\x44\n\x03Top\x12\x1d.engram.lexical.v1.TopRequest\x1a\x1e.engram.lexical.v1.TopResponse\x12\x44\n\x03Get\x12\x1d.engram.lexical.v1.GetRequest\x1a\x1e.engram.lexical.v1.GetResponse\x12_\n\x0cUpdateAccess\x12&.engram.lexical.v1.UpdateAccessRequest\x1a\'.engram.lexical.v1.UpdateAccessResponse\x12J\n\x05\x43ount\x12\x1f.engram.lexical.v1.CountRequest\x1a .engram.lexical.v1.CountResponse\x12G\n\x04Scan\x12\x1e.engram.lexical.v1.ScanRequest\x1a\x1f.engram.lexical.v1.ScanResponse\x12h\n\x0fUpdateRelevance\x12).engram.lexical.v1.UpdateRelevanceRequest\x1a*.engram.lexical.v1.UpdateRelevanceResponse\x12k\n\x10\x43reateGeneration\x12*.engram.lexical.v1.CreateGenerationRequest\x1a+.engram.lexical.v1.CreateGenerationResponse\x12h\n\x0fListGenerations\x12).engram.lexical.v1.ListGenerationsRequest\x1a*.engram.lexical.v1.ListGenerationsResponse\x12\x65\n\x0eSwapGeneration\x12(.engram.lexical.v1.SwapGenerationRequest\x1a).engram.lexical.v1.SwapGenerationResponse\x12\x65\n\x0e\x44ropGeneration\x12(.engram.lexical.v1.DropGenerationRequest\x1a).engram.lexical.v1.DropGenerationResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'engram.lexical.v1.lexical_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_SORT']._serialized_start=1842
+  _globals['_SORT']._serialized_end=1952
   _globals['_UPSERTREQUEST']._serialized_start=85
   _globals['_UPSERTREQUEST']._serialized_end=180
   _globals['_UPSERTRESPONSE']._serialized_start=182
@@ -44,44 +46,48 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SEARCHREQUEST']._serialized_end=455
   _globals['_SEARCHRESPONSE']._serialized_start=457
   _globals['_SEARCHRESPONSE']._serialized_end=510
-  _globals['_GETREQUEST']._serialized_start=512
-  _globals['_GETREQUEST']._serialized_end=573
-  _globals['_GETRESPONSE']._serialized_start=575
-  _globals['_GETRESPONSE']._serialized_end=632
-  _globals['_UPDATEACCESSREQUEST']._serialized_start=634
-  _globals['_UPDATEACCESSREQUEST']._serialized_end=740
-  _globals['_UPDATEACCESSRESPONSE']._serialized_start=742
-  _globals['_UPDATEACCESSRESPONSE']._serialized_end=781
-  _globals['_COUNTREQUEST']._serialized_start=783
-  _globals['_COUNTREQUEST']._serialized_end=833
-  _globals['_COUNTRESPONSE']._serialized_start=835
-  _globals['_COUNTRESPONSE']._serialized_end=865
-  _globals['_SCANREQUEST']._serialized_start=867
-  _globals['_SCANREQUEST']._serialized_end=947
-  _globals['_SCANRESPONSE']._serialized_start=949
-  _globals['_SCANRESPONSE']._serialized_end=1028
-  _globals['_RELEVANCEUPDATE']._serialized_start=1030
-  _globals['_RELEVANCEUPDATE']._serialized_end=1084
-  _globals['_UPDATERELEVANCEREQUEST']._serialized_start=1086
-  _globals['_UPDATERELEVANCEREQUEST']._serialized_end=1199
-  _globals['_UPDATERELEVANCERESPONSE']._serialized_start=1201
-  _globals['_UPDATERELEVANCERESPONSE']._serialized_end=1243
-  _globals['_CREATEGENERATIONREQUEST']._serialized_start=1245
-  _globals['_CREATEGENERATIONREQUEST']._serialized_end=1295
-  _globals['_CREATEGENERATIONRESPONSE']._serialized_start=1297
-  _globals['_CREATEGENERATIONRESPONSE']._serialized_end=1373
-  _globals['_LISTGENERATIONSREQUEST']._serialized_start=1375
-  _globals['_LISTGENERATIONSREQUEST']._serialized_end=1399
-  _globals['_LISTGENERATIONSRESPONSE']._serialized_start=1401
-  _globals['_LISTGENERATIONSRESPONSE']._serialized_end=1477
-  _globals['_SWAPGENERATIONREQUEST']._serialized_start=1479
-  _globals['_SWAPGENERATIONREQUEST']._serialized_end=1516
-  _globals['_SWAPGENERATIONRESPONSE']._serialized_start=1518
-  _globals['_SWAPGENERATIONRESPONSE']._serialized_end=1590
-  _globals['_DROPGENERATIONREQUEST']._serialized_start=1592
-  _globals['_DROPGENERATIONREQUEST']._serialized_end=1629
-  _globals['_DROPGENERATIONRESPONSE']._serialized_start=1631
-  _globals['_DROPGENERATIONRESPONSE']._serialized_end=1655
-  _globals['_LEXICALSERVICE']._serialized_start=1658
-  _globals['_LEXICALSERVICE']._serialized_end=2754
+  _globals['_TOPREQUEST']._serialized_start=512
+  _globals['_TOPREQUEST']._serialized_end=636
+  _globals['_TOPRESPONSE']._serialized_start=638
+  _globals['_TOPRESPONSE']._serialized_end=695
+  _globals['_GETREQUEST']._serialized_start=697
+  _globals['_GETREQUEST']._serialized_end=758
+  _globals['_GETRESPONSE']._serialized_start=760
+  _globals['_GETRESPONSE']._serialized_end=817
+  _globals['_UPDATEACCESSREQUEST']._serialized_start=819
+  _globals['_UPDATEACCESSREQUEST']._serialized_end=925
+  _globals['_UPDATEACCESSRESPONSE']._serialized_start=927
+  _globals['_UPDATEACCESSRESPONSE']._serialized_end=966
+  _globals['_COUNTREQUEST']._serialized_start=968
+  _globals['_COUNTREQUEST']._serialized_end=1018
+  _globals['_COUNTRESPONSE']._serialized_start=1020
+  _globals['_COUNTRESPONSE']._serialized_end=1050
+  _globals['_SCANREQUEST']._serialized_start=1052
+  _globals['_SCANREQUEST']._serialized_end=1132
+  _globals['_SCANRESPONSE']._serialized_start=1134
+  _globals['_SCANRESPONSE']._serialized_end=1213
+  _globals['_RELEVANCEUPDATE']._serialized_start=1215
+  _globals['_RELEVANCEUPDATE']._serialized_end=1269
+  _globals['_UPDATERELEVANCEREQUEST']._serialized_start=1271
+  _globals['_UPDATERELEVANCEREQUEST']._serialized_end=1384
+  _globals['_UPDATERELEVANCERESPONSE']._serialized_start=1386
+  _globals['_UPDATERELEVANCERESPONSE']._serialized_end=1428
+  _globals['_CREATEGENERATIONREQUEST']._serialized_start=1430
+  _globals['_CREATEGENERATIONREQUEST']._serialized_end=1480
+  _globals['_CREATEGENERATIONRESPONSE']._serialized_start=1482
+  _globals['_CREATEGENERATIONRESPONSE']._serialized_end=1558
+  _globals['_LISTGENERATIONSREQUEST']._serialized_start=1560
+  _globals['_LISTGENERATIONSREQUEST']._serialized_end=1584
+  _globals['_LISTGENERATIONSRESPONSE']._serialized_start=1586
+  _globals['_LISTGENERATIONSRESPONSE']._serialized_end=1662
+  _globals['_SWAPGENERATIONREQUEST']._serialized_start=1664
+  _globals['_SWAPGENERATIONREQUEST']._serialized_end=1701
+  _globals['_SWAPGENERATIONRESPONSE']._serialized_start=1703
+  _globals['_SWAPGENERATIONRESPONSE']._serialized_end=1775
+  _globals['_DROPGENERATIONREQUEST']._serialized_start=1777
+  _globals['_DROPGENERATIONREQUEST']._serialized_end=1814
+  _globals['_DROPGENERATIONRESPONSE']._serialized_start=1816
+  _globals['_DROPGENERATIONRESPONSE']._serialized_end=1840
+  _globals['_LEXICALSERVICE']._serialized_start=1955
+  _globals['_LEXICALSERVICE']._serialized_end=3121
 # @@protoc_insertion_point(module_scope)

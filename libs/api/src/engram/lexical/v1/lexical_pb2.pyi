@@ -8,6 +8,7 @@ from engram.common.v1 import common_pb2 as _common_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -18,6 +19,33 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _Sort:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SortEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Sort.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SORT_UNSPECIFIED: _Sort.ValueType  # 0
+    """= importance"""
+    SORT_IMPORTANCE: _Sort.ValueType  # 1
+    SORT_RECENCY: _Sort.ValueType  # 2
+    """the memory's timestamp"""
+    SORT_RELEVANCE: _Sort.ValueType  # 3
+    """relevance_score"""
+    SORT_ACCESS_COUNT: _Sort.ValueType  # 4
+
+class Sort(_Sort, metaclass=_SortEnumTypeWrapper): ...
+
+SORT_UNSPECIFIED: Sort.ValueType  # 0
+"""= importance"""
+SORT_IMPORTANCE: Sort.ValueType  # 1
+SORT_RECENCY: Sort.ValueType  # 2
+"""the memory's timestamp"""
+SORT_RELEVANCE: Sort.ValueType  # 3
+"""relevance_score"""
+SORT_ACCESS_COUNT: Sort.ValueType  # 4
+Global___Sort: _TypeAlias = Sort  # noqa: Y015
 
 @_typing.final
 class UpsertRequest(_message.Message):
@@ -165,6 +193,56 @@ class SearchResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SearchResponse: _TypeAlias = SearchResponse  # noqa: Y015
+
+@_typing.final
+class TopRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    FILTER_FIELD_NUMBER: _builtins.int
+    SORT_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    sort: Global___Sort.ValueType
+    limit: _builtins.int
+    """1..max"""
+    @_builtins.property
+    def filter(self) -> _common_pb2.Filter: ...
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        filter: _common_pb2.Filter | None = ...,
+        sort: Global___Sort.ValueType = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter", "limit", b"limit", "sort", b"sort", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TopRequest: _TypeAlias = TopRequest  # noqa: Y015
+
+@_typing.final
+class TopResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def memories(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Memory]: ...
+    def __init__(
+        self,
+        *,
+        memories: _abc.Iterable[_common_pb2.Memory] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memories", b"memories"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TopResponse: _TypeAlias = TopResponse  # noqa: Y015
 
 @_typing.final
 class GetRequest(_message.Message):

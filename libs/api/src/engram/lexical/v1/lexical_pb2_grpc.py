@@ -53,6 +53,11 @@ class LexicalServiceStub:
                 request_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.SearchRequest.SerializeToString,
                 response_deserializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.SearchResponse.FromString,
                 _registered_method=True)
+        self.Top = channel.unary_unary(
+                '/engram.lexical.v1.LexicalService/Top',
+                request_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.TopRequest.SerializeToString,
+                response_deserializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.TopResponse.FromString,
+                _registered_method=True)
         self.Get = channel.unary_unary(
                 '/engram.lexical.v1.LexicalService/Get',
                 request_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.GetRequest.SerializeToString,
@@ -124,6 +129,15 @@ class LexicalServiceServicer:
     def Search(self, request, context):
         """BM25 over content and tags with the filter.
         Codes: OK, INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Top(self, request, context):
+        """The live memories passing the filter, the first `limit` by `sort`, higher first; ties:
+        newer first, then id. A listing without text (the gateway's trending recall).
+        Codes: OK, INVALID_ARGUMENT (tenant, limit, sort, filter), UNAVAILABLE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -218,6 +232,11 @@ def add_LexicalServiceServicer_to_server(servicer, server):
                     servicer.Search,
                     request_deserializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.SearchRequest.FromString,
                     response_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.SearchResponse.SerializeToString,
+            ),
+            'Top': grpc.unary_unary_rpc_method_handler(
+                    servicer.Top,
+                    request_deserializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.TopRequest.FromString,
+                    response_serializer=engram_dot_lexical_dot_v1_dot_lexical__pb2.TopResponse.SerializeToString,
             ),
             'Get': grpc.unary_unary_rpc_method_handler(
                     servicer.Get,
@@ -350,6 +369,33 @@ class LexicalService:
             '/engram.lexical.v1.LexicalService/Search',
             engram_dot_lexical_dot_v1_dot_lexical__pb2.SearchRequest.SerializeToString,
             engram_dot_lexical_dot_v1_dot_lexical__pb2.SearchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Top(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.lexical.v1.LexicalService/Top',
+            engram_dot_lexical_dot_v1_dot_lexical__pb2.TopRequest.SerializeToString,
+            engram_dot_lexical_dot_v1_dot_lexical__pb2.TopResponse.FromString,
             options,
             channel_credentials,
             insecure,

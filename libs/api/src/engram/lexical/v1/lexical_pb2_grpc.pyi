@@ -45,6 +45,11 @@ class LexicalServiceStub:
     """BM25 over content and tags with the filter.
     Codes: OK, INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
     """
+    Top: _grpc.UnaryUnaryMultiCallable[_lexical_pb2.TopRequest, _lexical_pb2.TopResponse]
+    """The live memories passing the filter, the first `limit` by `sort`, higher first; ties:
+    newer first, then id. A listing without text (the gateway's trending recall).
+    Codes: OK, INVALID_ARGUMENT (tenant, limit, sort, filter), UNAVAILABLE.
+    """
     Get: _grpc.UnaryUnaryMultiCallable[_lexical_pb2.GetRequest, _lexical_pb2.GetResponse]
     """Codes: OK, INVALID_ARGUMENT, UNAVAILABLE."""
     UpdateAccess: _grpc.UnaryUnaryMultiCallable[_lexical_pb2.UpdateAccessRequest, _lexical_pb2.UpdateAccessResponse]
@@ -94,6 +99,11 @@ class LexicalServiceAsyncStub(LexicalServiceStub):
     Search: _aio.UnaryUnaryMultiCallable[_lexical_pb2.SearchRequest, _lexical_pb2.SearchResponse]  # type: ignore[assignment]
     """BM25 over content and tags with the filter.
     Codes: OK, INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
+    """
+    Top: _aio.UnaryUnaryMultiCallable[_lexical_pb2.TopRequest, _lexical_pb2.TopResponse]  # type: ignore[assignment]
+    """The live memories passing the filter, the first `limit` by `sort`, higher first; ties:
+    newer first, then id. A listing without text (the gateway's trending recall).
+    Codes: OK, INVALID_ARGUMENT (tenant, limit, sort, filter), UNAVAILABLE.
     """
     Get: _aio.UnaryUnaryMultiCallable[_lexical_pb2.GetRequest, _lexical_pb2.GetResponse]  # type: ignore[assignment]
     """Codes: OK, INVALID_ARGUMENT, UNAVAILABLE."""
@@ -159,6 +169,17 @@ class LexicalServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_lexical_pb2.SearchResponse, _abc.Awaitable[_lexical_pb2.SearchResponse]]:
         """BM25 over content and tags with the filter.
         Codes: OK, INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
+        """
+
+    @_abc_1.abstractmethod
+    def Top(
+        self,
+        request: _lexical_pb2.TopRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_lexical_pb2.TopResponse, _abc.Awaitable[_lexical_pb2.TopResponse]]:
+        """The live memories passing the filter, the first `limit` by `sort`, higher first; ties:
+        newer first, then id. A listing without text (the gateway's trending recall).
+        Codes: OK, INVALID_ARGUMENT (tenant, limit, sort, filter), UNAVAILABLE.
         """
 
     @_abc_1.abstractmethod
