@@ -254,7 +254,6 @@ def build_gateway(
             candidates=CandidateConfig(
                 max_queries=settings.max_queries,
                 decompose=settings.decompose,
-                trending_scan_max=settings.trending_scan_max,
             ),
         ),
         clock,

@@ -203,9 +203,6 @@ class Settings(ServiceSettings):
     decompose_max_parts: int = Field(
         4, ge=1, le=16, description="Most sub-queries the rule-based decomposer adds."
     )
-    trending_scan_max: int = Field(
-        10_000, ge=1, description="Most memories a trending recall (empty query) reads."
-    )
 
     # After ranking: expansion (service/expand.py) and the hybrid_graph rerank (pagerank.py).
     expand_seeds: int = Field(
@@ -293,7 +290,7 @@ class Settings(ServiceSettings):
     backend_timeout_s: float = Field(
         2.0,
         gt=0,
-        description="Cap of other backend calls (get, related, count, a page of a trending scan).",
+        description="Cap of other backend calls (get, related, count, a trending listing).",
     )
     publish_timeout_s: float = Field(5.0, gt=0, description="Wait for the log's publish ack.")
     publish_concurrency: int = Field(

@@ -16,7 +16,8 @@ from engram.gateway.v1 import gateway_pb2_grpc
 from engram_core import scoring
 from engram_core.errors import Unavailable
 from engram_core.filters import matches
-from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation, ScanPage
+from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation
+from engram_core.ordering import Sort, best
 from engram_core.tags import tag_prefixes
 from engram_gateway import server
 from engram_gateway.auth import Authenticator
@@ -100,16 +101,6 @@ class FakeBackend:
         await self._enter("count")
         return len(self.world.of(tenant))
 
-    async def scan(
-        self, tenant: str, cursor: str | None, limit: int, timeout: float | None = None
-    ) -> ScanPage:
-        """Pages in id order; the cursor is the last id of the page before."""
-        await self._enter("scan", (cursor, limit))
-        rest = [m for m in self.world.of(tenant) if cursor is None or m.id > cursor]
-        page = rest[:limit]
-        more = len(rest) > limit
-        return ScanPage(page, page[-1].id if more else None)
-
 
 class FakeVector(FakeBackend):
     async def search(
@@ -126,6 +117,12 @@ class FakeVector(FakeBackend):
 
 
 class FakeLexical(FakeBackend):
+    async def top(
+        self, tenant: str, flt: Filter, sort: Sort, limit: int, timeout: float | None = None
+    ) -> list[Memory]:
+        await self._enter("top", (flt, sort, limit))
+        return best(self.world.of(tenant), flt, sort, limit)
+
     async def search(
         self, tenant: str, query: str, flt: Filter, limit: int, timeout: float | None = None
     ) -> list[Hit]:

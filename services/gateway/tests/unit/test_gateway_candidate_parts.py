@@ -10,7 +10,8 @@ import pytest
 
 from engram_core import validation as v
 from engram_core.errors import InvalidArgument
-from engram_core.model import Filter, Hit, Memory
+from engram_core.model import Hit, Memory
+from engram_core.ordering import Sort
 from engram_core.scoring import ScoredCandidate, StreamScore
 from engram_gateway.service.decompose import RuleDecomposer, decompose
 from engram_gateway.service.multiquery import (
@@ -20,7 +21,7 @@ from engram_gateway.service.multiquery import (
     sub_queries,
     with_provenance,
 )
-from engram_gateway.service.trending import Sort, check_sort, is_trending, top
+from engram_gateway.service.trending import check_sort, is_trending, scored
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -172,19 +173,16 @@ def test_sort_is_checked_naming_the_field() -> None:
         assert e.value.field == "sort"
 
 
-def test_top_orders_by_each_sort_and_filters() -> None:
-    ms = [
-        _m("a", importance=0.9, timestamp=T0, access_count=1, relevance_score=0.2),
-        _m("b", importance=0.5, timestamp=T0 + timedelta(days=2), access_count=9),
-        _m("c", importance=0.7, timestamp=T0 + timedelta(days=1), relevance_score=0.8),
-        _m("d", importance=1.0, timestamp=T0, archived=True),
-        _m("e", importance=0.95, timestamp=T0, tags=("secret",), tag_prefixes=("secret",)),
+def test_a_listing_is_scored_by_its_sort() -> None:
+    listed = [
+        _m("b", importance=0.5, timestamp=T0 + timedelta(days=2)),
+        _m("c", importance=0.7, timestamp=T0 + timedelta(days=1)),
+        _m("a", importance=0.9, timestamp=T0),
     ]
-    flt = Filter(exclude_tags=("secret",))
-    assert [s.memory.id for s in top(ms, flt, Sort.IMPORTANCE, 10)] == ["a", "c", "b"]
-    recent = top(ms, flt, Sort.RECENCY, 10)
-    assert [s.memory.id for s in recent] == ["b", "c", "a"]
+    recent = scored(listed, Sort.RECENCY)
+    assert [s.memory.id for s in recent] == ["b", "c", "a"]  # the listing's order is kept
     assert [s.score for s in recent] == [1.0, 0.5, 0.0]
-    assert [s.memory.id for s in top(ms, flt, Sort.ACCESS_COUNT, 2)] == ["b", "a"]
-    assert [s.memory.id for s in top(ms, flt, Sort.RELEVANCE, 1)] == ["c"]
-    assert top(ms, flt, Sort.IMPORTANCE, 1)[0].components == {"importance": 0.9}
+    assert [s.components for s in recent] == [{"recency": 1.0}, {"recency": 0.5}, {"recency": 0.0}]
+    assert [s.score for s in scored(listed, Sort.IMPORTANCE)] == [0.5, 0.7, 0.9]
+    assert [s.score for s in scored(listed[:1], Sort.RECENCY)] == [1.0]
+    assert scored([], Sort.ACCESS_COUNT) == []

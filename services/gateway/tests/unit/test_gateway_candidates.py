@@ -11,6 +11,7 @@ import pytest
 
 from engram.gateway.v1 import gateway_pb2
 from engram_core.errors import InvalidArgument
+from engram_core.ordering import Sort
 from engram_gateway.service.ports import RecallResult
 
 T0 = datetime(2025, 5, 1, tzinfo=UTC)
@@ -193,12 +194,13 @@ async def test_trending_sorts_and_filters(harness: Any) -> None:
     assert set(_ids(everything)) == {_id(i) for i in range(1, 6)}
 
 
-async def test_trending_reads_at_most_the_scan_cap(new_harness: Any) -> None:
-    h = new_harness(trending_scan_max=2)
+async def test_trending_is_one_listing_of_the_text_index(harness: Any) -> None:
+    h = harness
     _trend_corpus(h)
-    result = await _recall(h, "")
-    assert _ids(result) == [_id(1), _id(2)]  # only the first two (by id) were read
-    assert sum(1 for op, _ in h.lexical.calls if op == "scan") == 1
+    result = await _recall(h, "", sort="recency", tags=["ops"], limit=1)
+    assert _ids(result) == [_id(3)]
+    [(flt, sort, limit)] = [arg for op, arg in h.lexical.calls if op == "top"]
+    assert (flt.tags, sort, limit >= 1) == (("ops",), Sort.RECENCY, True)
 
 
 async def test_sort_is_checked_through_grpc(client: Any) -> None:

@@ -142,4 +142,3 @@ class CandidateConfig:
 
     max_queries: int = DEFAULT_MAX_QUERIES  # sub-queries per recall, `query` included
     decompose: bool = False  # a request's default for `decompose`
-    trending_scan_max: int = 10_000  # memories a trending recall reads at most

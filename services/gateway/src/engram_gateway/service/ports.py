@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation, ScanPage
+from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation
+from engram_core.ordering import Sort
 from engram_core.scoring import Candidate, Fusion, ScoredCandidate
 
 
@@ -38,10 +39,10 @@ class LexicalPort(Protocol):
         self, tenant: str, query: str, flt: Filter, limit: int, timeout: float | None = None
     ) -> list[Hit]: ...
 
-    async def scan(
-        self, tenant: str, cursor: str | None, limit: int, timeout: float | None = None
-    ) -> ScanPage:
-        """Trending pages through the tenant (service/scan.py)."""
+    async def top(
+        self, tenant: str, flt: Filter, sort: Sort, limit: int, timeout: float | None = None
+    ) -> list[Memory]:
+        """Trending: the listing without text (`engram_core.ordering`)."""
         ...
 
     async def get(

@@ -15,6 +15,7 @@ from engram_core import scoring
 from engram_core import validation as v
 from engram_core.errors import DeadlineExceeded, InvalidArgument, NotFound, Unavailable
 from engram_core.model import META_PATTERN, Filter, Hit, Memory, Relation, TagMatch, TagMode
+from engram_core.ordering import Sort
 from engram_core.scoring import Candidate, ScoredCandidate
 from engram_core.state import StateMode, apply_state, chain_frontier, heads_to_fetch, validity
 from engram_core.timequery import resolve_window
@@ -72,8 +73,7 @@ from engram_gateway.service.postrank import (
 from engram_gateway.service.query import dense_query, entity_keys, keywords
 from engram_gateway.service.recall_cache import RecallCache
 from engram_gateway.service.relation_memo import RelationMemo
-from engram_gateway.service.scan import scan_memories
-from engram_gateway.service.trending import TRENDING_STREAM, Sort, check_sort, is_trending, top
+from engram_gateway.service.trending import TRENDING_STREAM, check_sort, is_trending, scored
 from engram_gateway.service.watermark import WatermarkCache
 from engram_platform.telemetry import tracer
 
@@ -517,18 +517,15 @@ class Reader:
         return calls
 
     async def _trending(self, tenant: str, plan: _Plan, deadline: Deadline) -> RecallResult:
-        """No text: the memories passing the filters, best first by ``plan.sort`` (a scan of
-        at most ``trending_scan_max`` memories), then the state filter and post-ranking."""
-        cfg, sort = self._config, plan.sort or Sort.IMPORTANCE
-        most = cfg.candidates.trending_scan_max
-        memories, more = await _bounded(
+        """No text: the memories passing the filters, best first by ``plan.sort`` (the
+        lexical service's listing), then the state filter and post-ranking."""
+        sort, limit = plan.sort or Sort.IMPORTANCE, self._rank_limit(plan)
+        listed = await _bounded(
             "lexical",
-            deadline.cap(cfg.backend_timeout_s),
-            lambda t: scan_memories(self._lexical, tenant, most, t),
+            deadline.cap(self._config.backend_timeout_s),
+            lambda t: self._lexical.top(tenant, plan.flt, sort, limit, timeout=t),
         )
-        if more:
-            log.warning("trending for %s read only the first %d memories", tenant, most)
-        ranked = top(memories, plan.flt, sort, self._rank_limit(plan))
+        ranked = scored(listed, sort)
         degraded: list[str] = []
         if plan.state_mode is StateMode.CURRENT and ranked:
             memo = RelationMemo(self._graph, tenant)
