@@ -4,6 +4,7 @@ server is tests/integration/contracts/test_lexical_opensearch_contract.py."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 from unittest.mock import AsyncMock, MagicMock
@@ -12,15 +13,18 @@ import pytest
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import RequestError, TransportError
 
+from engram_core.codec import memory_to_json
 from engram_core.errors import Internal, InvalidArgument, Unavailable
-from engram_core.model import Filter, TagMatch, TagMode, UpsertResult
+from engram_core.model import Filter, Memory, TagMatch, TagMode, UpsertResult
+from engram_core.ordering import Sort
 from engram_core.search_text import METADATA_FIELDS
+from engram_lexical.adapters import opensearch_index
 from engram_lexical.adapters import opensearch_schema as schema
 from engram_lexical.adapters.opensearch_generations import OpenSearchGenerations
 from engram_lexical.adapters.opensearch_index import OpenSearchOptions, OpenSearchTextIndex
 from engram_lexical.bootstrap import build_generations
 from engram_lexical.config import Settings
-from engram_testing.contracts.lexical import T, mem
+from engram_testing.contracts.lexical import BASE, T, mem
 
 FAST = OpenSearchOptions(index_prefix="unit", max_retries=2, retry_backoff_s=0.001, timeout_s=1)
 
@@ -88,6 +92,64 @@ def test_memory_source_indexes_tags_as_words_and_keeps_the_whole_memory() -> Non
     assert source["content"] == ["hello", "project alpha", "entity people sarah b"]
     assert source["memory"]["id"] == "a"
     assert source["tag_prefixes"] == list(m.tag_prefixes)
+
+
+def test_top_bodies_sort_in_the_listing_order_or_pass_by_id() -> None:
+    flt = Filter(types=("Decision",))
+    by_importance = schema.top_body(T, flt, Sort.IMPORTANCE, 5)
+    assert by_importance["sort"] == [
+        {"importance": "desc"},
+        {"timestamp_us": "desc"},
+        {"id": "asc"},
+    ]
+    assert by_importance["size"] == 5
+    assert by_importance["query"] == schema.filter_query(T, flt)
+    assert schema.top_body(T, flt, Sort.RECENCY, 5)["sort"] == [
+        {"timestamp_us": "desc"},
+        {"id": "asc"},
+    ]
+    # Relevance and access counts are not fields of the memory document: `top` passes by id.
+    assert set(schema.TOP_KEYS) == {Sort.IMPORTANCE, Sort.RECENCY}
+    passing = schema.scan_body(T, "m7", 100, flt)
+    assert passing["query"] == schema.filter_query(T, flt)
+    assert (passing["sort"], passing["search_after"]) == ([{"id": "asc"}], ["m7"])
+    assert schema.scan_body(T, None, 100)["query"] == {"bool": {"filter": schema.live(T)}}
+
+
+def _hit(m: Memory) -> dict[str, Any]:
+    return {"_source": {"memory": json.loads(memory_to_json(m))}, "sort": [m.id]}
+
+
+async def test_top_by_access_count_passes_every_page_with_the_access_documents(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(opensearch_index, "_TOP_PAGE", 2)
+    memories = [mem(i, minutes=n) for n, i in enumerate(["a", "b", "c", "d", "e"])]
+    pages = {None: memories[:2], "b": memories[2:4], "d": memories[4:]}
+    counts = {"c": 3, "e": 3, "a": 1}  # c and e tie: e is newer
+
+    async def search(*, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+        after = body.get("search_after", [None])[0]
+        return {"hits": {"hits": [_hit(m) for m in pages[after]]}}
+
+    async def mget(*, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+        docs = []
+        for d in body["docs"]:
+            found = next((i for i in counts if d["_id"] == schema.access_id(T, i)), None)
+            source = {"last_accessed": BASE.isoformat(), "access_count": counts.get(found or "")}
+            docs.append({"found": True, "_source": source} if found else {"found": False})
+        return {"docs": docs}
+
+    client = scripted()
+    client.search = AsyncMock(side_effect=search)
+    client.mget = AsyncMock(side_effect=mget)
+    index = OpenSearchTextIndex(client, FAST)
+    listed = await index.top(T, Filter(), Sort.ACCESS_COUNT, 3)
+    assert [(m.id, m.access_count) for m in listed] == [("e", 3), ("c", 3), ("a", 1)]
+    assert listed[0].last_accessed == BASE
+    assert client.search.await_count == 3
+    assert await index.top(T, Filter(), Sort.ACCESS_COUNT, 0) == []
+    assert client.search.await_count == 3
 
 
 # -- retries and errors ---------------------------------------------------------------------------

@@ -6,7 +6,8 @@ refuses (409) a write whose version is not above the stored one. Access statisti
 documents of their own, versioned by their ``last_accessed`` time with ``external_gte``, so
 they only move forward whoever writes them and never touch a memory's version; so does the
 relevance_score once one is written (a document per memory, raised by upserts, set by
-UpdateRelevance). Layout and queries: `opensearch_schema`.
+UpdateRelevance). Layout and queries: `opensearch_schema`. So `top` by relevance or access
+count cannot be one sorted query: it reads every memory passing the filter, O(those) per call.
 
 Writes of memories and tombstones ask for ``refresh`` (``wait_for`` by default): they return
 once a search can see them, which read-your-writes through the watermark relies on. Reads by
@@ -41,6 +42,7 @@ from engram_core.model import (
     ScanPage,
     UpsertResult,
 )
+from engram_core.ordering import Sort, best
 from engram_core.search_text import METADATA_FIELDS
 from engram_lexical.adapters import opensearch_schema as schema
 
@@ -53,6 +55,8 @@ _CONFLICT = 409
 # same document lands between its read and its write (a version conflict).
 _RELEVANCE_RETRIES = 5
 _DYNAMIC = ("number_of_replicas", "refresh_interval")
+# Memories read per request by `top`'s pass over a tenant (relevance, access counts).
+_TOP_PAGE = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,38 +311,34 @@ class OpenSearchTextIndex:
         if limit < 1:
             raise InvalidArgument("limit", f"must be >= 1, got {limit}")
         # One more than the page: whether anything follows is known without another call.
-        body = schema.scan_body(tenant, cursor, limit + 1)
-        response = await self._call(
-            lambda: self._client.search(index=self._alias, body=body, routing=tenant)
-        )
-        found = response["hits"]["hits"]
-        page = found[:limit]
-        ids = [str(h["_source"]["memory"]["id"]) for h in page]
-        derived = await self._read_derived(tenant, ids) if ids else {}
-        memories = [
-            _decode(h["_source"]["memory"], derived.get(id_))
-            for h, id_ in zip(page, ids, strict=True)
-        ]
-        return ScanPage(memories, ids[-1] if len(found) > limit else None)
+        found = await self._hits(tenant, schema.scan_body(tenant, cursor, limit + 1))
+        memories = await self._memories(tenant, found[:limit])
+        return ScanPage(memories, memories[-1].id if len(found) > limit else None)
 
     async def search(self, tenant: str, query: str, flt: Filter, limit: int) -> list[Hit]:
         words = schema.query_words(query)
         if limit <= 0 or not words:
             return []
-        body = schema.search_body(tenant, words, flt, limit)
-        response = await self._call(
-            lambda: self._client.search(index=self._alias, body=body, routing=tenant)
-        )
-        found = response["hits"]["hits"]
-        if not found:
+        found = await self._hits(tenant, schema.search_body(tenant, words, flt, limit))
+        memories = await self._memories(tenant, found)
+        return [
+            Hit(id=m.id, score=float(h["_score"]), memory=m)
+            for h, m in zip(found, memories, strict=True)
+        ]
+
+    async def top(self, tenant: str, flt: Filter, sort: Sort, limit: int) -> list[Memory]:
+        """Importance and recency: one search sorted by the memory documents' fields. Relevance
+        and access counts live in documents beside the memory, merged at read time (and written
+        without a refresh), so no query sorts by them: `_top_by_pass` reads every memory
+        passing ``flt``, O(those memories) per call."""
+        if limit <= 0:
             return []
-        ids = [str(h["_source"]["memory"]["id"]) for h in found]
-        derived = await self._read_derived(tenant, ids)
-        hits = []
-        for h, id_ in zip(found, ids, strict=True):
-            m = _decode(h["_source"]["memory"], derived.get(id_))
-            hits.append(Hit(id=id_, score=float(h["_score"]), memory=m))
-        return hits
+        if sort not in schema.TOP_KEYS:
+            return await self._top_by_pass(tenant, flt, sort, limit)
+        found = await self._hits(tenant, schema.top_body(tenant, flt, sort, limit))
+        # `best` orders again what the index cannot tell apart: it sorts importance as a
+        # 32-bit float, so importances differing only beyond that tie there.
+        return best(await self._memories(tenant, found), flt, sort, limit)
 
     async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]:
         unique = list(dict.fromkeys(ids))
@@ -404,6 +404,37 @@ class OpenSearchTextIndex:
                 memory = _merged(memory, derived.get(id_))
             out[id_] = _Stored(version=int(doc["_version"]), memory=memory)
         return out
+
+    async def _hits(self, tenant: str, body: Mapping[str, Any]) -> list[dict[str, Any]]:
+        response = await self._call(
+            lambda: self._client.search(index=self._alias, body=body, routing=tenant)
+        )
+        return cast(list[dict[str, Any]], response["hits"]["hits"])
+
+    async def _memories(self, tenant: str, hits: Sequence[Mapping[str, Any]]) -> list[Memory]:
+        """The memories of search hits with their access statistics and score (one real-time
+        mget of the derived documents)."""
+        ids = [str(h["_source"]["memory"]["id"]) for h in hits]
+        derived = await self._read_derived(tenant, ids) if ids else {}
+        return [
+            _decode(h["_source"]["memory"], derived.get(id_))
+            for h, id_ in zip(hits, ids, strict=True)
+        ]
+
+    async def _top_by_pass(self, tenant: str, flt: Filter, sort: Sort, limit: int) -> list[Memory]:
+        """`top` by a value of the derived documents: the memories passing ``flt`` read page by
+        page in id order, merged with those documents, keeping the best ``limit`` so far. Exact
+        whatever was written, and real-time like every read of the derived documents; a search
+        over them would see the index only as of its last refresh."""
+        kept: list[Memory] = []
+        after: str | None = None
+        while True:
+            found = await self._hits(tenant, schema.scan_body(tenant, after, _TOP_PAGE, flt))
+            page = await self._memories(tenant, found)
+            kept = best([*kept, *page], flt, sort, limit)
+            if len(found) < _TOP_PAGE:
+                return kept
+            after = page[-1].id
 
     async def _read_derived(self, tenant: str, ids: Sequence[str]) -> dict[str, _Derived]:
         docs = _derived_docs(tenant, ids)

@@ -25,6 +25,7 @@ from typing import Any
 
 from engram_core.codec import memory_to_json
 from engram_core.model import Filter, Memory, TagMatch, TagMode
+from engram_core.ordering import Sort
 from engram_core.search_text import document_text
 from engram_core.tags import normalise_tag, tag_prefixes
 from engram_lexical.adapters.tantivy_schema import MAX_QUERY_TERMS, QUERY_STOPWORDS
@@ -290,15 +291,38 @@ def count_body(tenant: str) -> dict[str, Any]:
     return {"query": {"bool": {"filter": live(tenant)}}}
 
 
-def scan_body(tenant: str, after: str | None, size: int) -> dict[str, Any]:
-    """The tenant's live memories in id order after ``after`` (keyword sort + search_after:
-    each page is a fresh query from where the last one ended, nothing held on the server)."""
+# `engram_core.ordering`'s order as sort keys, for the sorts whose value the memory document
+# holds. relevance_score and access_count live in documents of their own: no query sorts by them.
+TOP_KEYS: dict[Sort, list[dict[str, str]]] = {
+    Sort.IMPORTANCE: [{"importance": "desc"}, {"timestamp_us": "desc"}, {"id": "asc"}],
+    Sort.RECENCY: [{"timestamp_us": "desc"}, {"id": "asc"}],
+}
+
+
+def top_body(tenant: str, flt: Filter, sort: Sort, limit: int) -> dict[str, Any]:
+    """The first ``limit`` memories passing ``flt`` in the listing order of ``sort`` (one of
+    `TOP_KEYS`)."""
+    return {
+        "size": limit,
+        "track_total_hits": False,
+        "_source": ["memory"],
+        "sort": TOP_KEYS[sort],
+        "query": filter_query(tenant, flt),
+    }
+
+
+def scan_body(
+    tenant: str, after: str | None, size: int, flt: Filter | None = None
+) -> dict[str, Any]:
+    """The tenant's live memories (those passing ``flt`` when given) in id order after
+    ``after`` (keyword sort + search_after: each page is a fresh query from where the last one
+    ended, nothing held on the server)."""
     body: dict[str, Any] = {
         "size": size,
         "track_total_hits": False,
         "_source": ["memory"],
         "sort": [{"id": "asc"}],
-        "query": {"bool": {"filter": live(tenant)}},
+        "query": {"bool": {"filter": live(tenant)}} if flt is None else filter_query(tenant, flt),
     }
     if after is not None:
         body["search_after"] = [after]
