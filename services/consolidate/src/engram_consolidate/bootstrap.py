@@ -150,7 +150,12 @@ def build(
         closers.append(coordination.close)
 
     tracker = AccessTracker(
-        v, lx, g, write_timeout_s=settings.write_timeout_s, read_chunk=settings.read_chunk
+        v,
+        lx,
+        g,
+        write_timeout_s=settings.write_timeout_s,
+        read_chunk=settings.read_chunk,
+        write_chunk=settings.write_chunk,
     )
     stores = Stores(
         v,

@@ -215,6 +215,13 @@ class Settings(WorkerSettings):
         description="Ids per store read, each with its own deadline: vector get (access "
         "counts, a pass's memories) and graph relations (a pass's edges).",
     )
+    write_chunk: int = Field(
+        1000,
+        ge=1,
+        le=1000,
+        description="Access updates per store write; a batch folding more memories writes "
+        "several chunks at once (the stores take at most 1000 a call).",
+    )
 
     # Passes
     page_size: int = Field(

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from engram_consolidate.service import FenceLost, Key, PassRunner, RunnerConfig, RunRecord
-from engram_core.errors import Unavailable
+from engram_core.errors import InvalidArgument, Unavailable
 from engram_core.model import AccessUpdate, Memory, Relation, RelevanceUpdate, ScanPage
 from engram_core.ports import Lease
 from engram_platform.coordination import MemoryLease
@@ -29,6 +29,7 @@ class FakeAccessStore:
         self.updates: list[tuple[str, AccessUpdate]] = []  # every update written, in order
         self.calls: list[str] = []
         self.fail_next: list[BaseException] = []
+        self.max_batch = 1000  # as the stores' handlers: more updates in one call → refused
 
     def hold(self, *memories: Memory) -> None:
         for m in memories:
@@ -45,6 +46,8 @@ class FakeAccessStore:
 
     async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int:
         self._enter("update_access")
+        if len(updates) > self.max_batch:
+            raise InvalidArgument("updates", f"at most {self.max_batch} per request")
         done = 0
         for u in updates:
             self.updates.append((tenant, u))

@@ -18,8 +18,8 @@ T0 = datetime(2025, 3, 1, tzinfo=UTC)
 A, B, C, GONE = (f"0195a000-0000-7000-8000-00000000000{c}" for c in "abcd")
 
 
-def tracker(stores: Stores, read_chunk: int = 100) -> AccessTracker:
-    settings = Settings(read_chunk=read_chunk)
+def tracker(stores: Stores, read_chunk: int = 100, write_chunk: int = 1000) -> AccessTracker:
+    settings = Settings(read_chunk=read_chunk, write_chunk=write_chunk)
     return build(
         settings,
         vector=stores.vector,
@@ -125,6 +125,21 @@ async def test_ids_are_read_in_chunks(stores: Stores) -> None:
     await tracker(stores, read_chunk=2).apply([Accessed("t1", ids, at(1), 1)])
     assert stores.vector.calls.count("get") == 3
     assert len(stores.lexical.updates) == 5
+
+
+async def test_a_batch_of_more_memories_than_a_store_takes_is_written_in_chunks(
+    stores: Stores,
+) -> None:
+    ids = tuple(f"0195a000-0000-7000-8000-{n:012d}" for n in range(5))
+    stores.hold(*(mem(i, count=1) for i in ids))
+    for store in stores.all():
+        store.max_batch = 2
+    results = await tracker(stores, write_chunk=2).apply([Accessed("t1", ids, at(1), 1)])
+    assert [r.outcome for r in results] == [Outcome.APPLIED]
+    for store in stores.all():
+        assert store.calls.count("update_access") == 3
+        assert sorted(u.id for _, u in store.updates) == sorted(ids)
+        assert {u.access_count for _, u in store.updates} == {2}
 
 
 async def test_a_missing_tenant_is_poison(stores: Stores) -> None:

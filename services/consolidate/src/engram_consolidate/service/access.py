@@ -43,12 +43,14 @@ class AccessTracker:
         graph: AccessWriter,
         write_timeout_s: float = 10.0,
         read_chunk: int = 100,
+        write_chunk: int = 1000,
     ) -> None:
         self._vector = vector
         self._lexical = lexical
         self._graph = graph
         self._timeout_s = write_timeout_s
         self._read_chunk = read_chunk
+        self._write_chunk = write_chunk
         self.stats = AccessStats()
 
     async def apply(self, events: Sequence[Accessed]) -> list[Result]:
@@ -103,15 +105,30 @@ class AccessTracker:
         self.stats.unknown += len(ids) - len(updates)
 
     async def _write_all(self, tenant: str, updates: list[AccessUpdate]) -> None:
+        """Every store gets the updates in chunks of ``write_chunk`` (a store takes at most
+        1000 a call; a busy batch folds more memories than that), sent at once."""
+        size = self._write_chunk
+        chunks = [updates[i : i + size] for i in range(0, len(updates), size)]
         outcomes = await asyncio.gather(
-            self._bounded(self._lexical.update_access(tenant, updates), "lexical update_access"),
-            self._bounded(self._graph.update_access(tenant, updates), "graph update_access"),
+            *(
+                self._bounded(self._lexical.update_access(tenant, c), "lexical update_access")
+                for c in chunks
+            ),
+            *(
+                self._bounded(self._graph.update_access(tenant, c), "graph update_access")
+                for c in chunks
+            ),
             return_exceptions=True,
         )
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
-        await self._bounded(self._vector.update_access(tenant, updates), "vector update_access")
+        await asyncio.gather(
+            *(
+                self._bounded(self._vector.update_access(tenant, c), "vector update_access")
+                for c in chunks
+            )
+        )
 
     async def _bounded(self, awaitable: Awaitable[T], what: str) -> T:
         try:
