@@ -2,8 +2,8 @@
 
 Ingest N memories (LoCoMo turns recombined with other names and dates), time until the
 watermark covers them, and in the same run the raw embedding throughput of the model on
-the same texts. Then recall latency (1 client) and throughput (16 clients), and the
-in-process floor: the same query embedding, vector search, BM25 and scoring in one
+the same texts. Then recall latency (1 client) and throughput (16 clients), trending (an
+empty query) by each sort, and the in-process floor: the same query embedding, vector search, BM25 and scoring in one
 process with no RPC, on the same data. Prints figures, writes bench/results/perf-*.json
 and ends with the summary line.
 """
@@ -151,6 +151,24 @@ async def recall_load(
     }
 
 
+async def trending(stub: Any, newest: datetime, repeat: int = 10) -> dict[str, Any]:
+    """A recall without text (trending) per sort: p50 latency, and whether sort=recency
+    listed the corpus's newest memory first."""
+    out: dict[str, Any] = {}
+    for sort in ("importance", "recency", "relevance", "access_count"):
+        times: list[float] = []
+        for _ in range(repeat):
+            request = gateway_pb2.RecallRequest(query="", sort=sort, limit=10)
+            started = time.perf_counter()
+            reply = await stub.Recall(request, metadata=AUTH, timeout=60)
+            times.append((time.perf_counter() - started) * 1000)
+        out[f"{sort}_p50_ms"] = statistics.median(times)
+        if sort == "recency":
+            first = [r.memory.timestamp.ToDatetime(tzinfo=UTC) for r in reply.results[:1]]
+            out["recency_lists_the_newest"] = first == [newest]
+    return out
+
+
 def peak_rss_mb(stack: DevStack) -> dict[str, float]:
     out = {}
     for name, proc in stack.processes.items():
@@ -260,6 +278,12 @@ async def main() -> None:
                 f"recall, {args.clients} clients: {load['qps']:.1f} recalls/s  "
                 f"p50 {load['p50_ms']:.1f} ms  p99 {load['p99_ms']:.1f}"
             )
+            trend = await trending(stub, max(ts for _, ts in docs))
+            print(
+                "trending p50: "
+                + ", ".join(f"{k[:-7]} {v:.1f} ms" for k, v in trend.items() if k.endswith("_ms"))
+                + f"; recency lists the newest first: {trend['recency_lists_the_newest']}"
+            )
         rss = peak_rss_mb(stack)
     finally:
         stack.stop()
@@ -275,6 +299,7 @@ async def main() -> None:
         raw_embed_per_s=raw or None,
         recall_1_client=one,
         recall_load={"clients": args.clients, **load},
+        trending=trend,
         floor_p50_ms=floor_ms,
         peak_rss_mb=rss,
         disk_mb_per_100k=per_100k,
