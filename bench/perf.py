@@ -3,9 +3,9 @@
 Ingest N memories (LoCoMo turns recombined with other names and dates), time until the
 watermark covers them, and in the same run the raw embedding throughput of the model on
 the same texts. Then recall latency (1 client) and throughput (16 clients), trending (an
-empty query) by each sort, and the in-process floor: the same query embedding, vector search, BM25 and scoring in one
-process with no RPC, on the same data. Prints figures, writes bench/results/perf-*.json
-and ends with the summary line.
+empty query) by each sort, and the in-process floor: the same query embedding, vector
+search, BM25 and scoring in one process with no RPC, on the same data. Prints figures,
+writes bench/results/perf-*.json and ends with the summary line.
 """
 
 from __future__ import annotations
