@@ -12,6 +12,8 @@ from pydantic_settings import SettingsConfigDict
 from engram_embed.factory import EmbedSettings
 from engram_platform.settings import WorkerSettings
 
+STORE_MAX_BATCH = 1000  # most memories a store's Upsert takes (the stores' max_batch)
+
 
 class Settings(WorkerSettings):
     model_config = SettingsConfigDict(
@@ -42,4 +44,12 @@ class Settings(WorkerSettings):
         # harmless (writes are idempotent) but wasted work.
         if self.ack_wait_s <= self.embed_timeout_s + self.write_timeout_s:
             raise ValueError("ack_wait_s must exceed embed_timeout_s + write_timeout_s")
+        return self
+
+    @model_validator(mode="after")
+    def _a_batch_fits_one_store_write(self) -> Settings:
+        # A batch's memories of one tenant go to each store in one write, and the stores
+        # take at most 1000: a bigger batch would be refused and retried without end.
+        if self.batch_size > STORE_MAX_BATCH:
+            raise ValueError(f"batch_size must be at most {STORE_MAX_BATCH} (a store write)")
         return self

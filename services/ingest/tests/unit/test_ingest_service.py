@@ -409,3 +409,9 @@ async def test_writes_to_the_three_stores_run_concurrently(stores: Stores) -> No
         store.barrier = barrier
     (result,) = await applier(stores, write_s=2.0).apply([written(1)])
     assert result.outcome is Outcome.APPLIED
+
+
+def test_a_batch_larger_than_one_store_write_is_refused_at_start() -> None:
+    assert Settings(batch_size=1000).batch_size == 1000
+    with pytest.raises(ValueError, match="batch_size must be at most 1000"):
+        Settings(batch_size=1001)
