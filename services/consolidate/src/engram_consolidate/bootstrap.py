@@ -181,6 +181,7 @@ def build(
         RunnerConfig(
             lease_ttl_s=settings.lease_ttl_s,
             step_pause_s=settings.page_pause_s,
+            duty=settings.pass_duty,
             step_retries=settings.page_retries,
             retry_base_s=settings.page_retry_base_s,
             samples=settings.samples,

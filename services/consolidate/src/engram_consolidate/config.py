@@ -225,10 +225,17 @@ class Settings(WorkerSettings):
 
     # Passes
     page_size: int = Field(
-        256, ge=1, le=1000, description="Memories per page of a pass (one checkpoint per page)."
+        64, ge=1, le=1000, description="Memories per page of a pass (one checkpoint per page)."
     )
     page_pause_s: float = Field(
         0.0, ge=0, description="Pause between two pages of a pass, to spare the stores."
+    )
+    pass_duty: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Share of a pass's wall time spent working: after a page that took t "
+        "seconds it pauses t * (1 - duty) / duty, leaving the stores the rest for recall.",
     )
     page_retries: int = Field(
         3,

@@ -210,6 +210,53 @@ async def test_a_lost_lease_stops_the_run_before_its_next_page(world: World) -> 
     assert 0 < left.done < 6
 
 
+async def test_a_pass_pauses_by_its_duty_after_each_page(world: World) -> None:
+    await ages(world)  # six memories: three pages of two
+    now = 0.0
+    pauses: list[float] = []
+
+    def monotonic() -> float:
+        nonlocal now
+        now += 0.5  # every reading of the clock is half a second of work
+        return now
+
+    async def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+
+    config = RunnerConfig(lease_ttl_s=30.0, retry_base_s=0.001, duty=0.25)
+    paced = PassRunner(
+        world.checkpoints, MemoryLease(), "h1", config, lambda: NOW, sleep, monotonic
+    )
+
+    record = await run_pass(world, PassName.DECAY, using=paced)
+
+    assert record.state is RunState.SUCCEEDED
+    # Each page between two readings took 0.5 s: at a duty of 1/4 it rests three times that;
+    # no pause after the last page.
+    assert pauses == [pytest.approx(1.5)] * 2
+
+
+async def test_a_stop_cuts_a_pause_short(world: World) -> None:
+    await ages(world)
+    stop = asyncio.Event()
+
+    async def sleep(seconds: float) -> None:
+        stop.set()  # the worker is asked to stop while the pass rests after its first page
+        await asyncio.sleep(3600)
+
+    config = RunnerConfig(lease_ttl_s=30.0, duty=0.001)
+    paced = PassRunner(world.checkpoints, MemoryLease(), "h1", config, lambda: NOW, sleep)
+    stores = Stores(world.vector, world.lexical, world.graph, world.log, 5.0, 2)
+    make = pass_factory(stores, PassSettings())
+    key = Key(TENANT, PassName.DECAY)
+    decide = lambda _: Start("run-1", Trigger.REQUEST)  # noqa: E731
+
+    record = await asyncio.wait_for(paced.run(key, lambda: make(key), decide, stop), 5)
+
+    assert record is None  # stopped: the run resumes from its checkpoint
+    assert world.checkpoints.record(key).done == 2
+
+
 async def test_a_checkpoint_written_by_another_holder_fences_this_one(world: World) -> None:
     await ages(world)
     key = Key(TENANT, PassName.DECAY)

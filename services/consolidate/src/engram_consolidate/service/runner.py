@@ -39,6 +39,14 @@ log = logging.getLogger(__name__)
 class RunnerConfig:
     lease_ttl_s: float = 30.0
     step_pause_s: float = 0.0  # between steps, to spare the stores
+    # The share of a run's wall time spent in steps: after a step that took t seconds the
+    # run pauses t * (1 - duty) / duty (at least step_pause_s), so a pass leaves the stores
+    # the rest of their time for recall whatever the machine's speed.
+    duty: float = 1.0
+
+    def pause_after(self, worked_s: float) -> float:
+        return max(self.step_pause_s, worked_s * (1 - self.duty) / self.duty)
+
     step_retries: int = 3
     retry_base_s: float = 1.0
     samples: int = 10
@@ -70,8 +78,10 @@ class PassRunner:
         config: RunnerConfig,
         clock: Callable[[], datetime],
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._checkpoints = checkpoints
+        self._monotonic = monotonic
         self._lease = lease
         self._holder = holder
         self._config = config
@@ -193,6 +203,7 @@ class _Job:
         self.config = runner._config
         self.clock = runner._clock
         self.sleep = runner._sleep
+        self.monotonic = runner._monotonic
         self.key = key
         self.pass_ = pass_
         self.record = record
@@ -203,11 +214,22 @@ class _Job:
         self.run_state = Run(
             key, record.run_id, record.now, Tally(self.config.samples), record.params
         )
-        self.started = time.monotonic()
+        self.started = self.monotonic()
 
     async def save(self, **changes: Any) -> None:
         self.record = replace(self.record, heartbeat_at=self.clock(), **changes)
         self.revision = await self.checkpoints.put(self.record, self.revision)
+
+    async def rest(self, seconds: float) -> None:
+        """Sleep between two steps, cut short when the worker stops or the lease is lost (a
+        pause as long as a slow page must not hold up a pod's shutdown)."""
+        sleeper = asyncio.ensure_future(self.sleep(seconds))
+        woken = [asyncio.ensure_future(e.wait()) for e in (self.stop, self.lost)]
+        try:
+            await asyncio.wait([sleeper, *woken], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeper, *woken):
+                task.cancel()
 
     def guard(self) -> None:
         if self.stop.is_set():
@@ -268,6 +290,7 @@ class _Job:
     async def _steps(self, phase: str) -> None:
         self.guard()
         steps = self.pass_.steps(self.run_state, phase, self.record.cursor)
+        began = self.monotonic()
         try:
             async for step in steps:
                 if step.params is not None:
@@ -282,14 +305,17 @@ class _Job:
                 self.guard()
                 if step.cursor is None:
                     break
-                if self.config.step_pause_s > 0 and step.items:
-                    await self.sleep(self.config.step_pause_s)
+                pause = self.config.pause_after(self.monotonic() - began)
+                if pause > 0 and step.items:
+                    await self.rest(pause)
+                    self.guard()
+                began = self.monotonic()
         finally:
             if isinstance(steps, AsyncGenerator):  # stopped early: run its cleanup now
                 await steps.aclose()
 
     async def _finish(self, state: RunState, error: str) -> None:
-        took = time.monotonic() - self.started
+        took = self.monotonic() - self.started
         await self.save(
             state=state,
             finished_at=self.clock(),
