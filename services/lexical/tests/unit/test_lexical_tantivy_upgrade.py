@@ -12,6 +12,7 @@ import pytest
 import tantivy
 
 from engram_core.codec import memory_to_json
+from engram_core.errors import Unavailable
 from engram_core.model import Filter, Memory, UpsertResult
 from engram_core.ordering import Sort
 from engram_lexical.adapters.tantivy_index import TantivyTextIndex
@@ -64,6 +65,10 @@ def _write_previous(path: Path, live: list[Memory], tombstones: list[tuple[str, 
     writer.wait_merging_threads()
 
 
+def _names(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
 LIVE = [
     replace(full_memory(), archived=False, importance=0.2),
     replace(mem("high", "the most important note"), importance=0.9),
@@ -93,7 +98,7 @@ async def _check_upgraded(path: Path) -> None:
         )
     finally:
         await index.close()
-    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+    assert _names(path.parent) == [path.name]
 
 
 async def test_an_index_of_the_previous_schema_is_upgraded_on_open(
@@ -129,4 +134,17 @@ async def test_a_half_built_copy_is_started_again(tmp_path: Path) -> None:
     half = tmp_path / "lexical.upgrade"
     half.mkdir()
     (half / "meta.json").write_text("{ half written", encoding="utf-8")
+    await _check_upgraded(path)
+
+
+async def test_an_index_another_writer_holds_is_not_upgraded(tmp_path: Path) -> None:
+    path = tmp_path / "lexical"
+    _write_previous(path, LIVE, TOMBSTONES)
+    holder = tantivy.Index.open(str(path)).writer(HEAP, 1)  # a second service, still writing
+    with pytest.raises(Unavailable):
+        TantivyTextIndex(path, writer_heap_bytes=HEAP)
+    assert _names(tmp_path) == ["lexical"]
+    holder.rollback()
+    holder.wait_merging_threads()
+    del holder
     await _check_upgraded(path)

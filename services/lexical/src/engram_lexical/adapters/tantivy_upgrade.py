@@ -89,6 +89,9 @@ def _upgrade(
 ) -> None:
     copy, old_dir = _siblings(path)
     old = tantivy.Index.open(str(path))
+    # The old index's writer lock, held while copying: a process still writing there (a
+    # second service on the same directory) fails this start instead of losing its writes.
+    lock = old.writer(15_000_000, 1)
     keys = _keys(old.searcher())
     log.warning("text index at %s has an older schema: copying %d documents", path, len(keys))
     copy.mkdir()
@@ -103,7 +106,9 @@ def _upgrade(
             log.warning("text index upgrade: %d of %d documents copied", done, len(keys))
     writer.commit()
     writer.wait_merging_threads()
-    del writer, fresh, old
+    lock.rollback()
+    lock.wait_merging_threads()  # releases the lock
+    del writer, fresh, lock, old
     os.replace(path, old_dir)
     os.replace(copy, path)
     shutil.rmtree(old_dir)
