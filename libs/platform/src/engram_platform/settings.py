@@ -9,6 +9,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# Most items (memories, ids, updates) one store RPC takes: vector's fixed limit and the
+# default `max_batch` of lexical and graph. Workers that batch writes stay under it.
+STORE_MAX_ITEMS = 1000
+
 
 def engram_home() -> Path:
     """Where local state lives: $ENGRAM_HOME, else ./.engram."""

@@ -21,7 +21,7 @@ from engram_core.clusters import ClusterSettings
 from engram_core.forgetting import ForgetSettings
 from engram_core.relevance import DecaySettings, descriptions
 from engram_embed.factory import EmbedSettings
-from engram_platform.settings import CacheSettings, WorkerSettings
+from engram_platform.settings import STORE_MAX_ITEMS, CacheSettings, WorkerSettings
 
 _D, _DD = DecaySettings(), descriptions(DecaySettings)
 _F, _FD = ForgetSettings(), descriptions(ForgetSettings)
@@ -216,9 +216,9 @@ class Settings(WorkerSettings):
         "counts, a pass's memories) and graph relations (a pass's edges).",
     )
     write_chunk: int = Field(
-        1000,
+        STORE_MAX_ITEMS,
         ge=1,
-        le=1000,
+        le=STORE_MAX_ITEMS,
         description="Access updates per store write; a batch folding more memories writes "
         "several chunks at once (the stores take at most 1000 a call).",
     )

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
 
-from engram_platform.settings import ServiceSettings
+from engram_platform.settings import STORE_MAX_ITEMS, ServiceSettings
 
 
 class Neo4jSettings(BaseModel):
@@ -85,7 +85,9 @@ class Settings(ServiceSettings):
         "lookups (invalidated by its own writes: one process owns the file); 0 = off.",
     )
     max_batch: int = Field(
-        1000, ge=1, description="Most memories, ids, relations or updates one request may carry."
+        STORE_MAX_ITEMS,
+        ge=1,
+        description="Most memories, ids, relations or updates one request may carry.",
     )
     default_limit: int = Field(10, ge=1, description="Hits returned when a request gives limit 0.")
     max_limit: int = Field(1000, ge=1, description="Largest limit Related or Search may ask for.")

@@ -10,9 +10,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from engram_embed.factory import EmbedSettings
-from engram_platform.settings import WorkerSettings
-
-STORE_MAX_BATCH = 1000  # most memories a store's Upsert takes (the stores' max_batch)
+from engram_platform.settings import STORE_MAX_ITEMS, WorkerSettings
 
 
 class Settings(WorkerSettings):
@@ -50,6 +48,6 @@ class Settings(WorkerSettings):
     def _a_batch_fits_one_store_write(self) -> Settings:
         # A batch's memories of one tenant go to each store in one write, and the stores
         # take at most 1000: a bigger batch would be refused and retried without end.
-        if self.batch_size > STORE_MAX_BATCH:
-            raise ValueError(f"batch_size must be at most {STORE_MAX_BATCH} (a store write)")
+        if self.batch_size > STORE_MAX_ITEMS:
+            raise ValueError(f"batch_size must be at most {STORE_MAX_ITEMS} (a store write)")
         return self

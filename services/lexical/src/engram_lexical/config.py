@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic_settings import SettingsConfigDict
 
 from engram_core.search_text import METADATA_FIELDS
-from engram_platform.settings import ServiceSettings
+from engram_platform.settings import STORE_MAX_ITEMS, ServiceSettings
 
 
 class OpenSearchSettings(BaseModel):
@@ -121,7 +121,9 @@ class Settings(ServiceSettings):
         "JSON list in env; [] = none.",
     )
     max_batch: int = Field(
-        1000, ge=1, description="Most memories, ids or access updates one request may carry."
+        STORE_MAX_ITEMS,
+        ge=1,
+        description="Most memories, ids or access updates one request may carry.",
     )
     default_limit: int = Field(10, ge=1, description="Hits returned when a search gives limit 0.")
     max_limit: int = Field(1000, ge=1, description="Largest limit a search may ask for.")

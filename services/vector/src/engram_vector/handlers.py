@@ -20,11 +20,12 @@ from engram_core.ids import normalise_id
 from engram_core.model import AccessUpdate, Filter, Memory, RelevanceUpdate
 from engram_platform import convert
 from engram_platform.request_checks import check_cursor, check_unit
+from engram_platform.settings import STORE_MAX_ITEMS
 from engram_vector import mapping
 from engram_vector.service import VectorService
 
 SERVICE_NAME: str = vector_pb2.DESCRIPTOR.services_by_name["VectorService"].full_name
-MAX_ITEMS = 1000
+MAX_ITEMS = STORE_MAX_ITEMS
 MAX_LIMIT = 1000
 MAX_NEIGHBOURS = 100  # per id; with MAX_ITEMS ids a reply stays a few MB (no memories in it)
 if TYPE_CHECKING:
