@@ -1,6 +1,7 @@
 """The order of a listing without text (trending, issue #4): the memories passing a filter,
 best first by a stored value. Every `TextIndex.top` adapter answers in this order; `best` is
-its reference (the fake's whole implementation, the stores' tie-breaker).
+its reference (the fake's whole implementation), `ordered` the stores' tie-breaker over what
+their own filter let through.
 
 Order: the sort's value, higher first; then newer first; then id ascending.
 """

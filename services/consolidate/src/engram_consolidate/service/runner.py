@@ -43,13 +43,12 @@ class RunnerConfig:
     # run pauses t * (1 - duty) / duty (at least step_pause_s), so a pass leaves the stores
     # the rest of their time for recall whatever the machine's speed.
     duty: float = 1.0
-
-    def pause_after(self, worked_s: float) -> float:
-        return max(self.step_pause_s, worked_s * (1 - self.duty) / self.duty)
-
     step_retries: int = 3
     retry_base_s: float = 1.0
     samples: int = 10
+
+    def pause_after(self, worked_s: float) -> float:
+        return max(self.step_pause_s, worked_s * (1 - self.duty) / self.duty)
 
 
 @dataclass(frozen=True, slots=True)

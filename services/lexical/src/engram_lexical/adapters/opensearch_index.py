@@ -42,7 +42,7 @@ from engram_core.model import (
     ScanPage,
     UpsertResult,
 )
-from engram_core.ordering import Sort, best
+from engram_core.ordering import Sort, ordered
 from engram_core.search_text import METADATA_FIELDS
 from engram_lexical.adapters import opensearch_schema as schema
 
@@ -336,9 +336,9 @@ class OpenSearchTextIndex:
         if sort not in schema.TOP_KEYS:
             return await self._top_by_pass(tenant, flt, sort, limit)
         found = await self._hits(tenant, schema.top_body(tenant, flt, sort, limit))
-        # `best` orders again what the index cannot tell apart: it sorts importance as a
+        # Ordered again for what the index cannot tell apart: it sorts importance as a
         # 32-bit float, so importances differing only beyond that tie there.
-        return best(await self._memories(tenant, found), flt, sort, limit)
+        return ordered(await self._memories(tenant, found), sort, limit)
 
     async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]:
         unique = list(dict.fromkeys(ids))
@@ -431,7 +431,7 @@ class OpenSearchTextIndex:
         while True:
             found = await self._hits(tenant, schema.scan_body(tenant, after, _TOP_PAGE, flt))
             page = await self._memories(tenant, found)
-            kept = best([*kept, *page], flt, sort, limit)
+            kept = ordered([*kept, *page], sort, limit)  # the query applied ``flt``
             if len(found) < _TOP_PAGE:
                 return kept
             after = page[-1].id
