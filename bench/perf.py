@@ -182,6 +182,20 @@ def peak_rss_mb(stack: DevStack) -> dict[str, float]:
     return out
 
 
+def cpu_s(stack: DevStack) -> dict[str, float]:
+    """CPU seconds (user + system) each service process has used so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for name, proc in stack.processes.items():
+        try:
+            stat = Path(f"/proc/{proc.popen.pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)": state is field 3
+        out[name] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def du_mb(path: Path) -> float:
     """Blocks on disk, not apparent size: the vector shard preallocates sparse files."""
     return sum(f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file()) / 1e6
@@ -273,10 +287,22 @@ async def main() -> None:
                 f"recall, 1 client: p50 {one['p50_ms']:.1f} ms  p95 {one['p95_ms']:.1f}  "
                 f"p99 {one['p99_ms']:.1f}"
             )
+            used = cpu_s(stack)
             load = await recall_load(stub, questions, args.clients, args.per_client)
+            recalls = args.clients * args.per_client
+            cpu_ms = {
+                k: (v - used[k]) * 1000 / recalls for k, v in cpu_s(stack).items() if k in used
+            }
             print(
                 f"recall, {args.clients} clients: {load['qps']:.1f} recalls/s  "
                 f"p50 {load['p50_ms']:.1f} ms  p99 {load['p99_ms']:.1f}"
+            )
+            # CPU time per recall holds steadier than latency on a shared machine; it
+            # includes the access statistics each recall makes consolidation write.
+            print(
+                "CPU ms per recall: "
+                + ", ".join(f"{k} {v:.1f}" for k, v in sorted(cpu_ms.items()))
+                + f"; total {sum(cpu_ms.values()):.1f}"
             )
             trend = await trending(stub, max(ts for _, ts in docs))
             print(
@@ -298,7 +324,7 @@ async def main() -> None:
         ingest_per_s=ingest_rate or None,
         raw_embed_per_s=raw or None,
         recall_1_client=one,
-        recall_load={"clients": args.clients, **load},
+        recall_load={"clients": args.clients, **load, "cpu_ms_per_recall": cpu_ms},
         trending=trend,
         floor_p50_ms=floor_ms,
         peak_rss_mb=rss,
