@@ -7,16 +7,21 @@ Each test gets its own index prefix (so its own template, index and alias), dele
 from __future__ import annotations
 
 import asyncio
+import copy
+import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from opensearchpy import AsyncOpenSearch
 
 from engram_core.errors import Unavailable
-from engram_core.model import AccessUpdate, Filter, UpsertResult
+from engram_core.model import AccessUpdate, Filter, Memory, RelevanceUpdate, UpsertResult
+from engram_core.ordering import Sort, best
 from engram_lexical.adapters import opensearch_schema as schema
+from engram_lexical.adapters.opensearch_generations import OpenSearchGenerations
 from engram_lexical.adapters.opensearch_index import (
     OpenSearchOptions,
     OpenSearchTextIndex,
@@ -196,3 +201,124 @@ async def test_a_server_that_does_not_answer_is_unavailable(prefix: str) -> None
     await index.close()
     with pytest.raises(Unavailable):
         await index.count(T)
+
+
+@pytest.mark.parametrize("refresh", ["wait_for", "true"])
+async def test_top_by_score_or_count_sees_writes_when_they_return(make: Make, refresh: str) -> None:
+    # A refresh only every 5 s: what `top` finds right after a write, the write waited for.
+    index = await make(refresh=refresh, refresh_interval_s=5.0).open()
+    await index.upsert(T, [mem("a", minutes=1), mem("b", minutes=2)])
+    await index.update_access(T, [AccessUpdate("a", NOW, 4)])
+    assert [m.id for m in await index.top(T, Filter(), Sort.ACCESS_COUNT, 1)] == ["a"]
+    await index.update_relevance(T, [RelevanceUpdate("a", 0.25)])
+    assert [m.id for m in await index.top(T, Filter(), Sort.RELEVANCE, 1)] == ["a"]
+    # An upsert raising an existing score, its memory applied in a first request.
+    await index.upsert(T, [replace(mem("b", minutes=2, version=2), relevance_score=0.5)])
+    listed = await index.top(T, Filter(), Sort.RELEVANCE, 2)
+    assert [(m.id, m.relevance_score) for m in listed] == [("b", 0.5), ("a", 0.25)]
+    # Memories applied alone after the scored one in the batch was refused still show.
+    stale = replace(mem("b", minutes=2, version=2), relevance_score=0.9)
+    assert await index.upsert(T, [stale, mem("c", minutes=3)]) == UpsertResult(1, 1)
+    assert [m.id for m in await index.top(T, Filter(), Sort.ACCESS_COUNT, 3)][1:] == ["c", "b"]
+
+
+def _layout_1(prefix: str) -> dict[str, Any]:
+    """The mappings of an index made before layout 2: no join field, 32-bit floats."""
+    template = schema.index_template(prefix, shards=1, replicas=0, refresh_interval_s=0.2)
+    mappings = copy.deepcopy(template["template"]["mappings"])
+    del mappings["_meta"]
+    del mappings["properties"][schema.JOIN]
+    for field in ("importance", "relevance_score"):
+        mappings["properties"][field] = {"type": "float"}
+    return mappings
+
+
+def _without_join(source: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in source.items() if k != schema.JOIN}
+
+
+async def _write_layout_1(admin: AsyncOpenSearch, prefix: str, memories: list[Memory]) -> None:
+    """An index of layout 1 holding ``memories`` with access and relevance documents beside
+    them, as the adapter wrote them before."""
+    alias = schema.alias_name(prefix)
+    body = {"mappings": _layout_1(prefix), "aliases": {alias: {"is_write_index": True}}}
+    await admin.indices.create(index=f"{alias}-v1", body=body)
+    for k, m in enumerate(memories):
+        doc = schema.memory_source(T, m, ())
+        await admin.index(
+            index=alias,
+            id=schema.doc_id(T, m.id),
+            body=_without_join(doc),
+            routing=T,
+            version=m.version,
+            version_type="external",
+        )
+        if k % 2:
+            access = schema.access_source(T, m.id, NOW, k)
+            await admin.index(
+                index=alias,
+                id=schema.access_id(T, m.id),
+                body=_without_join(access),
+                routing=T,
+                version=schema.access_version(NOW),
+                version_type="external_gte",
+            )
+        if k % 3 == 0:
+            scored = _without_join(schema.relevance_source(T, m.id, k / 10))
+            await admin.index(index=alias, id=schema.relevance_id(T, m.id), body=scored, routing=T)
+    await admin.indices.refresh(index=alias)
+
+
+async def _assert_top_is_best(index: OpenSearchTextIndex, names: list[str]) -> None:
+    stored = await index.get(T, names)
+    for sort in (Sort.RELEVANCE, Sort.ACCESS_COUNT):
+        for limit in (1, 3, len(names)):
+            expected = best(stored, Filter(), sort, limit)
+            assert await index.top(T, Filter(), sort, limit) == expected, (sort, limit)
+
+
+async def test_an_index_of_layout_1_passes_until_a_rebuild_replaces_it(
+    make: Make,
+    prefix: str,
+    admin: AsyncOpenSearch,
+    opensearch_url: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    names = [f"m{i}" for i in range(8)]
+    memories = [replace(mem(n, minutes=i % 3), relevance_score=0.05) for i, n in enumerate(names)]
+    await _write_layout_1(admin, prefix, memories)
+    caplog.set_level(logging.WARNING)
+    index = await make().open()
+    alias = schema.alias_name(prefix)
+    mapping = (await admin.indices.get_mapping(index=alias))[f"{alias}-v1"]["mappings"]
+    assert schema.layout(mapping) == 1
+    assert mapping["properties"][schema.JOIN]["type"] == "join"  # added in place
+    # Its documents are no children: `top` reads every memory, and says why, once.
+    await _assert_top_is_best(index, names)
+    warned = [r.getMessage() for r in caplog.records if "rebuild lexical" in r.getMessage()]
+    assert len(warned) == 1
+    assert f"{alias}-v1 has layout 1" in warned[0]
+    # Writes there still work, with the join field now.
+    await index.upsert(T, [replace(mem("new", minutes=9), relevance_score=0.95)])
+    await index.update_access(T, [AccessUpdate("m2", NOW + timedelta(1), 50)])
+    await _assert_top_is_best(index, [*names, "new"])
+    assert [m.id for m in await index.top(T, Filter(), Sort.RELEVANCE, 1)] == ["new"]
+
+    # A rebuild's new generation has the layout; once it is live, `top` sorts there.
+    options = _options(prefix)
+    generations = OpenSearchGenerations(opensearch_client(opensearch_url), options)
+    created = await generations.create_generation("")
+    target = await generations.index(created.name)
+    copied = await index.get(T, [*names, "new"])
+    await target.upsert(T, [replace(m, last_accessed=None, access_count=0) for m in copied])
+    await target.update_access(
+        T, [AccessUpdate(m.id, m.last_accessed, m.access_count) for m in copied if m.last_accessed]
+    )
+    await target.update_relevance(T, [RelevanceUpdate(m.id, m.relevance_score) for m in copied])
+    await generations.swap_generation(created.name)
+    mapping = (await admin.indices.get_mapping(index=alias))[f"{alias}-{created.name}"]
+    assert schema.layout(mapping["mappings"]) == schema.LAYOUT
+    assert await index.get(T, [*names, "new"]) == copied
+    await _assert_top_is_best(index, [*names, "new"])
+    assert len([r for r in caplog.records if "rebuild lexical" in r.getMessage()]) == 1
+    await generations.close()

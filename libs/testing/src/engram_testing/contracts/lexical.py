@@ -453,6 +453,69 @@ class TextIndexContract(MemoryStoreContract):
         assert len(listed) == 34
         assert [m.id for m in listed[-2:]] == ["m00", "last"]
 
+    async def _scored_and_accessed(self, index: TextIndex) -> list[str]:
+        """14 memories whose relevance scores and access counts come from upserts, updates or
+        both, many sharing the value at some limit; two scores and two importances differ only
+        beyond a 32-bit float. Their ids."""
+        names = [f"s{i:02}" for i in range(14)]
+        own = {"s00": 0.25, "s01": 0.25, "s02": 0.5, "s03": 0.9}  # scored by the upsert alone
+        seen = BASE + timedelta(days=1)
+        memories = [
+            replace(
+                mem(n, tags=("half",) if i % 2 else ()),
+                timestamp=BASE + timedelta(minutes=i % 10),  # s10..s13 share s00..s03's
+                relevance_score=own.get(n, 0.0),
+            )
+            for i, n in enumerate(names)
+        ]
+        # An upsert carrying statistics counts like an UpdateAccess.
+        memories[5] = replace(memories[5], last_accessed=seen, access_count=3)
+        # One 32-bit float apart from 0.6: the older one must lead.
+        memories[12] = replace(memories[12], importance=0.6000000000000001)
+        memories[3] = replace(memories[3], importance=0.6)
+        await index.upsert(T, memories)
+        # 0.3 and the next double above it are one 32-bit float: the older one must lead.
+        scores = {"s04": 0.5, "s05": 0.5, "s06": 0.5, "s07": 0.75, "s08": 0.3, "s11": 0.5}
+        scores |= {"s02": 0.125, "s10": 0.30000000000000004, "s12": 0.5}
+        await index.update_relevance(T, [RelevanceUpdate(i, v) for i, v in scores.items()])
+        counts = {"s01": 3, "s02": 3, "s06": 9, "s07": 3, "s09": 1, "s11": 3, "s12": 0}
+        await index.update_access(T, [AccessUpdate(i, seen, c) for i, c in counts.items()])
+        return names
+
+    async def _assert_top_is_best(self, index: TextIndex, names: list[str]) -> None:
+        stored = await index.get(T, names)
+        for sort in (Sort.RELEVANCE, Sort.ACCESS_COUNT, Sort.IMPORTANCE):
+            for flt in (Filter(), Filter(tags=("half",))):
+                for limit in range(1, len(names) + 2):
+                    expected = best(stored, flt, sort, limit)
+                    assert await index.top(T, flt, sort, limit) == expected, (sort, flt, limit)
+
+    async def test_top_by_value_is_exact_at_every_limit(self, index: TextIndex) -> None:
+        names = await self._scored_and_accessed(index)
+        stored = {m.id: m for m in await index.get(T, names)}
+        assert stored["s10"].relevance_score > stored["s08"].relevance_score
+        assert stored["s05"].access_count == 3
+        await self._assert_top_is_best(index, names)
+
+    async def test_top_by_value_follows_writes(self, index: TextIndex) -> None:
+        names = await self._scored_and_accessed(index)
+        later = BASE + timedelta(days=2)
+        # A tied one deleted, one re-created with less, one edited (keeps its score and
+        # count), one archived, one scored down and one accessed again.
+        await index.delete(T, ["s04", "s06"], version=2)
+        await index.upsert(T, [replace(mem("s06", minutes=30, version=3), relevance_score=0.05)])
+        edited = [replace(mem("s07", "edited", minutes=7, version=2), relevance_score=0.1)]
+        edited.append(mem("s11", minutes=1, version=2, archived=True))
+        await index.upsert(T, edited)
+        await index.update_relevance(T, [RelevanceUpdate("s03", 0.0)])
+        await index.update_access(T, [AccessUpdate("s09", later, 40)])
+        stored = {m.id: m for m in await index.get(T, names)}
+        assert (stored["s07"].relevance_score, stored["s07"].access_count) == (0.75, 3)
+        assert (stored["s06"].relevance_score, stored["s06"].access_count) == (0.05, 0)
+        await self._assert_top_is_best(index, names)
+        listed = await index.top(T, Filter(), Sort.ACCESS_COUNT, 1)
+        assert [(m.id, m.access_count) for m in listed] == [("s09", 40)]
+
     @pytest.mark.parametrize(("flt", "expected"), filter_params(FILTER_CASES))
     async def test_top_applies_the_filter(
         self, index: TextIndex, flt: Filter, expected: set[str]

@@ -6,12 +6,16 @@ refuses (409) a write whose version is not above the stored one. Access statisti
 documents of their own, versioned by their ``last_accessed`` time with ``external_gte``, so
 they only move forward whoever writes them and never touch a memory's version; so does the
 relevance_score once one is written (a document per memory, raised by upserts, set by
-UpdateRelevance). Layout and queries: `opensearch_schema`. So `top` by relevance or access
-count cannot be one sorted query: it reads every memory passing the filter, O(those) per call.
+UpdateRelevance). Layout and queries: `opensearch_schema`. Those documents are children of
+their memory (a ``join`` field), so `top` by relevance or access count is a few sorted queries
+(`opensearch_schema.children_body` and the two after it) whatever the tenant's size, on an
+index made with that layout; on one made before, it reads every memory passing the filter
+until a rebuild (and says so in the log).
 
-Writes of memories and tombstones ask for ``refresh`` (``wait_for`` by default): they return
-once a search can see them, which read-your-writes through the watermark relies on. Reads by
-id (`get`, the access join) are real-time gets and need no refresh.
+Every write asks for ``refresh`` (``wait_for`` by default): it returns once a search can see
+it, which read-your-writes through the watermark relies on, and `top` by those values too. An
+upsert with access or relevance documents to write waits once, on the second request. Reads
+by id (`get`, the access join) are real-time gets and need no refresh.
 """
 
 from __future__ import annotations
@@ -157,6 +161,7 @@ class OpenSearchTextIndex:
         self._ready = False
         self._ready_lock = asyncio.Lock()
         self._closed = False
+        self._warned: set[str] = set()  # indices logged as still in an older layout
 
     @property
     def alias(self) -> str:
@@ -184,7 +189,10 @@ class OpenSearchTextIndex:
             ops.append(
                 ({"index": meta}, schema.memory_source(tenant, fresh, self._o.metadata_fields))
             )
-        items = await self._bulk(ops, refresh=True)
+        # With access or relevance documents to write after them, the memories need not wait
+        # for a refresh: the second request's wait makes both searchable.
+        derivable = any(_derives(m) for _, m in newest.values())
+        items = await self._bulk(ops, refresh=not derivable)
         applied: list[Memory] = []
         for (i, m), item in zip(newest.values(), items, strict=True):
             status = int(item.get("status", 500))
@@ -213,10 +221,12 @@ class OpenSearchTextIndex:
             if m.relevance_score > 0
         ]
         if derived:
-            for item in await self._bulk(derived, refresh=False):
+            for item in await self._bulk(derived, refresh=True):
                 status = int(item.get("status", 500))
                 if status >= 300 and status != _CONFLICT:
                     self._item_error(item, "memories")
+        elif derivable and applied:
+            await self._refresh()  # only memories applied, and they did not wait
         return UpsertResult(applied=len(applied), skipped=len(memories) - len(applied))
 
     async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int:
@@ -275,7 +285,7 @@ class OpenSearchTextIndex:
             ops.append(self._access_op(tenant, id_, _Access(u.last_accessed, u.access_count)))
         if not ops:
             return 0
-        items = await self._bulk(ops, refresh=False)
+        items = await self._bulk(ops, refresh=True)  # `top` by access count sees it on return
         updated = 0
         for item in items:
             status = int(item.get("status", 500))
@@ -302,7 +312,7 @@ class OpenSearchTextIndex:
             )
             for i in live
         ]
-        for item in await self._bulk(ops, refresh=False):
+        for item in await self._bulk(ops, refresh=True):  # `top` by relevance sees it on return
             if int(item.get("status", 500)) >= 300:
                 self._item_error(item, "updates")
         return len(live)
@@ -328,16 +338,17 @@ class OpenSearchTextIndex:
 
     async def top(self, tenant: str, flt: Filter, sort: Sort, limit: int) -> list[Memory]:
         """Importance and recency: one search sorted by the memory documents' fields. Relevance
-        and access counts live in documents beside the memory, merged at read time (and written
-        without a refresh), so no query sorts by them: `_top_by_pass` reads every memory
-        passing ``flt``, O(those memories) per call."""
+        and access counts live in the memories' child documents: `_top_by_children`, or on an
+        index of an older layout `_top_by_pass`, which reads every memory passing ``flt``."""
         if limit <= 0:
             return []
-        if sort not in schema.TOP_KEYS:
-            return await self._top_by_pass(tenant, flt, sort, limit)
+        if sort in schema.DERIVED:
+            if await self._layout() < schema.LAYOUT:
+                return await self._top_by_pass(tenant, flt, sort, limit)
+            return await self._top_by_children(tenant, flt, sort, limit)
         found = await self._hits(tenant, schema.top_body(tenant, flt, sort, limit))
-        # Ordered again for what the index cannot tell apart: it sorts importance as a
-        # 32-bit float, so importances differing only beyond that tie there.
+        # Ordered again for what an index of layout 1 cannot tell apart: it sorts importance
+        # as a 32-bit float, so importances differing only beyond that tie there.
         return ordered(await self._memories(tenant, found), sort, limit)
 
     async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]:
@@ -421,11 +432,48 @@ class OpenSearchTextIndex:
             for h, id_ in zip(hits, ids, strict=True)
         ]
 
+    async def _top_by_children(
+        self, tenant: str, flt: Filter, sort: Sort, limit: int
+    ) -> list[Memory]:
+        """`top` by a value of the child documents: the listings of
+        `opensearch_schema.children_body` and the two after it, then one real-time read of the
+        memories they name, put in order. Searches see the index as of its last refresh, which
+        every write waits for."""
+        children, childless = await asyncio.gather(
+            self._hits(tenant, schema.children_body(tenant, flt, sort, limit)),
+            self._hits(tenant, schema.childless_body(tenant, flt, sort, limit)),
+        )
+        named = children
+        if len(children) == limit:  # the lowest value may be shared beyond: settle it
+            lowest = children[-1]["sort"][0]
+            tied = await self._hits(tenant, schema.tied_body(tenant, flt, sort, lowest, limit))
+            named = [h for h in children if h["sort"][0] != lowest] + tied
+        ids = list(dict.fromkeys(str(h["_source"]["id"]) for h in [*named, *childless]))
+        stored = await self._read(tenant, ids, with_derived=True)
+        memories = [_decode(s.memory, None) for s in stored.values() if s.memory is not None]
+        return ordered(memories, sort, limit)
+
+    async def _layout(self) -> int:
+        """The layout of the index behind the alias now (a swap may change it at any time)."""
+        response = await self._call(lambda: self._client.indices.get_mapping(index=self._alias))
+        [(index, body)] = response.items()
+        found = schema.layout(body["mappings"])
+        if found < schema.LAYOUT and index not in self._warned:
+            self._warned.add(index)
+            log.warning(
+                "index %s has layout %d, not %d: top by relevance or access count reads every "
+                "memory passing the filter there until `engram rebuild lexical` copies it into "
+                "a new generation",
+                index,
+                found,
+                schema.LAYOUT,
+            )
+        return found
+
     async def _top_by_pass(self, tenant: str, flt: Filter, sort: Sort, limit: int) -> list[Memory]:
-        """`top` by a value of the derived documents: the memories passing ``flt`` read page by
-        page in id order, merged with those documents, keeping the best ``limit`` so far. Exact
-        whatever was written, and real-time like every read of the derived documents; a search
-        over them would see the index only as of its last refresh."""
+        """`top` by a value of the derived documents on an index of layout 1, whose older ones
+        are no children: the memories passing ``flt`` read page by page in id order, merged
+        with those documents, keeping the best ``limit`` so far. O(those memories) per call."""
         kept: list[Memory] = []
         after: str | None = None
         while True:
@@ -504,6 +552,11 @@ class OpenSearchTextIndex:
             raise Unavailable(f"opensearch: bulk items still rejected: {_reason(first)}")
         return [r or {} for r in results]
 
+    async def _refresh(self) -> None:
+        """What a write with ``refresh`` would have waited for, when the write did not ask."""
+        if self._o.refresh != "false":
+            await self._call(lambda: self._client.indices.refresh(index=self._alias))
+
     @staticmethod
     def _item_error(item: Mapping[str, Any], field: str) -> None:
         status = int(item.get("status", 500))
@@ -546,11 +599,17 @@ class OpenSearchTextIndex:
         raise AssertionError("unreachable")
 
     async def _ensure_ready(self) -> None:
-        if self._ready or self._named:
+        if self._ready:
             return
         async with self._ready_lock:
             if not self._ready:
-                await self._setup()
+                if not self._named:
+                    await self._setup()
+                # An index made before the join field gets it, so every write is the same.
+                c = self._client
+                await self._retrying(
+                    lambda: c.indices.put_mapping(index=self._alias, body=schema.JOIN_MAPPING)
+                )
                 self._ready = True
 
     async def _setup(self) -> None:
@@ -606,6 +665,11 @@ def _describe(exc: BaseException) -> str:
 
 def _parse_access(source: Mapping[str, Any]) -> _Access:
     return _Access(datetime.fromisoformat(source["last_accessed"]), int(source["access_count"]))
+
+
+def _derives(m: Memory) -> bool:
+    """Whether an applied upsert of ``m`` writes its access or relevance document."""
+    return m.last_accessed is not None or m.relevance_score > 0
 
 
 def _derived_docs(tenant: str, ids: Sequence[str]) -> list[dict[str, Any]]:

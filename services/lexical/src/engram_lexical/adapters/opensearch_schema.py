@@ -1,6 +1,6 @@
 """The OpenSearch layout of the text index: names, index template, documents and queries.
 
-One index (behind an alias) holds three kinds of documents, all routed by tenant:
+One index (behind an alias) holds four kinds of documents, all routed by tenant:
 
 - ``memory``: one per live (tenant, id), its ``_version`` (external) the memory's version;
   the indexed fields plus the whole memory as ``engram_core.codec`` JSON under ``memory``.
@@ -12,6 +12,13 @@ One index (behind an alias) holds three kinds of documents, all routed by tenant
   or by an upsert carrying a score above zero), kept beside the memory like ``access`` so
   writing it never touches the memory's version. An upsert raises it to its own score by a
   script (``RAISE_RELEVANCE``), never lowers it.
+
+The ``join`` field makes each access and relevance document a child of its memory (same
+routing, so the same shard), which is what lets `top` sort by their values with queries
+(`derived_top_bodies`) instead of reading every memory. Indices made with ``LAYOUT`` 2 have it
+on every document; an index made before (layout 1, no ``_meta.layout``) gets the field added in
+place (`JOIN_MAPPING`) so every write is the same, but its older documents lack it: `top` by
+those values must read every memory there until a rebuild copies it into a new generation.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -32,8 +39,23 @@ from engram_lexical.adapters.tantivy_schema import MAX_QUERY_TERMS, QUERY_STOPWO
 
 MEMORY, TOMBSTONE, ACCESS, RELEVANCE = "memory", "tombstone", "access", "relevance"
 # Bumped when the template's mappings change; a new concrete index gets the new number.
-TEMPLATE_VERSION = 1
+TEMPLATE_VERSION = 2
 INDEX_GENERATION = 1
+# What an index's documents hold, in its mappings' `_meta` (none: 1). 2: every document has
+# its `join` (children: access and relevance documents), importance and scores are doubles.
+LAYOUT = 2
+JOIN = "join"
+# Global ordinals of the join field built by the first join query after a refresh rather than
+# by every refresh: trending by these sorts is far rarer than the writes that refresh.
+JOIN_MAPPING: dict[str, Any] = {
+    "properties": {
+        JOIN: {
+            "type": "join",
+            "relations": {MEMORY: [ACCESS, RELEVANCE]},
+            "eager_global_ordinals": False,
+        }
+    }
+}
 # OpenSearch refuses an _id longer than 512 bytes; longer keys are hashed (kept unique).
 _MAX_ID_BYTES = 500
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -79,6 +101,11 @@ def relevance_id(tenant: str, id_: str) -> str:
     return "r" + doc_id(tenant, id_)
 
 
+def layout(mappings: Mapping[str, Any]) -> int:
+    """The layout of an index from its mappings (`LAYOUT`; 1 when it has none)."""
+    return int(mappings.get("_meta", {}).get("layout", 1))
+
+
 def micros(dt: datetime) -> int:
     # Exact to the microsecond like the reference filter; `date` fields keep milliseconds.
     return (dt - _EPOCH) // _MICROSECOND
@@ -97,7 +124,8 @@ def index_template(
 ) -> dict[str, Any]:
     keyword = {"type": "keyword"}
     date = {"type": "date", "format": "strict_date_optional_time||epoch_millis"}
-    flt = {"type": "float"}
+    # Doubles where `top` sorts, so the index tells apart what `engram_core.ordering` does.
+    double = {"type": "double"}
     return {
         "index_patterns": [f"{alias_name(prefix)}-v*"],
         "priority": 200,
@@ -113,6 +141,7 @@ def index_template(
             },
             "mappings": {
                 "dynamic": "strict",
+                "_meta": {"layout": LAYOUT},
                 # Every write and read carries the tenant as routing; one without is a bug.
                 "_routing": {"required": True},
                 "properties": {
@@ -136,13 +165,14 @@ def index_template(
                     "t_invalid": date,
                     "last_accessed": date,
                     "access_count": {"type": "long"},
-                    "importance": flt,
-                    "confidence": flt,
-                    "relevance_score": flt,
+                    "importance": double,
+                    "confidence": {"type": "float"},
+                    "relevance_score": double,
                     "archived": {"type": "boolean"},
                     "version": {"type": "long"},
                     # The whole memory for reads; kept in _source, never indexed.
                     "memory": {"type": "object", "enabled": False},
+                    **JOIN_MAPPING["properties"],
                 },
             },
         },
@@ -168,15 +198,22 @@ def memory_source(tenant: str, m: Memory, metadata_fields: Sequence[str]) -> dic
         "t_invalid": _iso(m.t_invalid),
         "importance": m.importance,
         "confidence": m.confidence,
+        # What `top` ranks a memory by while it has no access or relevance document.
         "relevance_score": m.relevance_score,
+        "access_count": m.access_count,
         "archived": m.archived,
         "version": m.version,
         "memory": json.loads(memory_to_json(m)),
+        JOIN: MEMORY,
     }
 
 
 def tombstone_source(tenant: str, id_: str, version: int) -> dict[str, Any]:
     return {"kind": TOMBSTONE, "tenant": tenant, "id": id_, "version": version}
+
+
+def _child(kind: str, tenant: str, id_: str) -> dict[str, Any]:
+    return {"name": kind, "parent": doc_id(tenant, id_)}
 
 
 def access_source(tenant: str, id_: str, last_accessed: datetime, count: int) -> dict[str, Any]:
@@ -186,11 +223,18 @@ def access_source(tenant: str, id_: str, last_accessed: datetime, count: int) ->
         "id": id_,
         "last_accessed": last_accessed.isoformat(),
         "access_count": count,
+        JOIN: _child(ACCESS, tenant, id_),
     }
 
 
 def relevance_source(tenant: str, id_: str, score: float) -> dict[str, Any]:
-    return {"kind": RELEVANCE, "tenant": tenant, "id": id_, "relevance_score": score}
+    return {
+        "kind": RELEVANCE,
+        "tenant": tenant,
+        "id": id_,
+        "relevance_score": score,
+        JOIN: _child(RELEVANCE, tenant, id_),
+    }
 
 
 # An upsert's score replaces the stored one only when higher (ports: derived state survives).
@@ -292,23 +336,72 @@ def count_body(tenant: str) -> dict[str, Any]:
 
 
 # `engram_core.ordering`'s order as sort keys, for the sorts whose value the memory document
-# holds. relevance_score and access_count live in documents of their own: no query sorts by them.
+# holds.
 TOP_KEYS: dict[Sort, list[dict[str, str]]] = {
     Sort.IMPORTANCE: [{"importance": "desc"}, {"timestamp_us": "desc"}, {"id": "asc"}],
     Sort.RECENCY: [{"timestamp_us": "desc"}, {"id": "asc"}],
+}
+# The sorts whose value lives in a child document: (its kind, its field). A memory without
+# that child is ranked by the same field of its own document, as reads show it.
+DERIVED: dict[Sort, tuple[str, str]] = {
+    Sort.RELEVANCE: (RELEVANCE, "relevance_score"),
+    Sort.ACCESS_COUNT: (ACCESS, "access_count"),
 }
 
 
 def top_body(tenant: str, flt: Filter, sort: Sort, limit: int) -> dict[str, Any]:
     """The first ``limit`` memories passing ``flt`` in the listing order of ``sort`` (one of
     `TOP_KEYS`)."""
+    return _listing(filter_query(tenant, flt), TOP_KEYS[sort], limit, ["memory"])
+
+
+def _listing(
+    query: dict[str, Any], sort: list[dict[str, str]], limit: int, source: list[str]
+) -> dict[str, Any]:
     return {
         "size": limit,
         "track_total_hits": False,
-        "_source": ["memory"],
-        "sort": TOP_KEYS[sort],
-        "query": filter_query(tenant, flt),
+        "_source": source,
+        "sort": sort,
+        "query": query,
     }
+
+
+# `top` by a child's value on a `LAYOUT` 2 index, exact in `engram_core.ordering`'s order, is
+# the first ``limit`` of the union of three listings of at most ``limit`` each:
+# - `children_body`: the highest values among the children whose memory passes the filter;
+# - `childless_body`: the memories passing it without such a child, by their own value;
+# - `tied_body`, when `children_body` came back full: the memories passing it whose child holds
+#   the lowest value it returned, newer first then by id. That settles the ties at that value;
+#   every higher one is in `children_body` already.
+
+
+def children_body(tenant: str, flt: Filter, sort: Sort, limit: int) -> dict[str, Any]:
+    """The ``limit`` highest values among the children of ``sort``'s kind whose memory passes
+    ``flt`` (a plain sort on the child's field; equal values in no particular order)."""
+    kind, field = DERIVED[sort]
+    parent = {"has_parent": {"parent_type": MEMORY, "query": filter_query(tenant, flt)}}
+    query = {"bool": {"filter": [{"term": {"tenant": tenant}}, {"term": {"kind": kind}}, parent]}}
+    return _listing(query, [{field: "desc"}], limit, ["id"])
+
+
+def childless_body(tenant: str, flt: Filter, sort: Sort, limit: int) -> dict[str, Any]:
+    """The first ``limit`` memories passing ``flt`` that have no child of ``sort``'s kind, by
+    the value of their own document."""
+    kind, field = DERIVED[sort]
+    query = filter_query(tenant, flt)
+    query["bool"]["must_not"].append({"has_child": {"type": kind, "query": {"match_all": {}}}})
+    return _listing(query, [{field: "desc"}, *TOP_KEYS[Sort.RECENCY]], limit, ["id"])
+
+
+def tied_body(tenant: str, flt: Filter, sort: Sort, value: float, limit: int) -> dict[str, Any]:
+    """The first ``limit`` memories passing ``flt`` whose child of ``sort``'s kind holds
+    exactly ``value``, newer first then by id."""
+    kind, field = DERIVED[sort]
+    query = filter_query(tenant, flt)
+    child = {"has_child": {"type": kind, "query": {"term": {field: value}}}}
+    query["bool"]["filter"].append(child)
+    return _listing(query, TOP_KEYS[Sort.RECENCY], limit, ["id"])
 
 
 def scan_body(
