@@ -29,6 +29,11 @@ def tracer(name: str) -> trace.Tracer:
     return trace.get_tracer(name)
 
 
+def annotate(name: str, value: float | int | str | bool) -> None:
+    """Set an attribute on the current span (nothing when none is recording)."""
+    trace.get_current_span().set_attribute(name, value)
+
+
 def inject_context() -> dict[str, str]:
     """The current trace context as a carrier (traceparent, tracestate)."""
     carrier: dict[str, str] = {}

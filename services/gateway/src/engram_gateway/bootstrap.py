@@ -46,6 +46,7 @@ from engram_gateway.service import (
 )
 from engram_gateway.service.access import AccessRecorder
 from engram_gateway.service.admin import Admin, AdminConfig, ConsolidationControl
+from engram_gateway.service.admission import Admission, AdmissionConfig
 from engram_gateway.service.context import ContextConfig
 from engram_gateway.service.decompose import RuleDecomposer
 from engram_gateway.service.expand import ExpandConfig
@@ -258,6 +259,7 @@ def build_gateway(
         ),
         clock,
         models=models.query,
+        admission=Admission(AdmissionConfig(settings.recall_concurrency, settings.recall_queue)),
         decomposer=models.decomposer_over(
             RuleDecomposer(settings.decompose_max_parts), settings.decompose_model.timeout_s
         ),

@@ -292,6 +292,19 @@ class Settings(ServiceSettings):
         gt=0,
         description="Cap of other backend calls (get, related, count, a trending listing).",
     )
+    recall_concurrency: int = Field(
+        8,
+        ge=0,
+        description="Recalls this gateway process works on at once; the others wait their "
+        "turn (0 = no limit). Past what the backends serve, recalls run out of step budgets "
+        "and answer degraded.",
+    )
+    recall_queue: int = Field(
+        256,
+        ge=0,
+        description="Recalls that may wait for a turn; one more is refused with "
+        "RESOURCE_EXHAUSTED at once.",
+    )
     publish_timeout_s: float = Field(5.0, gt=0, description="Wait for the log's publish ack.")
     publish_concurrency: int = Field(
         256, ge=1, description="Publishes in flight for one batch (pipelined)."

@@ -20,6 +20,7 @@ from engram_core.scoring import Candidate, ScoredCandidate
 from engram_core.state import StateMode, apply_state, chain_frontier, heads_to_fetch, validity
 from engram_core.timequery import resolve_window
 from engram_gateway.service.access import AccessRecorder
+from engram_gateway.service.admission import Admission, AdmissionConfig
 from engram_gateway.service.context import (
     ContextConfig,
     seed_windows,
@@ -75,7 +76,7 @@ from engram_gateway.service.recall_cache import RecallCache
 from engram_gateway.service.relation_memo import RelationMemo
 from engram_gateway.service.trending import TRENDING_STREAM, check_sort, is_trending, scored
 from engram_gateway.service.watermark import WatermarkCache
-from engram_platform.telemetry import tracer
+from engram_platform.telemetry import annotate, tracer
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
@@ -295,6 +296,7 @@ class Reader:
         clock: Callable[[], datetime],
         models: QueryModels | None = None,
         decomposer: QueryDecomposer | None = None,
+        admission: Admission | None = None,
     ) -> None:
         self._vector = vector
         self._lexical = lexical
@@ -309,6 +311,7 @@ class Reader:
         self._clock = clock
         self._models = models or QueryModels()
         self._decomposer = decomposer or RuleDecomposer()
+        self._admission = admission or Admission(AdmissionConfig(limit=0))
 
     # --- Recall ---------------------------------------------------------------------
 
@@ -417,10 +420,12 @@ class Reader:
         if result is None:
             epoch = self._recall_cache.epoch(tenant)
             watermark = await self._wait(plan.min_sequence, deadline) if plan.min_sequence else 0
-            if plan.sort is not None:
-                result = await self._trending(tenant, plan, deadline)
-            else:
-                result = await self._modelled(tenant, plan, deadline)
+            async with self._admission.turn(deadline) as waited:
+                annotate("engram.recall.queue_wait_s", waited)
+                if plan.sort is not None:
+                    result = await self._trending(tenant, plan, deadline)
+                else:
+                    result = await self._modelled(tenant, plan, deadline)
             if not result.degraded:
                 await self._recall_cache.put(tenant, key, epoch, watermark, result)
         result = replace(result, query_ms=(time.perf_counter() - started) * 1000.0)
