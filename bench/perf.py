@@ -169,16 +169,23 @@ async def trending(stub: Any, newest: datetime, repeat: int = 10) -> dict[str, A
     return out
 
 
-def peak_rss_mb(stack: DevStack) -> dict[str, float]:
+def _proc(stack: DevStack, name: str) -> dict[str, str]:
+    """/proc/<pid>/<name> of each service process still running."""
     out = {}
-    for name, proc in stack.processes.items():
+    for service, proc in stack.processes.items():
         try:
-            status = Path(f"/proc/{proc.popen.pid}/status").read_text()
+            out[service] = Path(f"/proc/{proc.popen.pid}/{name}").read_text()
         except OSError:
             continue
+    return out
+
+
+def peak_rss_mb(stack: DevStack) -> dict[str, float]:
+    out = {}
+    for service, status in _proc(stack, "status").items():
         for line in status.splitlines():
             if line.startswith("VmHWM:"):
-                out[name] = int(line.split()[1]) / 1024
+                out[service] = int(line.split()[1]) / 1024
     return out
 
 
@@ -186,13 +193,9 @@ def cpu_s(stack: DevStack) -> dict[str, float]:
     """CPU seconds (user + system) each service process has used so far."""
     tick = os.sysconf("SC_CLK_TCK")
     out = {}
-    for name, proc in stack.processes.items():
-        try:
-            stat = Path(f"/proc/{proc.popen.pid}/stat").read_text()
-        except OSError:
-            continue
+    for service, stat in _proc(stack, "stat").items():
         fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)": state is field 3
-        out[name] = (int(fields[11]) + int(fields[12])) / tick
+        out[service] = (int(fields[11]) + int(fields[12])) / tick
     return out
 
 
