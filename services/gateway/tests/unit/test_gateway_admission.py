@@ -114,14 +114,21 @@ def test_negative_settings_are_refused() -> None:
         AdmissionConfig(queue=-1)
 
 
+async def _one_recall_running(new_harness: Callable[..., Any], queue: int) -> tuple[Any, Any]:
+    """A gateway working on one recall at a time (each reads a slow vector store), and a
+    recall it is working on."""
+    h = new_harness(recall_concurrency=1, recall_queue=queue, recall_cache_ttl_s=0)
+    h.world.put(h.memory("m1", "the lake at sunset"))
+    h.vector.delay = 0.2
+    running = asyncio.create_task(h.recall("lake"))
+    await asyncio.sleep(0.05)
+    return h, running
+
+
 async def test_the_gateway_refuses_a_recall_beyond_its_queue(
     new_harness: Callable[..., Any],
 ) -> None:
-    h = new_harness(recall_concurrency=1, recall_queue=0, recall_cache_ttl_s=0)
-    h.world.put(h.memory("m1", "the lake at sunset"))
-    h.vector.delay = 0.3
-    running = asyncio.create_task(h.recall("lake"))
-    await asyncio.sleep(0.05)
+    h, running = await _one_recall_running(new_harness, queue=0)
     with pytest.raises(ResourceExhausted):
         await h.recall("sunset")
     assert [r.memory.id for r in (await running).results] == ["m1"]
@@ -130,11 +137,7 @@ async def test_the_gateway_refuses_a_recall_beyond_its_queue(
 async def test_the_gateway_runs_a_waiting_recall_after_the_one_before(
     new_harness: Callable[..., Any],
 ) -> None:
-    h = new_harness(recall_concurrency=1, recall_queue=4, recall_cache_ttl_s=0)
-    h.world.put(h.memory("m1", "the lake at sunset"))
-    h.vector.delay = 0.2
-    first = asyncio.create_task(h.recall("lake"))
-    await asyncio.sleep(0.05)
+    h, first = await _one_recall_running(new_harness, queue=4)
     started = time.monotonic()
     second = await h.recall("sunset")
     # Each recall reads the vector store twice (its stream, then the context windows), 0.4 s:
