@@ -13,9 +13,11 @@ from engram_core.errors import DeadlineExceeded, ResourceExhausted
 from engram_gateway.service import Deadline
 from engram_gateway.service.admission import Admission, AdmissionConfig
 
+TENANT = "acme"
+
 
 async def _hold(admission: Admission, inside: list[str], name: str, go: asyncio.Event) -> float:
-    async with admission.turn(Deadline.within(5.0)) as waited:
+    async with admission.turn(TENANT, Deadline.within(5.0)) as waited:
         inside.append(name)
         await go.wait()
         inside.remove(name)
@@ -29,7 +31,7 @@ async def test_at_most_limit_inside_and_the_rest_enter_in_arrival_order() -> Non
     go = asyncio.Event()
 
     async def one(name: str) -> None:
-        async with admission.turn(Deadline.within(5.0)):
+        async with admission.turn(TENANT, Deadline.within(5.0)):
             entered.append(name)
             inside.append(name)
             assert len(inside) <= 2
@@ -46,6 +48,29 @@ async def test_at_most_limit_inside_and_the_rest_enter_in_arrival_order() -> Non
     assert admission.waiting == 0
 
 
+async def test_turns_go_round_the_tenants() -> None:
+    admission = Admission(AdmissionConfig(limit=1, queue=20))
+    entered: list[str] = []
+    go = asyncio.Event()
+
+    async def one(tenant: str, name: str) -> None:
+        async with admission.turn(tenant, Deadline.within(5.0)):
+            entered.append(name)
+            await go.wait()
+
+    holder = asyncio.create_task(one("a", "a0"))
+    await asyncio.sleep(0.01)
+    # Tenant a floods the queue first; b and c come after with one recall each.
+    tasks = [asyncio.create_task(one("a", f"a{i}")) for i in range(1, 5)]
+    await asyncio.sleep(0.01)
+    tasks += [asyncio.create_task(one(t, f"{t}1")) for t in ("b", "c")]
+    await asyncio.sleep(0.01)
+    go.set()
+    await asyncio.gather(holder, *tasks)
+    assert entered == ["a0", "a1", "b1", "c1", "a2", "a3", "a4"]
+    assert admission.waiting == 0
+
+
 async def test_a_full_queue_refuses_at_once() -> None:
     admission = Admission(AdmissionConfig(limit=1, queue=1))
     inside: list[str] = []
@@ -54,7 +79,7 @@ async def test_a_full_queue_refuses_at_once() -> None:
     second = asyncio.create_task(_hold(admission, inside, "b", go))
     await asyncio.sleep(0.01)
     with pytest.raises(ResourceExhausted, match="1 recalls waiting"):
-        async with admission.turn(Deadline.within(5.0)):
+        async with admission.turn(TENANT, Deadline.within(5.0)):
             pass
     go.set()
     assert await first == pytest.approx(0.0, abs=0.05)
@@ -68,13 +93,13 @@ async def test_a_waiter_gives_up_at_its_deadline_and_leaks_no_slot() -> None:
     holder = asyncio.create_task(_hold(admission, inside, "a", go))
     await asyncio.sleep(0.01)
     with pytest.raises(DeadlineExceeded, match="waiting for a turn"):
-        async with admission.turn(Deadline.within(0.05)):
+        async with admission.turn(TENANT, Deadline.within(0.05)):
             pass
     assert admission.waiting == 0
     go.set()
     await holder
     # The slot the expired waiter never got is free: a new turn starts at once.
-    async with admission.turn(Deadline.within(0.05)) as waited:
+    async with admission.turn(TENANT, Deadline.within(0.05)) as waited:
         assert waited < 0.05
 
 
@@ -92,7 +117,7 @@ async def test_a_cancelled_waiter_leaks_no_slot() -> None:
     assert admission.waiting == 0
     go.set()
     await holder
-    async with admission.turn(Deadline.within(0.05)):
+    async with admission.turn(TENANT, Deadline.within(0.05)):
         pass
 
 

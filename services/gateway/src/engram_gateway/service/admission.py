@@ -1,18 +1,23 @@
-"""How many recalls one gateway process works on at once.
+"""How many recalls one gateway process works on at once, and who goes next.
 
 With more recalls in flight than the backends can serve, every one of them slows down,
 the steps with a capped budget (context, relations, state) run out of time, and answers
-come back degraded: on the 10k bench with 64 clients, 305 of 384 answers lacked a step.
-So a gateway works on at most ``limit`` recalls at once. The others wait their turn in
-arrival order, each no longer than its deadline allows (then DEADLINE_EXCEEDED), and
-once ``queue`` are waiting a new one is refused at once with RESOURCE_EXHAUSTED, so its
-client can back off or go to another replica rather than wait behind a long line.
+come back degraded: on the 10k bench with 64 clients, 256-276 of 384 answers lacked a step.
+So a gateway works on at most ``limit`` recalls at once. The others wait their turn, each
+no longer than its deadline allows (then DEADLINE_EXCEEDED), and once ``queue`` are waiting
+a new one is refused at once with RESOURCE_EXHAUSTED, so its client can back off or go to
+another replica rather than wait behind a long line.
+
+Turns go round the tenants: a freed slot goes to the tenant after the last one served, and
+within a tenant in arrival order. So one tenant sending a flood of recalls makes the others
+wait for at most one of its recalls each, not for the whole flood.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -24,7 +29,7 @@ from engram_gateway.service.deadline import Deadline
 @dataclass(frozen=True, slots=True)
 class AdmissionConfig:
     limit: int = 8  # recalls worked on at once; 0 = no limit
-    queue: int = 256  # recalls that may wait for a turn
+    queue: int = 256  # recalls that may wait for a turn, over all tenants
 
     def __post_init__(self) -> None:
         if self.limit < 0 or self.queue < 0:
@@ -34,7 +39,9 @@ class AdmissionConfig:
 class Admission:
     def __init__(self, config: AdmissionConfig) -> None:
         self._config = config
-        self._slots = asyncio.Semaphore(config.limit) if config.limit else None
+        self._busy = 0
+        # Each tenant's waiters in arrival order; the dict's order is the round of tenants.
+        self._queues: dict[str, deque[asyncio.Future[None]]] = {}
         self._waiting = 0
 
     @property
@@ -42,29 +49,66 @@ class Admission:
         return self._waiting
 
     @asynccontextmanager
-    async def turn(self, deadline: Deadline) -> AsyncIterator[float]:
+    async def turn(self, tenant: str, deadline: Deadline) -> AsyncIterator[float]:
         """Hold one of the slots for the block; yields the seconds spent waiting for it."""
-        if self._slots is None:
+        if not self._config.limit:
             yield 0.0
             return
-        if self._slots.locked() and self._waiting >= self._config.queue:
+        started = time.monotonic()
+        if self._busy < self._config.limit and not self._waiting:
+            self._busy += 1
+        else:
+            await self._wait(tenant, deadline, started)
+        try:
+            yield time.monotonic() - started
+        finally:
+            self._release()
+
+    async def _wait(self, tenant: str, deadline: Deadline, started: float) -> None:
+        """Until a releasing turn hands its slot over (``_busy`` stays counted for it)."""
+        if self._waiting >= self._config.queue:
             raise ResourceExhausted(
                 f"this gateway already has {self._waiting} recalls waiting behind the "
                 f"{self._config.limit} it is working on; retry with backoff"
             )
-        started = time.monotonic()
+        handed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queues.setdefault(tenant, deque()).append(handed)
         self._waiting += 1
         try:
             async with asyncio.timeout(max(0.0, deadline.remaining())):
-                await self._slots.acquire()
-        except TimeoutError:
-            raise DeadlineExceeded(
-                f"the deadline passed after {time.monotonic() - started:.3f}s waiting for a "
-                f"turn ({self._config.limit} recalls in progress)"
-            ) from None
-        finally:
+                await handed
+        except BaseException as exc:  # the deadline, or the caller went away
+            self._leave(tenant, handed)
+            if isinstance(exc, TimeoutError):
+                raise DeadlineExceeded(
+                    f"the deadline passed after {time.monotonic() - started:.3f}s waiting for "
+                    f"a turn ({self._config.limit} recalls in progress)"
+                ) from None
+            raise
+
+    def _leave(self, tenant: str, handed: asyncio.Future[None]) -> None:
+        """A waiter gives up: out of its queue, or, if the slot reached it meanwhile, the slot
+        goes on to the next one."""
+        if handed.done() and not handed.cancelled():
+            self._release()
+            return
+        queue = self._queues.get(tenant)
+        if queue is not None and handed in queue:
+            queue.remove(handed)
             self._waiting -= 1
-        try:
-            yield time.monotonic() - started
-        finally:
-            self._slots.release()
+            if not queue:
+                del self._queues[tenant]
+
+    def _release(self) -> None:
+        """The slot goes to the first waiter of the next tenant in the round, else is free."""
+        while self._queues:
+            tenant = next(iter(self._queues))
+            queue = self._queues.pop(tenant)
+            handed = queue.popleft()
+            self._waiting -= 1
+            if queue:
+                self._queues[tenant] = queue  # to the end of the round
+            if not handed.done():
+                handed.set_result(None)
+                return
+        self._busy -= 1

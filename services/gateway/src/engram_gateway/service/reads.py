@@ -420,7 +420,7 @@ class Reader:
         if result is None:
             epoch = self._recall_cache.epoch(tenant)
             watermark = await self._wait(plan.min_sequence, deadline) if plan.min_sequence else 0
-            async with self._admission.turn(deadline) as waited:
+            async with self._admission.turn(tenant, deadline) as waited:
                 annotate("engram.recall.queue_wait_s", waited)
                 if plan.sort is not None:
                     result = await self._trending(tenant, plan, deadline)
