@@ -121,8 +121,8 @@ class GraphClient(StoreClient["graph_pb2_grpc.GraphServiceAsyncStub"]):
         return [hit_from_proto(h) for h in reply.hits]
 
     async def relations(
-        self, tenant: str, ids: Sequence[str], timeout: float | None = None
+        self, tenant: str, ids: Sequence[str], origin: str = "", timeout: float | None = None
     ) -> list[Relation]:
-        request = graph_pb2.RelationsRequest(tenant=tenant, ids=list(ids))
+        request = graph_pb2.RelationsRequest(tenant=tenant, ids=list(ids), origin=origin)
         reply = await self._call(self._stub.Relations, request, timeout)
         return [relation_from_proto(r) for r in reply.relations]

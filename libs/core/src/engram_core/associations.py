@@ -39,10 +39,9 @@ from enum import StrEnum
 from typing import Any
 
 from engram_core.model import META_PATTERN, Memory, Relation
-from engram_core.relations import RelationType
+from engram_core.relations import ORIGIN_SYSTEM, RelationType
 from engram_core.tags import normalise_tag
 
-ORIGIN_SYSTEM = "system"
 SYMMETRIC_TYPES: frozenset[str] = frozenset({RelationType.SIMILAR_TO.value})
 """Types whose edge means the same either way round: one edge per unordered pair."""
 

@@ -27,9 +27,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from engram_core.associations import ORIGIN_SYSTEM
 from engram_core.model import META_PATTERN, Memory, Relation
-from engram_core.relations import RelationType
+from engram_core.relations import ORIGIN_SYSTEM, RelationType
 from engram_core.scoring import normalise_text, tokens
 from engram_core.tags import tag_prefixes
 

@@ -39,6 +39,10 @@ USER_TYPES: frozenset[RelationType] = frozenset(RelationType) - SYSTEM_TYPES
 # Edges between two memories (MENTIONS ends at an entity).
 MEMORY_EDGE_TYPES: frozenset[str] = frozenset(t.value for t in RelationType) - {"MENTIONS"}
 DEFAULT_STRENGTH = 0.5
+# Who made an edge: an agent through the API, or a worker (consolidation's passes).
+ORIGIN_USER = "user"
+ORIGIN_SYSTEM = "system"
+ORIGINS: tuple[str, ...] = (ORIGIN_USER, ORIGIN_SYSTEM)
 
 
 def parse_relation_type(value: str) -> RelationType | None:

@@ -133,6 +133,10 @@ class FakeLexical(FakeBackend):
 
 
 class FakeGraph(FakeBackend):
+    def __init__(self, world: World, name: str) -> None:
+        super().__init__(world, name)
+        self.origins: list[str] = []  # the origin each relations call asked for
+
     async def search(
         self,
         tenant: str,
@@ -147,14 +151,17 @@ class FakeGraph(FakeBackend):
         return [Hit(h.id, h.score) for h in self._search(tenant, set(keywords), flt, limit)]
 
     async def relations(
-        self, tenant: str, ids: Sequence[str], timeout: float | None = None
+        self, tenant: str, ids: Sequence[str], origin: str = "", timeout: float | None = None
     ) -> list[Relation]:
         await self._enter("relations", list(ids))
+        self.origins.append(origin)
         wanted = set(ids)
         return [
             r
             for t, r in self.world.relations
-            if t == tenant and (r.source_id in wanted or r.target_id in wanted)
+            if t == tenant
+            and (r.source_id in wanted or r.target_id in wanted)
+            and origin in ("", r.origin)
         ]
 
     async def related(

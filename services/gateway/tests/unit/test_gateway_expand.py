@@ -284,12 +284,14 @@ async def test_a_failed_expansion_degrades_and_keeps_the_ranking(harness: Any) -
     relations = h.graph.relations
     calls = 0
 
-    async def failing(tenant: str, ids: Sequence[str], timeout: float | None = None) -> Any:
+    async def failing(
+        tenant: str, ids: Sequence[str], origin: str = "", timeout: float | None = None
+    ) -> Any:
         nonlocal calls
         calls += 1
         if calls >= 3:  # the relations step and the state step go through; expansion fails
             raise Unavailable("graph down")
-        return await relations(tenant, ids, timeout)
+        return await relations(tenant, ids, origin, timeout)
 
     h.graph.relations = failing
     result = await _recall(h, expand=ExpandRequest(relations=True))

@@ -15,7 +15,7 @@ from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2
 from engram_core.errors import Internal, Unavailable
 from engram_core.model import Hit, Relation, TagMatch
-from engram_gateway.service import Deadline, RecallRequest
+from engram_gateway.service import Deadline, RecallMode, RecallRequest
 
 A = "0190f3a4-7b1c-7d2e-8f00-00000000000a"
 B = "0190f3a4-7b1c-7d2e-8f00-00000000000b"
@@ -164,6 +164,31 @@ async def test_relation_component_sums_edges_between_candidates(client: Any) -> 
     await client.stub.Recall(recall(), metadata=client.auth())
     sent = {c.memory.id: c.relation for c in h.ranker.calls[-1]["candidates"]}
     assert sent == {A: 0.5, B: 0.25, C: 0.75}
+
+
+@pytest.mark.parametrize(
+    ("settings", "mode", "origin"),
+    [
+        ({}, RecallMode.HYBRID, "user"),  # the relation component and the state step
+        ({}, RecallMode.HYBRID_GRAPH, ""),  # the graph rerank walks consolidation's edges too
+        ({"relation_system_edges": True}, RecallMode.HYBRID, ""),
+    ],
+)
+async def test_recall_asks_for_the_edges_it_reads(
+    new_harness: Any, settings: dict[str, Any], mode: RecallMode, origin: str
+) -> None:
+    h = new_harness(**settings)
+    seed(h)
+    h.world.relations += [
+        (h.tenant, Relation(A, C, "RELATES_TO", 0.5)),
+        (h.tenant, Relation(A, B, "SIMILAR_TO", 0.9, origin="system")),
+    ]
+    result = await h.recall("tea", mode=mode)
+    assert h.graph.origins
+    assert set(h.graph.origins) == {origin}
+    relation = {r.memory.id: r.components["relation"] for r in result.results}
+    # Consolidation's edge counts only when the setting says so, whatever was read.
+    assert relation[B] == (0.9 if settings else 0.0)
 
 
 async def test_fusion_is_passed_to_scoring(client: Any) -> None:

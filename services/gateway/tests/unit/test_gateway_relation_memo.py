@@ -22,7 +22,7 @@ class Graph:
         self.failing = False
 
     async def relations(
-        self, tenant: str, ids: Sequence[str], timeout: float | None = None
+        self, tenant: str, ids: Sequence[str], origin: str = "", timeout: float | None = None
     ) -> list[Relation]:
         if self.failing:
             raise TimeoutError

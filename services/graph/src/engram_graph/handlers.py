@@ -108,7 +108,7 @@ class GraphHandlers(graph_pb2_grpc.GraphServiceServicer):
     ) -> graph_pb2.RelationsResponse:
         check_tenant(request.tenant)
         checks.check_ids("ids", request.ids)
-        relations = await self._service.relations(request.tenant, list(request.ids))
+        relations = await self._service.relations(request.tenant, list(request.ids), request.origin)
         return mapping.relations_response(relations)
 
     async def UpdateAccess(  # noqa: N802

@@ -163,3 +163,12 @@ async def test_versions_are_one_per_relation(service: GraphService, fake: FakeGr
     with pytest.raises(InvalidArgument) as err:
         await service.remove_relations(T, [rel("a", "b", "MENTIONS")], 4)
     assert err.value.field == "relations[0].type"
+
+
+async def test_relations_of_an_unknown_origin_are_refused(service: GraphService) -> None:
+    await service.upsert(T, [(mem("a"), []), (mem("b"), [])])
+    await service.add_relations(T, [rel("a", "b")], 1)
+    with pytest.raises(InvalidArgument) as err:
+        await service.relations(T, ["a"], "agent")
+    assert err.value.field == "origin"
+    assert [r.target_id for r in await service.relations(T, ["a"], "user")] == ["b"]

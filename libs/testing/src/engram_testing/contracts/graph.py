@@ -527,6 +527,28 @@ class GraphStoreContract(MemoryStoreContract):
         await store.delete(T, ["b"], version=4)  # takes b's edges from its neighbour c too
         assert await store.relations(T, ["c"]) == []
 
+    async def test_relations_of_one_origin(self, store: GraphStore) -> None:
+        """``origin`` keeps that origin's edges. Each change follows a read (an adapter may keep
+        what it read, such as that a tenant has no edges agents made)."""
+        await store.upsert(T, [(mem(x), []) for x in "abc"])
+        await store.upsert(OTHER, [(mem(x), []) for x in "ab"])
+        await store.add_relations(OTHER, [rel("a", "b")], 1)  # another tenant's: not T's
+        await store.add_relations(T, [rel("a", "b", "SIMILAR_TO", origin="system")], 1)
+        assert await store.relations(T, ["a", "b"], "user") == []
+        assert edge_keys(await store.relations(T, ["a"], "system")) == {("a", "b", "SIMILAR_TO")}
+        assert edge_keys(await store.relations(T, ["a"])) == {("a", "b", "SIMILAR_TO")}
+        await store.add_relations(T, [rel("b", "c", "INVALIDATED_BY")], 2)
+        assert edge_keys(await store.relations(T, ["a", "b", "c"], "user")) == {
+            ("b", "c", "INVALIDATED_BY")
+        }
+        assert edge_keys(await store.relations(T, ["b"], "system")) == {("a", "b", "SIMILAR_TO")}
+        await store.remove_relations(T, [rel("b", "c", "INVALIDATED_BY")], 3)
+        assert await store.relations(T, ["b", "c"], "user") == []
+        await store.add_relations(T, [rel("a", "c")], 4)
+        assert edge_keys(await store.relations(T, ["c"], "user")) == {("a", "c", "RELATES_TO")}
+        await store.delete(T, ["c"], version=5)  # takes its edges
+        assert await store.relations(T, ["a"], "user") == []
+
     async def test_system_removal_never_removes_a_user_edge(self, store: GraphStore) -> None:
         await store.upsert(T, [(mem(x), []) for x in "abc"])
         await store.add_relations(T, [rel("a", "b", "SIMILAR_TO")], 1)  # a user wrote it

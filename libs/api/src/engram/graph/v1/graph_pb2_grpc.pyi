@@ -58,7 +58,9 @@ class GraphServiceStub:
     Codes: OK, INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
     """
     Relations: _grpc.UnaryUnaryMultiCallable[_graph_pb2.RelationsRequest, _graph_pb2.RelationsResponse]
-    """Relations touching any of the ids. Codes: OK, UNAVAILABLE."""
+    """Relations touching any of the ids; with `origin`, only those of that origin.
+    Codes: OK, INVALID_ARGUMENT (tenant, ids, origin), UNAVAILABLE.
+    """
     UpdateAccess: _grpc.UnaryUnaryMultiCallable[_graph_pb2.UpdateAccessRequest, _graph_pb2.UpdateAccessResponse]
     """Codes: OK, UNAVAILABLE."""
     Count: _grpc.UnaryUnaryMultiCallable[_graph_pb2.CountRequest, _graph_pb2.CountResponse]
@@ -104,7 +106,9 @@ class GraphServiceAsyncStub(GraphServiceStub):
     Codes: OK, INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
     """
     Relations: _aio.UnaryUnaryMultiCallable[_graph_pb2.RelationsRequest, _graph_pb2.RelationsResponse]  # type: ignore[assignment]
-    """Relations touching any of the ids. Codes: OK, UNAVAILABLE."""
+    """Relations touching any of the ids; with `origin`, only those of that origin.
+    Codes: OK, INVALID_ARGUMENT (tenant, ids, origin), UNAVAILABLE.
+    """
     UpdateAccess: _aio.UnaryUnaryMultiCallable[_graph_pb2.UpdateAccessRequest, _graph_pb2.UpdateAccessResponse]  # type: ignore[assignment]
     """Codes: OK, UNAVAILABLE."""
     Count: _aio.UnaryUnaryMultiCallable[_graph_pb2.CountRequest, _graph_pb2.CountResponse]  # type: ignore[assignment]
@@ -189,7 +193,9 @@ class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _graph_pb2.RelationsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_graph_pb2.RelationsResponse, _abc.Awaitable[_graph_pb2.RelationsResponse]]:
-        """Relations touching any of the ids. Codes: OK, UNAVAILABLE."""
+        """Relations touching any of the ids; with `origin`, only those of that origin.
+        Codes: OK, INVALID_ARGUMENT (tenant, ids, origin), UNAVAILABLE.
+        """
 
     @_abc_1.abstractmethod
     def UpdateAccess(
