@@ -741,22 +741,28 @@ def _search(
 def _tenant_count(conn: ladybug.Connection, tenant: str, counts: ReadCache[int]) -> int:
     """The tenant's live memories: a pass over the memory table (the only index is the
     key's), so kept until this store's next upsert or delete of the tenant."""
-    cached, _ = counts.get([tenant])
-    if tenant in cached:
-        return cached[tenant]
-    epoch = counts.epoch()
-    total = int(_rows(conn, cypher.COUNT, {"tenant": tenant})[0][0])
-    counts.put(epoch, {tenant: total})
-    return total
+    return _kept_count(conn, counts, tenant, cypher.COUNT, {"tenant": tenant})
 
 
 def _user_edge_count(conn: ladybug.Connection, tenant: str, counts: ReadCache[int]) -> int:
     """The tenant's edges of origin user, kept until a write of such an edge or a delete."""
+    params = {"tenant": tenant, "origin": USER}
+    return _kept_count(conn, counts, tenant, cypher.USER_EDGES, params)
+
+
+def _kept_count(
+    conn: ladybug.Connection,
+    counts: ReadCache[int],
+    tenant: str,
+    statement: str,
+    params: dict[str, Any],
+) -> int:
+    """``statement``'s count for ``tenant``, from ``counts`` or read and kept there."""
     cached, _ = counts.get([tenant])
     if tenant in cached:
         return cached[tenant]
     epoch = counts.epoch()
-    total = int(_rows(conn, cypher.USER_EDGES, {"tenant": tenant, "origin": USER})[0][0])
+    total = int(_rows(conn, statement, params)[0][0])
     counts.put(epoch, {tenant: total})
     return total
 
