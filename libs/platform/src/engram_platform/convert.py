@@ -21,6 +21,7 @@ from engram_core.model import (
     TagMatch,
     TagMode,
 )
+from engram_core.relations import ORIGIN_USER
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -209,7 +210,7 @@ def relation_from_proto(p: common_pb2.Relation) -> Relation:
         type=p.type,
         strength=p.strength,
         properties=struct_to_dict(p.properties),
-        origin=p.origin or "user",
+        origin=p.origin or ORIGIN_USER,
         created_at=_opt_ts(p, "created_at") or _EPOCH,
     )
 

@@ -21,6 +21,7 @@ from engram_core.log_events import (
     RelationUnlinked,
 )
 from engram_core.model import Relation
+from engram_core.relations import ORIGIN_USER
 from engram_platform import jetstream as jsm
 from engram_platform.convert import memory_from_proto, relation_from_proto
 
@@ -64,7 +65,7 @@ def decode(subject: str, data: bytes, sequence: int) -> Decoded:
 def _removed(tenant: str, data: bytes, sequence: int) -> Decoded:
     gone = events_pb2.RelationRemoved.FromString(data)
     relation = Relation(
-        gone.source_id, gone.target_id, gone.type, strength=0.0, origin=gone.origin or "user"
+        gone.source_id, gone.target_id, gone.type, strength=0.0, origin=gone.origin or ORIGIN_USER
     )
     return _checked(tenant, gone.envelope, RelationUnlinked(tenant, relation, sequence))
 

@@ -17,7 +17,7 @@ from engram_core.model import (
     Relation,
     UpsertResult,
 )
-from engram_core.relations import relation_versions
+from engram_core.relations import ORIGIN_SYSTEM, ORIGIN_USER, relation_versions
 from engram_testing.fakes.common import FakeStore
 
 
@@ -70,7 +70,7 @@ class FakeGraphStore(FakeStore[tuple[Entity, ...]]):
             key = (tenant, r.source_id, r.target_id, r.type)
             old = self._edges.get(key)
             if old is not None:
-                if r.origin == "system" and old.relation.origin == "user":
+                if r.origin == ORIGIN_SYSTEM and old.relation.origin == ORIGIN_USER:
                     continue
                 if v < old.version:
                     continue
@@ -95,7 +95,7 @@ class FakeGraphStore(FakeStore[tuple[Entity, ...]]):
             old = self._edges.get(key)
             if old is None or v < old.version:
                 continue
-            if r.origin == "system" and old.relation.origin == "user":
+            if r.origin == ORIGIN_SYSTEM and old.relation.origin == ORIGIN_USER:
                 continue
             del self._edges[key]
             removed += 1

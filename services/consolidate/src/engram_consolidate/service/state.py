@@ -38,7 +38,7 @@ from engram_core.log_events import (
 from engram_core.log_events import invalid as event_invalid
 from engram_core.model import Memory, Relation
 from engram_core.ports import Lease
-from engram_core.relations import parse_relation_type
+from engram_core.relations import ORIGIN_SYSTEM, parse_relation_type
 
 log = logging.getLogger(__name__)
 
@@ -102,19 +102,19 @@ def invalid(event: LogEvent) -> str:
     return event.reason if isinstance(event, Ignored) else event_invalid(event)
 
 
-SYSTEM = "system"
-
-
 def by_system(event: LogEvent) -> bool:
     """A relation event the graph ignores where a user edge stands."""
-    return isinstance(event, RelationLinked | RelationUnlinked) and event.relation.origin == SYSTEM
+    return (
+        isinstance(event, RelationLinked | RelationUnlinked)
+        and event.relation.origin == ORIGIN_SYSTEM
+    )
 
 
 def _user_edge(record: StateRecord | None) -> bool:
     return (
         isinstance(record, RelationRecord)
         and not record.removed
-        and record.relation.origin != SYSTEM
+        and record.relation.origin != ORIGIN_SYSTEM
     )
 
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from engram_core.model import Hit, Memory, Relation
+from engram_core.relations import ORIGIN_SYSTEM
 from engram_core.scoring import DEFAULT_RRF_K, Candidate, StreamScore
 
 # Backend name (what `streams`/`degraded` report) → stream name scoring knows.
@@ -74,7 +75,7 @@ def with_relations(
         edge = (r.source_id, r.target_id, r.type)
         if r.source_id == r.target_id or edge in seen:
             continue
-        if r.origin == "system" and not system_edges:
+        if r.origin == ORIGIN_SYSTEM and not system_edges:
             continue
         seen.add(edge)
         if r.source_id in ids and r.target_id in ids:

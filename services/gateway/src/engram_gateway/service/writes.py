@@ -15,6 +15,7 @@ from engram_core import validation as v
 from engram_core.errors import InvalidArgument, NotFound
 from engram_core.model import Memory, Relation
 from engram_core.ports import Cache
+from engram_core.relations import ORIGIN_USER
 from engram_gateway.service.deadline import Deadline
 from engram_gateway.service.lookup import Lookup
 from engram_gateway.service.ports import Envelope, EventLog
@@ -234,7 +235,7 @@ class Writer:
             type=rel_type.value,
             strength=weight,
             properties=props,
-            origin="user",
+            origin=ORIGIN_USER,
             created_at=now,
         )
         ack = await self._log.relation_added(Envelope(self._new_id(), tenant, now), relation)

@@ -67,8 +67,6 @@ from engram_platform.paging import ScanRests
 log = logging.getLogger(__name__)
 R = TypeVar("R")
 _Rows = list[list[Any]]
-USER = ORIGIN_USER
-SYSTEM = ORIGIN_SYSTEM
 
 
 def memory_key(tenant: str, id_: str) -> str:
@@ -357,7 +355,7 @@ class LadybugGraphStore:
             self._edge_cache.invalidate(
                 memory_key(tenant, i) for r in relations for i in (r.source_id, r.target_id)
             )
-            if any(r.origin != SYSTEM for r in relations):
+            if any(r.origin != ORIGIN_SYSTEM for r in relations):
                 self._user_edges.invalidate([tenant])
 
     async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int:
@@ -406,7 +404,9 @@ class LadybugGraphStore:
         # Recall asks for agents' edges only, and most tenants have none: one cached count
         # (a pass over the tenant's edges, kept until an agent's edge is written) spares the
         # per-memory lookups (22 ms for 50 memories on the 100k bench tenant).
-        if origin == USER and not await self._read(_user_edge_count, tenant, self._user_edges):
+        if origin == ORIGIN_USER and not await self._read(
+            _user_edge_count, tenant, self._user_edges
+        ):
             return []
         keys = [memory_key(tenant, i) for i in dict.fromkeys(ids)]
         found, missing = self._edge_cache.get(keys)
@@ -627,7 +627,9 @@ def _add_relations(
             )
             if existing:
                 origin, stored_version = existing[0]
-                if (r.origin == SYSTEM and origin == USER) or version < stored_version:
+                if (
+                    r.origin == ORIGIN_SYSTEM and origin == ORIGIN_USER
+                ) or version < stored_version:
                     continue
                 _rows(conn, cypher.UPDATE_EDGE, params)
                 updated += 1
@@ -649,7 +651,7 @@ def _remove_relations(
             if not existing:
                 continue
             origin, stored_version = existing[0]
-            if (r.origin == SYSTEM and origin == USER) or version < stored_version:
+            if (r.origin == ORIGIN_SYSTEM and origin == ORIGIN_USER) or version < stored_version:
                 continue
             _rows(conn, cypher.REMOVE_EDGE, params)
             removed += 1
@@ -746,7 +748,7 @@ def _tenant_count(conn: ladybug.Connection, tenant: str, counts: ReadCache[int])
 
 def _user_edge_count(conn: ladybug.Connection, tenant: str, counts: ReadCache[int]) -> int:
     """The tenant's edges of origin user, kept until a write of such an edge or a delete."""
-    params = {"tenant": tenant, "origin": USER}
+    params = {"tenant": tenant, "origin": ORIGIN_USER}
     return _kept_count(conn, counts, tenant, cypher.USER_EDGES, params)
 
 

@@ -70,8 +70,6 @@ log = logging.getLogger(__name__)
 P = ParamSpec("P")
 R = TypeVar("R")
 _Rows = list[list[Any]]
-USER = ORIGIN_USER
-SYSTEM = ORIGIN_SYSTEM
 BACKEND = "neo4j"
 
 
@@ -424,7 +422,7 @@ def _fold(rows: list[tuple[Relation, int]]) -> list[tuple[Relation, int]]:
         held = out.get(key)
         if held is None:
             out[key] = (r, v)
-        elif not (r.origin == SYSTEM and held[0].origin == USER) and v >= held[1]:
+        elif not (r.origin == ORIGIN_SYSTEM and held[0].origin == ORIGIN_USER) and v >= held[1]:
             out[key] = (replace(r, created_at=held[0].created_at), v)
     return list(out.values())
 

@@ -45,12 +45,11 @@ from engram_core.associations import (
     similar_to,
 )
 from engram_core.model import META_PATTERN, Hit, Memory, Relation
-from engram_core.relations import RelationType
+from engram_core.relations import ORIGIN_SYSTEM, RelationType
 
 SIMILAR = "similar"
 SEQUENCE = "sequence"
 USER_EDGE_KEPT = "user_edge_kept"
-SYSTEM = "system"
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -224,7 +223,7 @@ class AssociatePass(Pass):
         if not scope:
             return
         existing = await self.stores.relations(run.tenant, scope)
-        await self._remove(run, [r for r in existing if r.origin == SYSTEM and stale(r)])
+        await self._remove(run, [r for r in existing if r.origin == ORIGIN_SYSTEM and stale(r)])
         if not proposals:
             return
         plan = reconcile(proposals, existing, self.settings)

@@ -40,7 +40,7 @@ from engram_core.clusters import (
     summary_unchanged,
 )
 from engram_core.model import META_PATTERN, Memory, Relation
-from engram_core.relations import RelationType
+from engram_core.relations import ORIGIN_SYSTEM, RelationType
 
 PAIRS = "pairs"
 WRITE = "write"
@@ -112,7 +112,7 @@ class ClusterPass(Pass):
         for e in edges:
             if e.type == RelationType.SUMMARIZES.value and e.source_id in members:
                 members[e.source_id].append(e.target_id)
-                if e.origin == "system":
+                if e.origin == ORIGIN_SYSTEM:
                     self._summarized.setdefault(e.source_id, []).append(e)
         return members
 
