@@ -1,7 +1,8 @@
 """Scoring math for recall (DESIGN §4 step 4). Pure: no I/O, no clock, no randomness.
 
 ``rank`` turns merged candidates into an ordered, truncated list. Each candidate gets
-every component in [0, 1] (``COMPONENTS``); ``Fusion.WEIGHTED`` sums weight × component,
+every component (``COMPONENTS``), each in [0, 1] except the standard-scored streams, which
+are only floored at 0; ``Fusion.WEIGHTED`` sums weight × component,
 ``Fusion.RRF`` sums per-stream weight / (k + rank). Then one post-step, the same for both
 fusions: a candidate whose timeline neighbours (``Candidate.neighbours``, found by the
 gateway) scored well gains ``context`` — in a conversation the answer is often the turn
@@ -39,7 +40,7 @@ DEFAULT_RECENCY_WINDOW_DAYS = 180.0
 DEFAULT_RECENCY_HALF_LIFE_DAYS = 30.0
 DEFAULT_TIME_HALF_LIFE_DAYS = 3.0
 DEFAULT_CONTEXT_DECAY = 0.5
-# Standard scores map linearly onto [0, 1] over ±Z_SPAN/2 deviations around 0.5.
+# Standard scores map linearly onto 0.5 + z / Z_SPAN, floored at 0 (z = -Z_SPAN/2).
 Z_SPAN = 6.0
 MIN_TOKEN_LENGTH = 3
 _SECONDS_PER_DAY = 86_400.0
@@ -52,11 +53,11 @@ class Fusion(Enum):
 
 
 class Normalisation(Enum):
-    """How a stream's raw scores become its component in [0, 1], over the candidate set."""
+    """How a stream's raw scores become its component, over the candidate set."""
 
     # vector: the cosine clamped to [0, 1]; keyword and graph: score / best score.
     RAW = "raw"
-    # Every stream: 0.5 + z / Z_SPAN clamped to [0, 1], z the standard score among the
+    # Every stream: 0.5 + z / Z_SPAN floored at 0, z the standard score among the
     # candidates the stream returned; a candidate it did not return gets the stream's
     # lowest value (it ranked below all of them).
     ZSCORE = "zscore"
@@ -241,7 +242,10 @@ def _clamp(x: float) -> float:
 def _zscore(score: float, st: _StreamStats) -> float:
     if st.std <= 0.0:  # one candidate, or all equal: each is the stream's best
         return 1.0
-    return _clamp(0.5 + (score - st.mean) / (Z_SPAN * st.std))
+    # Floored at 0 but not capped at 1: a match standing out by more than Z_SPAN/2
+    # deviations (BM25's rare-term hits) keeps its lead instead of tying with the merely
+    # good ones. At most 0.5 + sqrt(n - 1) / Z_SPAN for n candidates.
+    return max(0.0, 0.5 + (score - st.mean) / (Z_SPAN * st.std))
 
 
 def _normalised_stream(c: Candidate, ctx: _Context, stream: str) -> float:

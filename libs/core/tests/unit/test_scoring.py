@@ -437,6 +437,23 @@ def test_zscore_gives_a_candidate_missing_a_stream_that_streams_floor() -> None:
     assert one[0].components["vector"] == 1.0
 
 
+def test_zscore_keeps_an_outstanding_match_ahead_of_the_merely_good() -> None:
+    def keyword_components(scores: list[float]) -> list[float]:
+        cands = [cand(mem(f"m{i}"), keyword=(s, i + 1)) for i, s in enumerate(scores)]
+        ranked = run(
+            cands, weights=only(keyword=1.0), normalisation=Normalisation.ZSCORE, limit=len(cands)
+        )
+        return [r.components["keyword"] for r in ranked]
+
+    # One BM25 hit at 10 among hits at 1. Among 10 candidates its z is 3: 0.5 + 3/6 = 1.
+    assert keyword_components([10.0] + [1.0] * 9)[0] == pytest.approx(1.0, abs=EXACT)
+    # Among 16 its z is sqrt(15), further out, and it counts for more rather than being
+    # cut back to 1 — a rare-term hit must not tie with every merely good one.
+    assert keyword_components([10.0] + [1.0] * 15)[0] == pytest.approx(0.5 + 15**0.5 / 6, abs=EXACT)
+    # The floor stays: far below the mean is 0, never negative.
+    assert keyword_components([100.0] * 15 + [0.0])[-1] == 0.0
+
+
 # --- dates named in the query ------------------------------------------------------------
 
 
