@@ -28,6 +28,8 @@ class ScoringClient:
         weights: Mapping[str, float] | None = None,
         query_tags: Sequence[str] = (),
         timeout: float | None = None,
+        focus: common_pb2.Focus | None = None,
+        recency_bias: int = common_pb2.RECENCY_BIAS_UNSPECIFIED,
     ) -> list[common_pb2.ScoredMemory]:
         request = scoring_pb2.RankRequest(
             query=query,
@@ -36,6 +38,8 @@ class ScoringClient:
             limit=limit,
             weights=dict(weights or {}),
             query_tags=list(query_tags),
+            focus=focus,
+            recency_bias=recency_bias,  # type: ignore[arg-type]
         )
         async with translate_errors(NAME):
             reply = await self._stub.Rank(request, timeout=timeout)

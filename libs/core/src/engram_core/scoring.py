@@ -92,6 +92,13 @@ class Weights:
     time: float = 0.3
     # Post-step: this × the best timeline neighbour's (decayed) lead over the lowest score.
     context: float = 0.4
+    # The request's focus (what the agent is working on): flat bonuses, 0 without a focus.
+    focus_tag: float = 0.45
+    focus_type: float = 0.25
+    focus_keyword: float = 0.2
+    focus_id: float = 0.9
+    # With recency bias on: this × the timestamp min-max normalised over the candidates.
+    recency_bias: float = 0.2
     rrf_vector: float = 1.0
     rrf_keyword: float = 1.0
     rrf_graph: float = 1.0
@@ -151,6 +158,30 @@ class ScoredCandidate:
     streams: Mapping[str, StreamScore]
 
 
+class RecencyBias(Enum):
+    """Whether newer candidates gain ``recency_bias`` × their place between the oldest and
+    the newest candidate: never, always, or when the query asks for the latest."""
+
+    OFF = "off"
+    ON = "on"
+    AUTO = "auto"
+
+
+@dataclass(frozen=True, slots=True)
+class Focus:
+    """What the agent is working on, from the request: memories matching it gain flat
+    bonuses (``focus_*`` weights), and with ``pinned`` they come before the rest."""
+
+    tags: tuple[str, ...] = ()  # carried exactly or as a prefix (normalised like tags)
+    types: tuple[str, ...] = ()  # the memory's type, case-insensitive
+    keywords: tuple[str, ...] = ()  # a language or other word, in metadata values or tags
+    ids: tuple[str, ...] = ()  # priority memories
+    pinned: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.tags or self.types or self.keywords or self.ids)
+
+
 @dataclass(frozen=True, slots=True)
 class Query:
     """What the components compare candidates against."""
@@ -158,6 +189,8 @@ class Query:
     now: datetime
     text: str = ""
     tags: tuple[str, ...] = ()
+    focus: Focus = field(default_factory=Focus)
+    recency_bias: RecencyBias | None = None  # None: Params.recency_bias
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,8 +207,14 @@ class Params:
     normalisation: Normalisation = Normalisation.ZSCORE
     time_half_life_days: float = DEFAULT_TIME_HALF_LIFE_DAYS
     context_decay: float = DEFAULT_CONTEXT_DECAY  # per step of distance beyond the first
+    # A candidate whose best topical component is below this has its query-independent
+    # components (recency, importance, confidence, relevance) scaled by evidence / gate.
+    relevance_gate: float = 0.0  # 0 = off
+    recency_bias: RecencyBias = RecencyBias.AUTO
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.relevance_gate <= 1.0:
+            raise InvalidArgument("relevance_gate", "must be within [0, 1]")
         if self.limit < 1:
             raise InvalidArgument("limit", f"must be >= 1, got {self.limit}")
         if not self.time_half_life_days > 0:
@@ -201,6 +240,10 @@ class _Context:
     tags: tuple[str, ...]
     streams: Mapping[str, _StreamStats]
     periods: tuple[tuple[datetime, datetime], ...]  # dates the query names, [start, end)
+    focus_tags: frozenset[str]  # normalised like tags
+    focus_types: frozenset[str]  # lower-cased
+    focus_keywords: frozenset[str]  # lower-cased
+    newest: tuple[float, float] | None  # (oldest, newest) timestamp when the bias is on
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,6 +395,40 @@ def _time(c: Candidate, ctx: _Context) -> float:
     return best
 
 
+def _focus_tag(c: Candidate, ctx: _Context) -> float:
+    if not ctx.focus_tags:
+        return 0.0
+    have = set(c.memory.tag_prefixes) or set(tag_prefixes(c.memory.tags))
+    return 1.0 if ctx.focus_tags & have else 0.0
+
+
+def _focus_type(c: Candidate, ctx: _Context) -> float:
+    return 1.0 if c.memory.type.lower() in ctx.focus_types else 0.0
+
+
+def _focus_keyword(c: Candidate, ctx: _Context) -> float:
+    """1 when a focus keyword ("python") is a word of a metadata value or a tag part."""
+    words = ctx.focus_keywords
+    if not words:
+        return 0.0
+    parts = {p for t in c.memory.tags for p in t.replace("/", ":").split(":")}
+    found = tokens(" ".join(_strings(c.memory.metadata))) | parts
+    return 1.0 if any(w in found for w in words) else 0.0
+
+
+def _focus_id(c: Candidate, ctx: _Context) -> float:
+    return 1.0 if c.memory.id in ctx.query.focus.ids else 0.0
+
+
+def _recency_bias(c: Candidate, ctx: _Context) -> float:
+    if ctx.newest is None:
+        return 0.0
+    oldest, newest = ctx.newest
+    if newest <= oldest:
+        return 1.0
+    return (c.memory.timestamp.timestamp() - oldest) / (newest - oldest)
+
+
 Component = Callable[[Candidate, _Context], float]
 
 COMPONENTS: Mapping[str, Component] = {
@@ -368,8 +445,42 @@ COMPONENTS: Mapping[str, Component] = {
     "relevance": _relevance,
     "relation": _relation,
     "time": _time,
+    "focus_tag": _focus_tag,
+    "focus_type": _focus_type,
+    "focus_keyword": _focus_keyword,
+    "focus_id": _focus_id,
+    "recency_bias": _recency_bias,
 }
 """Every component by name; each name is also the name of its weight in ``Weights``."""
+
+TOPICAL: tuple[str, ...] = (
+    "vector",
+    "keyword",
+    "graph",
+    "metadata",
+    "tag",
+    "label",
+    "exact",
+    "time",
+)
+"""Components that measure how well a candidate matches the query: the relevance gate's
+evidence."""
+
+QUERY_INDEPENDENT: tuple[str, ...] = ("recency", "importance", "confidence", "relevance")
+"""Components a memory has whatever the query: the relevance gate scales these."""
+
+_LATEST = re.compile(
+    r"\b(latest|newest|most recent(ly)?|recently|current(ly)?|now|nowadays|these days|"
+    r"up to date|so far|lately)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_for_latest(text: str) -> bool:
+    """Whether the query asks for the newest state of things ("what is the latest…",
+    "where does she live now"): recency bias ``auto`` turns on for these."""
+    return _LATEST.search(text) is not None
+
 
 CONTEXT = "context"
 """The post-step's component (and weight) name: not in ``COMPONENTS``, as it needs every
@@ -397,6 +508,7 @@ def _stats_of(v: Sequence[float]) -> _StreamStats:
 
 def _context(candidates: Sequence[Candidate], query: Query, params: Params) -> _Context:
     phrase = normalise_text(query.text)
+    periods = mentioned_periods(query.text)
     return _Context(
         query=query,
         params=params,
@@ -404,8 +516,51 @@ def _context(candidates: Sequence[Candidate], query: Query, params: Params) -> _
         tokens=tokens(query.text),
         tags=tuple(dict.fromkeys(normalise_tag(t) for t in query.tags if t.strip())),
         streams=_stream_stats(candidates),
-        periods=mentioned_periods(query.text),
+        periods=periods,
+        focus_tags=frozenset(normalise_tag(t) for t in query.focus.tags if t.strip()),
+        focus_types=frozenset(t.lower() for t in query.focus.types),
+        focus_keywords=frozenset(k.lower() for k in query.focus.keywords),
+        newest=_time_span(candidates) if _biased(query, params, bool(periods)) else None,
     )
+
+
+def _biased(query: Query, params: Params, dated: bool) -> bool:
+    """ON always; AUTO when the query asks for the latest and names no date ("what did
+    she watch recently, on 6 October?" is recent to that day: the time component's job)."""
+    bias = query.recency_bias or params.recency_bias
+    if bias is RecencyBias.AUTO:
+        return not dated and asks_for_latest(query.text)
+    return bias is RecencyBias.ON
+
+
+def _time_span(candidates: Sequence[Candidate]) -> tuple[float, float] | None:
+    stamps = [c.memory.timestamp.timestamp() for c in candidates]
+    return (min(stamps), max(stamps)) if stamps else None
+
+
+def _gated(components: dict[str, float], gate: float) -> dict[str, float]:
+    """The relevance gate: with weak topical evidence, the query-independent components
+    (a recent, important memory about something else) count only in proportion."""
+    evidence = min(1.0, max(components[n] for n in TOPICAL))
+    if gate <= 0.0 or evidence >= gate:
+        return components
+    factor = evidence / gate
+    return {n: v * factor if n in QUERY_INDEPENDENT else v for n, v in components.items()}
+
+
+def _pinned(s: ScoredCandidate, focus: Focus) -> bool:
+    return focus.pinned and any(s.components.get(f"focus_{p}", 0.0) > 0.0 for p in _FOCUS)
+
+
+_FOCUS = ("tag", "type", "keyword", "id")
+
+
+def pinned_first(results: Sequence[ScoredCandidate], focus: Focus) -> list[ScoredCandidate]:
+    """``results`` with those matching a pinned focus moved to the front, each group in its
+    own order: steps that reorder after scoring (a rerank) keep the pin."""
+    if not (focus.pinned and focus):
+        return list(results)
+    return sorted(results, key=lambda s: not _pinned(s, focus))
 
 
 def _rrf(c: Candidate, params: Params) -> float:
@@ -420,20 +575,30 @@ def _rrf(c: Candidate, params: Params) -> float:
 def rank(candidates: Sequence[Candidate], query: Query, params: Params) -> list[ScoredCandidate]:
     """Score every candidate and return the best ``params.limit``.
 
-    Order: score descending, then timestamp descending (newer first), then id ascending,
-    so equal inputs always give the same output.
+    Order: with a pinned focus, the candidates matching it first; then score descending,
+    timestamp descending (newer first) and id ascending, so equal inputs always give the
+    same output.
     """
     ctx = _context(candidates, query, params)
     weights = [(name, params.weights.get(name)) for name in COMPONENTS]
     rrf = params.fusion is Fusion.RRF
     scored: list[ScoredCandidate] = []
     for c in candidates:
-        components = {name: fn(c, ctx) for name, fn in COMPONENTS.items()}
+        components = _gated(
+            {name: fn(c, ctx) for name, fn in COMPONENTS.items()}, params.relevance_gate
+        )
         score = _rrf(c, params) if rrf else sum(w * components[name] for name, w in weights)
         scored.append(ScoredCandidate(c.memory, score, components, c.streams))
     scored = _with_context(candidates, scored, params)
     return heapq.nsmallest(
-        params.limit, scored, key=lambda s: (-s.score, -s.memory.timestamp.timestamp(), s.memory.id)
+        params.limit,
+        scored,
+        key=lambda s: (
+            not _pinned(s, query.focus),
+            -s.score,
+            -s.memory.timestamp.timestamp(),
+            s.memory.id,
+        ),
     )
 
 

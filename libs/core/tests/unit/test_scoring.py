@@ -16,14 +16,17 @@ from engram_core.scoring import (
     COMPONENTS,
     CONTEXT,
     Candidate,
+    Focus,
     Fusion,
     Normalisation,
     Params,
     Query,
+    RecencyBias,
     RecencyMode,
     ScoredCandidate,
     StreamScore,
     Weights,
+    asks_for_latest,
     mentioned_periods,
     rank,
 )
@@ -110,6 +113,11 @@ def test_default_weights_are_the_documented_vector() -> None:
         "graph": 0.0,
         "time": 0.30,
         "context": 0.40,
+        "focus_tag": 0.45,
+        "focus_type": 0.25,
+        "focus_keyword": 0.2,
+        "focus_id": 0.9,
+        "recency_bias": 0.2,
         "rrf_vector": 1.0,
         "rrf_keyword": 1.0,
         "rrf_graph": 1.0,
@@ -180,6 +188,11 @@ def test_weighted_score_of_every_component_by_hand() -> None:
             "label": 0.0,  # "ci" and "python": the query names neither
             "time": 0.0,  # the query names no date
             "context": 0.0,  # no timeline neighbours
+            "focus_tag": 0.0,  # the request has no focus
+            "focus_type": 0.0,
+            "focus_keyword": 0.0,
+            "focus_id": 0.0,
+            "recency_bias": 0.0,  # the query does not ask for the latest
         },
         abs=EXACT,
     )
@@ -587,3 +600,156 @@ def test_label_matches_the_last_part_of_a_client_tag_not_an_entity_tag() -> None
     assert comps == {"about": 1.0, "mentions": 0.0, "two-words": 0.0, "none": 0.0}
     both = run(cands, text="engram core status", weights=only(label=1.0))
     assert {r.memory.id: r.components["label"] for r in both}["two-words"] == 1.0
+
+
+# --- the request's focus ------------------------------------------------------------------
+
+
+def focus_run(cands: list[Candidate], focus: Focus, **weights: float) -> list[ScoredCandidate]:
+    return rank(
+        cands,
+        Query(now=NOW, focus=focus),
+        Params(
+            weights=only(keyword=1.0, **weights), limit=len(cands), normalisation=Normalisation.RAW
+        ),
+    )
+
+
+def test_focus_bonuses_are_flat_and_add_up() -> None:
+    py = mem("py", tags=("lang:python", "project:engram:ci"), metadata={"stack": "Python 3.11"})
+    py = replace(py, type="Decision")
+    other = mem("other", tags=("lang:go",))
+    cands = [cand(other, keyword=(10.0, 1)), cand(py, keyword=(5.0, 2))]
+    focus = Focus(tags=("Project/Engram",), types=("decision",), keywords=("python",), ids=("py",))
+    by_id = {
+        r.memory.id: r
+        for r in focus_run(
+            cands, focus, focus_tag=0.45, focus_type=0.25, focus_keyword=0.2, focus_id=0.9
+        )
+    }
+    # py: keyword 5/10 = .5, + .45 (project/engram is a prefix of project:engram:ci, "/"
+    # read as ":") + .25 (type, any case) + .2 ("python" is a word of a metadata value)
+    # + .9 (a priority id) = 2.3; other: keyword 1, no focus.
+    assert by_id["py"].score == pytest.approx(2.3, abs=EXACT)
+    assert by_id["other"].score == pytest.approx(1.0, abs=EXACT)
+    assert [by_id["py"].components[f"focus_{p}"] for p in ("tag", "type", "keyword", "id")] == [
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+    ]
+    assert all(
+        by_id["other"].components[f"focus_{p}"] == 0.0 for p in ("tag", "type", "keyword", "id")
+    )
+
+
+def test_focus_keyword_matches_a_tag_part_or_a_metadata_word_not_a_substring() -> None:
+    tagged = mem("tagged", tags=("lang:python",))
+    meta = mem("meta", metadata={"notes": ["uses python daily"]})
+    near = mem("near", tags=("pythonic",), metadata={"k": "cpython"})
+    got = focus_run(
+        [cand(m, keyword=(1.0, i + 1)) for i, m in enumerate((tagged, meta, near))],
+        Focus(keywords=("Python",)),
+        focus_keyword=0.2,
+    )
+    assert {r.memory.id: r.components["focus_keyword"] for r in got} == {
+        "tagged": 1.0,
+        "meta": 1.0,
+        "near": 0.0,
+    }
+
+
+def test_a_pinned_focus_puts_matching_results_first_in_score_order() -> None:
+    strong = mem("strong")
+    pinned_a = mem("pinned_a", tags=("runbook",))
+    pinned_b = mem("pinned_b")
+    cands = [
+        cand(strong, keyword=(10.0, 1)),
+        cand(pinned_a, keyword=(2.0, 3)),
+        cand(pinned_b, keyword=(3.0, 2)),
+    ]
+    focus = Focus(tags=("runbook",), ids=("pinned_b",))
+    # Bonuses 0: only the pin moves them. Unpinned, the keyword order stands.
+    assert ids(focus_run(cands, focus)) == ["strong", "pinned_b", "pinned_a"]
+    pinned = replace(focus, pinned=True)
+    assert ids(focus_run(cands, pinned)) == ["pinned_b", "pinned_a", "strong"]
+    # An empty focus pins nothing.
+    assert not Focus(pinned=True)
+    assert ids(focus_run(cands, Focus(pinned=True))) == ["strong", "pinned_b", "pinned_a"]
+
+
+# --- the relevance gate -------------------------------------------------------------------
+
+
+def test_relevance_gate_scales_query_independent_components_by_weak_evidence() -> None:
+    # "on": keyword 8/8 = 1; "off": keyword 2/8 = .25, but new and important.
+    on = mem("on", age_days=180, importance=0.0, confidence=0.0)
+    off = mem("off", age_days=0, importance=1.0, confidence=1.0, relevance=1.0)
+    cands = [cand(on, keyword=(8.0, 1)), cand(off, keyword=(2.0, 2))]
+    weights = only(keyword=1.0, recency=1.0, importance=1.0, confidence=1.0, relevance=1.0)
+
+    def scores(gate: float) -> dict[str, float]:
+        got = rank(
+            cands,
+            Query(now=NOW),
+            Params(weights=weights, relevance_gate=gate, normalisation=Normalisation.RAW),
+        )
+        return {r.memory.id: r.score for r in got}
+
+    # Off (0): off = .25 + 4 × 1 = 4.25. Gate .5: evidence .25 < .5, the four scaled by
+    # .25/.5: .25 + 4 × .5 = 2.25. "on" (evidence 1, recency 0 at 180 days) keeps its 1.
+    assert scores(0.0) == pytest.approx({"on": 1.0, "off": 4.25}, abs=EXACT)
+    assert scores(0.5) == pytest.approx({"on": 1.0, "off": 2.25}, abs=EXACT)
+    # Evidence at the gate: untouched.
+    assert scores(0.25) == pytest.approx({"on": 1.0, "off": 4.25}, abs=EXACT)
+    with pytest.raises(InvalidArgument) as err:
+        Params(relevance_gate=1.5)
+    assert err.value.field == "relevance_gate"
+
+
+# --- recency bias -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "latest"),
+    [
+        ("What is Sarah's latest job?", True),
+        ("where does she live now", True),
+        ("What is the most recent release?", True),
+        ("Which editor does he use currently", True),
+        ("What did Sarah research?", False),
+        ("What happened last week?", False),
+        ("Is the snowboard new?", False),
+    ],
+)
+def test_asks_for_latest(text: str, latest: bool) -> None:
+    assert asks_for_latest(text) is latest
+
+
+def test_recency_bias_adds_the_min_max_normalised_timestamp() -> None:
+    old, mid, new = mem("old", age_days=100), mem("mid", age_days=25), mem("new", age_days=0)
+    cands = [cand(old, keyword=(4.0, 1)), cand(mid, keyword=(3.0, 2)), cand(new, keyword=(2.0, 3))]
+    weights = only(keyword=1.0, recency_bias=1.0)
+
+    def scores(text: str, bias: RecencyBias | None, default: RecencyBias) -> dict[str, float]:
+        got = rank(
+            cands,
+            Query(now=NOW, text=text, recency_bias=bias),
+            Params(weights=weights, recency_bias=default, normalisation=Normalisation.RAW),
+        )
+        return {r.memory.id: r.score for r in got}
+
+    plain = {"old": 1.0, "mid": 0.75, "new": 0.5}  # keyword / 4
+    biased = {"old": 1.0, "mid": 0.75 + 0.75, "new": 0.5 + 1.0}  # + (t - oldest) / span
+    assert scores("status", None, RecencyBias.OFF) == pytest.approx(plain, abs=EXACT)
+    assert scores("status", None, RecencyBias.ON) == pytest.approx(biased, abs=EXACT)
+    # auto: on only when the query asks for the latest.
+    assert scores("status", None, RecencyBias.AUTO) == pytest.approx(plain, abs=EXACT)
+    assert scores("latest status", None, RecencyBias.AUTO) == pytest.approx(biased, abs=EXACT)
+    # …and names no date: then "recent" is relative to that date, the time component's job.
+    assert scores("latest status on 3 May 2024", None, RecencyBias.AUTO) == pytest.approx(
+        plain, abs=EXACT
+    )
+    # The request's choice overrides the default.
+    assert scores("latest status", RecencyBias.OFF, RecencyBias.ON) == pytest.approx(plain)
+    assert scores("status", RecencyBias.ON, RecencyBias.OFF) == pytest.approx(biased)

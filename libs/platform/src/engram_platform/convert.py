@@ -10,6 +10,7 @@ from typing import Any
 from google.protobuf import struct_pb2, timestamp_pb2
 
 from engram.common.v1 import common_pb2
+from engram_core.errors import InvalidArgument
 from engram_core.model import (
     AccessUpdate,
     Entity,
@@ -22,6 +23,7 @@ from engram_core.model import (
     TagMode,
 )
 from engram_core.relations import ORIGIN_USER
+from engram_core.scoring import Focus, RecencyBias
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -255,3 +257,39 @@ def generation_from_proto(p: common_pb2.Generation) -> Generation:
         count=p.count,
         created_at=ts_from_proto(p.created_at),
     )
+
+
+def focus_to_proto(f: Focus) -> common_pb2.Focus:
+    return common_pb2.Focus(
+        tags=f.tags, types=f.types, keywords=f.keywords, ids=f.ids, pinned=f.pinned
+    )
+
+
+def focus_from_proto(p: common_pb2.Focus) -> Focus:
+    """As sent; the gateway validates (engram_core.validation.check_focus)."""
+    return Focus(tuple(p.tags), tuple(p.types), tuple(p.keywords), tuple(p.ids), p.pinned)
+
+
+_RECENCY_BIAS: Mapping[int, RecencyBias | None] = {
+    common_pb2.RECENCY_BIAS_UNSPECIFIED: None,
+    common_pb2.RECENCY_BIAS_OFF: RecencyBias.OFF,
+    common_pb2.RECENCY_BIAS_ON: RecencyBias.ON,
+    common_pb2.RECENCY_BIAS_AUTO: RecencyBias.AUTO,
+}
+_RECENCY_BIAS_TO_PROTO: Mapping[RecencyBias | None, common_pb2.RecencyBias.ValueType] = {
+    None: common_pb2.RECENCY_BIAS_UNSPECIFIED,
+    RecencyBias.OFF: common_pb2.RECENCY_BIAS_OFF,
+    RecencyBias.ON: common_pb2.RECENCY_BIAS_ON,
+    RecencyBias.AUTO: common_pb2.RECENCY_BIAS_AUTO,
+}
+
+
+def recency_bias_from_proto(value: int) -> RecencyBias | None:
+    """None for UNSPECIFIED (the server default); proto3 enums are open, so check the rest."""
+    if value not in _RECENCY_BIAS:
+        raise InvalidArgument("recency_bias", f"unknown recency bias {value}")
+    return _RECENCY_BIAS[value]
+
+
+def recency_bias_to_proto(value: RecencyBias | None) -> common_pb2.RecencyBias.ValueType:
+    return _RECENCY_BIAS_TO_PROTO[value]

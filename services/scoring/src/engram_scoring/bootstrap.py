@@ -6,7 +6,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from engram_core.model import utcnow
-from engram_core.scoring import Normalisation, Params, RecencyMode
+from engram_core.scoring import Normalisation, Params, RecencyBias, RecencyMode
 from engram_scoring.config import Settings
 from engram_scoring.service import Limits, Ranker
 
@@ -22,6 +22,8 @@ def build_ranker(settings: Settings, clock: Callable[[], datetime] = utcnow) -> 
         normalisation=Normalisation(settings.normalisation),
         time_half_life_days=settings.time_half_life_days,
         context_decay=settings.context_decay,
+        relevance_gate=settings.relevance_gate,
+        recency_bias=RecencyBias(settings.recency_bias),
     )
     limits = Limits(
         default_limit=settings.default_limit,

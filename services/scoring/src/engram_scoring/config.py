@@ -50,6 +50,28 @@ class WeightSettings(BaseModel):
         ge=0,
         description="Post-step: this × the best timeline neighbour's (decayed) score is added.",
     )
+    focus_tag: float = Field(
+        _W.focus_tag,
+        ge=0,
+        description="Bonus when the memory carries a tag of the request's focus.",
+    )
+    focus_type: float = Field(
+        _W.focus_type, ge=0, description="Bonus when the memory's type is one of the focus's."
+    )
+    focus_keyword: float = Field(
+        _W.focus_keyword,
+        ge=0,
+        description="Bonus when a focus keyword is a word of a metadata value or a tag part.",
+    )
+    focus_id: float = Field(
+        _W.focus_id, ge=0, description="Bonus when the memory is one of the focus's ids."
+    )
+    recency_bias: float = Field(
+        _W.recency_bias,
+        ge=0,
+        description="With recency bias on: this × the timestamp min-max normalised over the "
+        "candidates.",
+    )
     rrf_vector: float = Field(_W.rrf_vector, ge=0, description="RRF weight of the vector stream.")
     rrf_keyword: float = Field(
         _W.rrf_keyword, ge=0, description="RRF weight of the keyword stream."
@@ -101,6 +123,19 @@ class Settings(ServiceSettings):
         ge=0,
         le=1,
         description="Context step: factor per timeline step beyond the first neighbour.",
+    )
+    relevance_gate: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Below this best topical component (vector, keyword, graph, metadata, tag, "
+        "label, exact, time), recency, importance, confidence and relevance are scaled by "
+        "evidence / gate; 0 = off.",
+    )
+    recency_bias: Literal["off", "on", "auto"] = Field(
+        scoring.RecencyBias.AUTO.value,
+        description="Recency bias when a request leaves it unset: auto = on when the query "
+        "asks for the latest (latest, newest, most recent, currently, now…).",
     )
     default_limit: int = Field(10, ge=1, le=1000, description="Results returned when limit is 0.")
     max_limit: int = Field(1000, ge=1, description="Largest limit a request may ask for.")

@@ -10,6 +10,7 @@ import grpc
 
 from engram.scoring.v1 import scoring_pb2, scoring_pb2_grpc
 from engram_core.errors import InvalidArgument
+from engram_platform.convert import focus_from_proto, recency_bias_from_proto
 from engram_platform.timeutil import from_epoch_ms
 from engram_scoring.mapping import candidate_from_proto, fusion_from_proto, scored_to_proto
 from engram_scoring.service import Ranker
@@ -51,6 +52,7 @@ class ScoringHandlers(scoring_pb2_grpc.ScoringServiceServicer):
         self._ranker.check_count(len(request.candidates))
         if request.now_unix_ms < 0:
             raise InvalidArgument("now_unix_ms", "must be >= 0 (0 = server clock)")
+        recency_bias = recency_bias_from_proto(request.recency_bias)
         _check_candidates(request.candidates)
 
         results = self._ranker.rank(
@@ -59,6 +61,8 @@ class ScoringHandlers(scoring_pb2_grpc.ScoringServiceServicer):
             text=request.query,
             tags=request.query_tags,
             now=from_epoch_ms(request.now_unix_ms) if request.now_unix_ms else None,
+            focus=focus_from_proto(request.focus),
+            recency_bias=recency_bias,
         )
         sent = {c.memory.id: c.memory for c in request.candidates}
         return scoring_pb2.RankResponse(

@@ -13,7 +13,7 @@ import pytest
 from engram.common.v1 import common_pb2
 from engram.scoring.v1 import scoring_pb2, scoring_pb2_grpc
 from engram_core.model import Memory
-from engram_core.scoring import Candidate, StreamScore
+from engram_core.scoring import COMPONENTS, CONTEXT, Candidate, StreamScore
 from engram_platform.convert import memory_to_proto
 from engram_platform.errors import FIELD_KEY
 from engram_platform.grpc_client import open_channel
@@ -90,7 +90,7 @@ async def test_weighted_rank_over_grpc(stub: scoring_pb2_grpc.ScoringServiceAsyn
     a = reply.results[0]
     picked = {k: a.components[k] for k in ("tag", "exact", "keyword", "graph", "recency")}
     assert picked == {"tag": 1.0, "exact": 1.0, "keyword": 1.0, "graph": 0.0, "recency": 1.0}
-    assert len(a.components) == 14
+    assert set(a.components) == {*COMPONENTS, CONTEXT}
     assert {k: (v.score, v.rank) for k, v in a.streams.items()} == {
         "vector": (0.8, 1),
         "keyword": (5.0, 1),
@@ -127,6 +127,7 @@ async def test_weight_override_changes_the_order(
         ({"candidates": [candidate(memory("d", "x", 0), vector=(0.5, 0))]}, None),
         ({"candidates": [candidate(memory("", "x", 0))]}, "candidates[0].memory.id"),
         ({"now_unix_ms": -1}, "now_unix_ms"),
+        ({"recency_bias": 7}, "recency_bias"),
         ({"candidates": [_with_neighbour("y", 0)]}, "candidates[0].neighbours[y]"),
     ],
 )
@@ -138,6 +139,28 @@ async def test_invalid_argument_names_the_field(
         await stub.Rank(request(**overrides))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert (FIELD_KEY, field) in tuple(err.value.trailing_metadata() or ())
+
+
+async def test_focus_and_recency_bias_reach_the_ranking_over_grpc(
+    stub: scoring_pb2_grpc.ScoringServiceAsyncStub,
+) -> None:
+    plain = await stub.Rank(request())
+    assert [r.memory.id for r in plain.results] == ["a", "c", "b"]
+    # b (the weakest, 90 days old) is the focus's priority id: + 0.9 and, pinned, first.
+    focus = common_pb2.Focus(ids=["b"])
+    bonus = await stub.Rank(request(focus=focus))
+    by_id = {r.memory.id: r for r in bonus.results}
+    assert by_id["b"].score == pytest.approx(
+        {r.memory.id: r.score for r in plain.results}["b"] + 0.9, abs=1e-12
+    )
+    assert by_id["b"].components["focus_id"] == 1.0
+    focus.pinned = True
+    pinned = await stub.Rank(request(focus=focus, weights={"focus_id": 0.0}))
+    assert pinned.results[0].memory.id == "b"
+    # Recency bias on: b, the oldest, gains 0; a and c, the newest, gain the weight (0.2).
+    on = await stub.Rank(request(recency_bias=common_pb2.RECENCY_BIAS_ON))
+    gained = {r.memory.id: r.components["recency_bias"] for r in on.results}
+    assert gained == {"a": 1.0, "c": 1.0, "b": 0.0}
 
 
 def test_candidate_mapping_round_trip() -> None:

@@ -8,7 +8,16 @@ from datetime import datetime
 
 from engram_core.errors import InvalidArgument
 from engram_core.model import utcnow
-from engram_core.scoring import Candidate, Fusion, Params, Query, ScoredCandidate, rank
+from engram_core.scoring import (
+    Candidate,
+    Focus,
+    Fusion,
+    Params,
+    Query,
+    RecencyBias,
+    ScoredCandidate,
+    rank,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +62,15 @@ class Ranker:
         text: str = "",
         tags: Sequence[str] = (),
         now: datetime | None = None,
+        focus: Focus | None = None,
+        recency_bias: RecencyBias | None = None,
     ) -> list[ScoredCandidate]:
         self.check_count(len(candidates))
-        query = Query(now=now or self._clock(), text=text, tags=tuple(tags))
+        query = Query(
+            now=now or self._clock(),
+            text=text,
+            tags=tuple(tags),
+            focus=focus or Focus(),
+            recency_bias=recency_bias,
+        )
         return rank(candidates, query, params)

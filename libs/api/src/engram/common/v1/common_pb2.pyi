@@ -40,6 +40,30 @@ TAG_MODE_ANY: TagMode.ValueType  # 1
 TAG_MODE_ALL: TagMode.ValueType  # 2
 Global___TagMode: _TypeAlias = TagMode  # noqa: Y015
 
+class _RecencyBias:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RecencyBiasEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RecencyBias.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RECENCY_BIAS_UNSPECIFIED: _RecencyBias.ValueType  # 0
+    """the server default (auto)"""
+    RECENCY_BIAS_OFF: _RecencyBias.ValueType  # 1
+    RECENCY_BIAS_ON: _RecencyBias.ValueType  # 2
+    RECENCY_BIAS_AUTO: _RecencyBias.ValueType  # 3
+    """on when the query asks for the latest, current…"""
+
+class RecencyBias(_RecencyBias, metaclass=_RecencyBiasEnumTypeWrapper):
+    """Newer candidates gain weight × their timestamp min-max normalised over the candidates."""
+
+RECENCY_BIAS_UNSPECIFIED: RecencyBias.ValueType  # 0
+"""the server default (auto)"""
+RECENCY_BIAS_OFF: RecencyBias.ValueType  # 1
+RECENCY_BIAS_ON: RecencyBias.ValueType  # 2
+RECENCY_BIAS_AUTO: RecencyBias.ValueType  # 3
+"""on when the query asks for the latest, current…"""
+Global___RecencyBias: _TypeAlias = RecencyBias  # noqa: Y015
+
 class _StateMode:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -312,6 +336,54 @@ class Entity(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Entity: _TypeAlias = Entity  # noqa: Y015
+
+@_typing.final
+class Focus(_message.Message):
+    """What the agent is working on, given with a recall: memories matching it gain flat
+    bonuses (scoring weights focus_tag 0.45, focus_type 0.25, focus_keyword 0.2, focus_id
+    0.9), and with `pinned` they come before every other result.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TAGS_FIELD_NUMBER: _builtins.int
+    TYPES_FIELD_NUMBER: _builtins.int
+    KEYWORDS_FIELD_NUMBER: _builtins.int
+    IDS_FIELD_NUMBER: _builtins.int
+    PINNED_FIELD_NUMBER: _builtins.int
+    pinned: _builtins.bool
+    @_builtins.property
+    def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """carried exactly or as a prefix ("/" = ":")"""
+
+    @_builtins.property
+    def types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the memory's type, any case"""
+
+    @_builtins.property
+    def keywords(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """a language or other word in metadata values or tags"""
+
+    @_builtins.property
+    def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """priority memories; with pinned, fetched when missed"""
+
+    def __init__(
+        self,
+        *,
+        tags: _abc.Iterable[_builtins.str] | None = ...,
+        types: _abc.Iterable[_builtins.str] | None = ...,
+        keywords: _abc.Iterable[_builtins.str] | None = ...,
+        ids: _abc.Iterable[_builtins.str] | None = ...,
+        pinned: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids", b"ids", "keywords", b"keywords", "pinned", b"pinned", "tags", b"tags", "types", b"types"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Focus: _TypeAlias = Focus  # noqa: Y015
 
 @_typing.final
 class Filter(_message.Message):

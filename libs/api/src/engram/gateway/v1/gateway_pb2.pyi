@@ -214,6 +214,8 @@ class RecallRequest(_message.Message):
     EXPAND_IN_SCOPE_FIELD_NUMBER: _builtins.int
     GRAPH_ALPHA_FIELD_NUMBER: _builtins.int
     EXPAND_TYPES_FIELD_NUMBER: _builtins.int
+    FOCUS_FIELD_NUMBER: _builtins.int
+    RECENCY_BIAS_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     limit: _builtins.int
     """1..100, default 10"""
@@ -289,6 +291,10 @@ class RecallRequest(_message.Message):
     """
     graph_alpha: _builtins.float
     """hybrid_graph: weight of the PageRank score in [0,1]; 0 = the server default."""
+    recency_bias: _common_pb2.RecencyBias.ValueType
+    """Newer results gain a bonus: off | on | auto (when the query asks for the latest);
+    unset = the server default (auto). Unknown → INVALID_ARGUMENT naming `recency_bias`.
+    """
     @_builtins.property
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -310,6 +316,12 @@ class RecallRequest(_message.Message):
     @_builtins.property
     def expand_types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Relation types followed by expand_relations; empty = all. Unknown → INVALID_ARGUMENT."""
+
+    @_builtins.property
+    def focus(self) -> _common_pb2.Focus:
+        """What the agent is working on (gateway README, "Focus"): flat bonuses for memories with
+        these tags, types, keywords or ids; pinned puts them first (ids fetched when missed).
+        """
 
     def __init__(
         self,
@@ -350,10 +362,12 @@ class RecallRequest(_message.Message):
         expand_in_scope: _builtins.bool = ...,
         graph_alpha: _builtins.float = ...,
         expand_types: _abc.Iterable[_builtins.str] | None = ...,
+        focus: _common_pb2.Focus | None = ...,
+        recency_bias: _common_pb2.RecencyBias.ValueType = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_decompose", b"_decompose", "_hyde", b"_hyde", "_rerank", b"_rerank", "decompose", b"decompose", "hyde", b"hyde", "rerank", b"rerank"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_decompose", b"_decompose", "_hyde", b"_hyde", "_rerank", b"_rerank", "decompose", b"decompose", "focus", b"focus", "hyde", b"hyde", "rerank", b"rerank"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_decompose", b"_decompose", "_hyde", b"_hyde", "_rerank", b"_rerank", "decompose", b"decompose", "diversify_by", b"diversify_by", "end", b"end", "exclude_tags", b"exclude_tags", "exclude_types", b"exclude_types", "expand_entities", b"expand_entities", "expand_in_scope", b"expand_in_scope", "expand_limit", b"expand_limit", "expand_min_importance", b"expand_min_importance", "expand_min_strength", b"expand_min_strength", "expand_per_seed", b"expand_per_seed", "expand_relations", b"expand_relations", "expand_types", b"expand_types", "fusion", b"fusion", "graph_alpha", b"graph_alpha", "hyde", b"hyde", "include_archived", b"include_archived", "limit", b"limit", "max_per_group", b"max_per_group", "min_score", b"min_score", "min_sequence", b"min_sequence", "mode", b"mode", "per_query_limit", b"per_query_limit", "queries", b"queries", "query", b"query", "rerank", b"rerank", "sort", b"sort", "start", b"start", "state_mode", b"state_mode", "tag_match", b"tag_match", "tag_mode", b"tag_mode", "tags", b"tags", "time_query", b"time_query", "timezone", b"timezone", "token_budget", b"token_budget", "types", b"types"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_decompose", b"_decompose", "_hyde", b"_hyde", "_rerank", b"_rerank", "decompose", b"decompose", "diversify_by", b"diversify_by", "end", b"end", "exclude_tags", b"exclude_tags", "exclude_types", b"exclude_types", "expand_entities", b"expand_entities", "expand_in_scope", b"expand_in_scope", "expand_limit", b"expand_limit", "expand_min_importance", b"expand_min_importance", "expand_min_strength", b"expand_min_strength", "expand_per_seed", b"expand_per_seed", "expand_relations", b"expand_relations", "expand_types", b"expand_types", "focus", b"focus", "fusion", b"fusion", "graph_alpha", b"graph_alpha", "hyde", b"hyde", "include_archived", b"include_archived", "limit", b"limit", "max_per_group", b"max_per_group", "min_score", b"min_score", "min_sequence", b"min_sequence", "mode", b"mode", "per_query_limit", b"per_query_limit", "queries", b"queries", "query", b"query", "recency_bias", b"recency_bias", "rerank", b"rerank", "sort", b"sort", "start", b"start", "state_mode", b"state_mode", "tag_match", b"tag_match", "tag_mode", b"tag_mode", "tags", b"tags", "time_query", b"time_query", "timezone", b"timezone", "token_budget", b"token_budget", "types", b"types"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__decompose: _TypeAlias = _typing.Literal["decompose"]  # noqa: Y015
     _WhichOneofArgType__decompose: _TypeAlias = _typing.Literal["_decompose", b"_decompose"]  # noqa: Y015

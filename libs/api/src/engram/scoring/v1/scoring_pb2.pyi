@@ -149,11 +149,14 @@ class RankRequest(_message.Message):
     WEIGHTS_FIELD_NUMBER: _builtins.int
     QUERY_TAGS_FIELD_NUMBER: _builtins.int
     NOW_UNIX_MS_FIELD_NUMBER: _builtins.int
+    FOCUS_FIELD_NUMBER: _builtins.int
+    RECENCY_BIAS_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     fusion: Global___Fusion.ValueType
     limit: _builtins.int
     now_unix_ms: _builtins.int
     """"now" for recency; 0 means the server clock"""
+    recency_bias: _common_pb2.RecencyBias.ValueType
     @_builtins.property
     def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___Candidate]: ...
     @_builtins.property
@@ -163,6 +166,10 @@ class RankRequest(_message.Message):
     @_builtins.property
     def query_tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """tags the caller scoped to (tag component)"""
+
+    @_builtins.property
+    def focus(self) -> _common_pb2.Focus:
+        """the request's focus (focus_* components)"""
 
     def __init__(
         self,
@@ -174,10 +181,12 @@ class RankRequest(_message.Message):
         weights: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
         query_tags: _abc.Iterable[_builtins.str] | None = ...,
         now_unix_ms: _builtins.int = ...,
+        focus: _common_pb2.Focus | None = ...,
+        recency_bias: _common_pb2.RecencyBias.ValueType = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["focus", b"focus"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates", b"candidates", "fusion", b"fusion", "limit", b"limit", "now_unix_ms", b"now_unix_ms", "query", b"query", "query_tags", b"query_tags", "weights", b"weights"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates", b"candidates", "focus", b"focus", "fusion", b"fusion", "limit", b"limit", "now_unix_ms", b"now_unix_ms", "query", b"query", "query_tags", b"query_tags", "recency_bias", b"recency_bias", "weights", b"weights"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
