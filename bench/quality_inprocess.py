@@ -106,9 +106,13 @@ class LocalRanker:
         limit: int,
         query_tags: Sequence[str],
         timeout: float | None = None,
+        focus: Any = None,
+        recency_bias: Any = None,
     ) -> list[Any]:
         params = self._ranker.params(fusion, limit, {})
-        return self._ranker.rank(candidates, params, text=query, tags=query_tags)
+        return self._ranker.rank(
+            candidates, params, text=query, tags=query_tags, focus=focus, recency_bias=recency_bias
+        )
 
 
 class NullLog:

@@ -20,6 +20,7 @@ from engram_core.errors import InvalidArgument
 from engram_core.ids import normalise_id
 from engram_core.model import DEFAULT_CONFIDENCE, DEFAULT_IMPORTANCE, DEFAULT_TYPE, Memory
 from engram_core.relations import DEFAULT_STRENGTH, USER_TYPES, RelationType, parse_relation_type
+from engram_core.scoring import Focus
 from engram_core.tags import MAX_TAG_LENGTH, MAX_TAGS, normalise_tag, tag_prefixes, tag_problem
 
 TYPE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -389,3 +390,40 @@ def check_strength(value: float, field_path: str) -> float:
 
 def check_depth(value: int, field_path: str, limits: Limits) -> int:
     return check_limit(value, field_path, 1, limits.max_depth)
+
+
+MAX_FOCUS_IDS = 100
+MAX_FOCUS_KEYWORDS = 32
+MAX_KEYWORD_LENGTH = 64
+
+
+def check_focus(focus: Focus, field_path: str, limits: Limits) -> Focus:
+    """A recall's focus with its tags normalised, ids canonical and duplicates dropped."""
+    keywords = []
+    if len(focus.keywords) > MAX_FOCUS_KEYWORDS:
+        raise InvalidArgument(
+            f"{field_path}.keywords",
+            f"{len(focus.keywords)} keywords; at most {MAX_FOCUS_KEYWORDS}",
+        )
+    for i, word in enumerate(focus.keywords):
+        item = f"{field_path}.keywords[{i}]"
+        if not word.strip():
+            raise InvalidArgument(item, "must not be empty")
+        if len(word) > MAX_KEYWORD_LENGTH:
+            raise InvalidArgument(item, f"longer than {MAX_KEYWORD_LENGTH} characters")
+        keywords.append(word.strip().lower())
+    if len(focus.ids) > MAX_FOCUS_IDS:
+        raise InvalidArgument(f"{field_path}.ids", f"{len(focus.ids)} ids; at most {MAX_FOCUS_IDS}")
+    if len(focus.types) > limits.max_tags:
+        raise InvalidArgument(
+            f"{field_path}.types", f"{len(focus.types)} types; at most {limits.max_tags}"
+        )
+    return Focus(
+        tags=check_tags(focus.tags, f"{field_path}.tags", limits),
+        types=check_types(focus.types, f"{field_path}.types", limits),
+        keywords=tuple(dict.fromkeys(keywords)),
+        ids=tuple(
+            dict.fromkeys(check_id(x, f"{field_path}.ids[{i}]") for i, x in enumerate(focus.ids))
+        ),
+        pinned=focus.pinned,
+    )

@@ -17,8 +17,10 @@ from engram_gateway.service import RecallMode, RecallRequest, RelatedItem, Stats
 from engram_gateway.service.expand import ExpandedCandidate, ExpandRequest, expansion_of
 from engram_gateway.service.ports import RecallResult
 from engram_platform.convert import (
+    focus_from_proto,
     memory_from_proto,
     memory_to_proto,
+    recency_bias_from_proto,
     struct_to_dict,
     tag_match_from_proto,
     tag_mode_from_proto,
@@ -142,6 +144,8 @@ def recall_request_from_proto(p: gateway_pb2.RecallRequest) -> RecallRequest:
         per_query_limit=p.per_query_limit,
         decompose=p.decompose if p.HasField("decompose") else None,
         sort=p.sort,
+        focus=focus_from_proto(p.focus),
+        recency_bias=recency_bias_from_proto(p.recency_bias),
     )
 
 

@@ -195,15 +195,30 @@ class FakeRanker:
         limit: int,
         query_tags: Sequence[str],
         timeout: float | None = None,
+        focus: scoring.Focus | None = None,
+        recency_bias: scoring.RecencyBias | None = None,
     ) -> list[scoring.ScoredCandidate]:
         self.calls.append(
-            {"query": query, "candidates": list(candidates), "fusion": fusion, "limit": limit}
+            {
+                "query": query,
+                "candidates": list(candidates),
+                "fusion": fusion,
+                "limit": limit,
+                "focus": focus,
+                "recency_bias": recency_bias,
+            }
         )
         if self.fail is not None:
             raise self.fail
         return scoring.rank(
             candidates,
-            scoring.Query(now=datetime(2025, 6, 1, tzinfo=UTC), text=query, tags=tuple(query_tags)),
+            scoring.Query(
+                now=datetime(2025, 6, 1, tzinfo=UTC),
+                text=query,
+                tags=tuple(query_tags),
+                focus=focus or scoring.Focus(),
+                recency_bias=recency_bias,
+            ),
             scoring.Params(fusion=fusion or scoring.Fusion.WEIGHTED, limit=limit),
         )
 

@@ -104,6 +104,10 @@ async def test_a_rejected_stream_publishes_nothing(client: Any) -> None:
     assert client.harness.log.events == []
 
 
+def _focus(**kw: Any) -> common_pb2.Focus:
+    return common_pb2.Focus(**kw)
+
+
 @pytest.mark.parametrize(
     ("request_", "field"),
     [
@@ -124,6 +128,16 @@ async def test_a_rejected_stream_publishes_nothing(client: Any) -> None:
         (gateway_pb2.RecallRequest(query="q", fusion=7), "fusion"),  # type: ignore[arg-type]
         (gateway_pb2.RecallRequest(query="q", mode=9), "mode"),  # type: ignore[arg-type]
         (gateway_pb2.RecallRequest(query="q", min_sequence=10**9), "min_sequence"),
+        (gateway_pb2.RecallRequest(query="q", recency_bias=8), "recency_bias"),  # type: ignore[arg-type]
+        (gateway_pb2.RecallRequest(query="q", focus=_focus(ids=["nope"])), "focus.ids[0]"),
+        (gateway_pb2.RecallRequest(query="q", focus=_focus(ids=["a"] * 101)), "focus.ids"),
+        (gateway_pb2.RecallRequest(query="q", focus=_focus(tags=["ok", "a b"])), "focus.tags[1]"),
+        (gateway_pb2.RecallRequest(query="q", focus=_focus(types=["Not ok"])), "focus.types[0]"),
+        (gateway_pb2.RecallRequest(query="q", focus=_focus(keywords=[" "])), "focus.keywords[0]"),
+        (
+            gateway_pb2.RecallRequest(query="q", focus=_focus(keywords=["k" * 65])),
+            "focus.keywords[0]",
+        ),
     ],
 )
 async def test_recall_names_the_field(client: Any, request_: Any, field: str) -> None:

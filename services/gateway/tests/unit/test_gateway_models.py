@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from engram_core.model import Memory
-from engram_core.scoring import ScoredCandidate
+from engram_core.scoring import Focus, ScoredCandidate
 from engram_gateway.bootstrap import Backends, Models, build_gateway, build_models
 from engram_gateway.config import Settings
 from engram_gateway.service import Deadline
@@ -301,3 +301,13 @@ async def test_models_come_from_the_environment(monkeypatch: pytest.MonkeyPatch)
         Settings(reranker={"base_url": "http://x", "mode": "sideways"})
     with pytest.raises(ValidationError):
         Settings(reranker={"base_url": "http://x", "top_n": 101})  # scoring's max_limit
+
+
+async def test_a_pinned_focus_stays_first_through_the_reranker(harness: Any) -> None:
+    # The cross-encoder's order alone, so the focus bonus scoring gave C counts for nothing.
+    _wire(harness, ModelsConfig(rerank_mode=RerankMode.REPLACE))
+    # The fake cross-encoder prefers the longest text; C ("tea") is the shortest.
+    plain = await _recall(harness, rerank=True)
+    assert [s.memory.id for s in plain.results][-1] == C
+    pinned = await _recall(harness, rerank=True, focus=Focus(ids=(C,), pinned=True))
+    assert next(s.memory.id for s in pinned.results) == C

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from engram_clients.scoring import ScoringClient
-from engram_core.scoring import Candidate, Fusion, ScoredCandidate
+from engram_core.scoring import Candidate, Focus, Fusion, RecencyBias, ScoredCandidate
 from engram_gateway.mapping import candidate_to_proto, fusion_to_scoring, scored_from_proto
+from engram_platform.convert import focus_to_proto, recency_bias_to_proto
 
 
 class ScoringRanker:
@@ -21,6 +22,8 @@ class ScoringRanker:
         limit: int,
         query_tags: Sequence[str],
         timeout: float | None = None,
+        focus: Focus | None = None,
+        recency_bias: RecencyBias | None = None,
     ) -> list[ScoredCandidate]:
         results = await self._client.rank(
             query,
@@ -29,5 +32,7 @@ class ScoringRanker:
             limit,
             query_tags=query_tags,
             timeout=timeout,
+            focus=focus_to_proto(focus) if focus else None,
+            recency_bias=recency_bias_to_proto(recency_bias),
         )
         return [scored_from_proto(r) for r in results]

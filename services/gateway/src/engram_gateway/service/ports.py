@@ -13,7 +13,7 @@ from typing import Protocol
 
 from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation
 from engram_core.ordering import Sort
-from engram_core.scoring import Candidate, Fusion, ScoredCandidate
+from engram_core.scoring import Candidate, Focus, Fusion, RecencyBias, ScoredCandidate
 
 
 class VectorPort(Protocol):
@@ -89,6 +89,8 @@ class RankerPort(Protocol):
         limit: int,
         query_tags: Sequence[str],
         timeout: float | None = None,
+        focus: Focus | None = None,
+        recency_bias: RecencyBias | None = None,
     ) -> list[ScoredCandidate]: ...
 
 

@@ -14,6 +14,7 @@ from typing import TypeVar
 from engram_core import scoring
 from engram_core import validation as v
 from engram_core.errors import DeadlineExceeded, InvalidArgument, NotFound, Unavailable
+from engram_core.filters import matches
 from engram_core.model import META_PATTERN, Filter, Hit, Memory, Relation, TagMatch, TagMode
 from engram_core.ordering import Sort
 from engram_core.relations import ORIGIN_USER
@@ -144,6 +145,8 @@ class RecallRequest:
     per_query_limit: int = 0  # 0: the pool
     decompose: bool | None = None  # None: the setting's default
     sort: str = ""  # trending only: importance (default) | recency | relevance | access_count
+    focus: scoring.Focus = field(default_factory=scoring.Focus)  # validated in _plan
+    recency_bias: scoring.RecencyBias | None = None  # None: the scoring service's default
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +170,8 @@ class _Plan:
     decompose: bool = False
     sort: Sort | None = None  # set: a trending recall
     decomposed: tuple[str, ...] = ()  # the decomposer's sub-queries, once run (not in the key)
+    focus: scoring.Focus = field(default_factory=scoring.Focus)
+    recency_bias: scoring.RecencyBias | None = None
 
     def fingerprint(self) -> str:
         """Identifies the answer (min_sequence aside: the cache entry's watermark covers it)."""
@@ -197,6 +202,8 @@ class _Plan:
             self.per_query_limit,
             self.decompose,
             self.sort.value if self.sort else "",
+            self.focus,
+            self.recency_bias.value if self.recency_bias else "",
         )
         return repr(parts)
 
@@ -387,6 +394,8 @@ class Reader:
             # Trending has no text for a model to work on.
             hyde=self._models.wants_hyde(req.hyde) and sort is None,
             rerank=self._models.wants_rerank(req.rerank) and sort is None,
+            focus=v.check_focus(req.focus, "focus", limits),
+            recency_bias=req.recency_bias,
         )
 
     def _rank_limit(self, plan: _Plan) -> int:
@@ -602,6 +611,8 @@ class Reader:
             except (Unavailable, DeadlineExceeded) as exc:
                 log.warning("%d hits without a memory dropped: %s", len(missing), exc)
         candidates = merge(answers, fetched)
+        if plan.focus.pinned and plan.focus.ids:
+            candidates = await self._with_pinned(tenant, plan, candidates, deadline)
         # Each memory's edges asked once; only agents' edges unless a step reads the others.
         every_edge = plan.mode is RecallMode.HYBRID_GRAPH or cfg.relation_system_edges
         memo = RelationMemo(self._graph, tenant, "" if every_edge else ORIGIN_USER)
@@ -644,7 +655,14 @@ class Reader:
             "scoring",
             self._budget_or_zero(deadline, cfg.scoring_budget),
             lambda t: self._ranker.rank(
-                text, candidates, plan.fusion, rank_limit, flt.tags, timeout=t
+                text,
+                candidates,
+                plan.fusion,
+                rank_limit,
+                flt.tags,
+                timeout=t,
+                focus=plan.focus,
+                recency_bias=plan.recency_bias,
             ),
         )
         if ranked is None:
@@ -652,7 +670,7 @@ class Reader:
             # Plain local RRF of the streams: the answer stays ranked while scoring is down.
             ranked = scoring.rank(
                 candidates,
-                scoring.Query(now=self._clock(), text=text, tags=flt.tags),
+                scoring.Query(now=self._clock(), text=text, tags=flt.tags, focus=plan.focus),
                 scoring.Params(
                     fusion=scoring.Fusion.RRF, limit=rank_limit, weights=_PLAIN_RRF_WEIGHTS
                 ),
@@ -686,7 +704,7 @@ class Reader:
                 degraded.append("expand")
             else:
                 ranked = grown
-        ranked = with_provenance(ranked, found_by)
+        ranked = with_provenance(scoring.pinned_first(ranked, plan.focus), found_by)
         post = postrank(ranked, plan.post)
         result = RecallResult(
             results=tuple(post.results),
@@ -697,6 +715,25 @@ class Reader:
             cut=post.cut_counts(),
         )
         return result, saturated
+
+    async def _with_pinned(
+        self, tenant: str, plan: _Plan, candidates: list[Candidate], deadline: Deadline
+    ) -> list[Candidate]:
+        """A pinned focus's ids join the candidates when no stream found them, if they
+        pass the request's filters (the state step still applies after ranking)."""
+        have = {c.memory.id for c in candidates}
+        missing = [i for i in plan.focus.ids if i not in have]
+        if not missing:
+            return candidates
+        try:
+            found = await self._lookup.many(
+                tenant, missing, deadline.cap(self._config.backend_timeout_s)
+            )
+        except (Unavailable, DeadlineExceeded) as exc:
+            log.warning("pinned memories not fetched: %s", exc)
+            return candidates
+        extra = [Candidate(found[i]) for i in missing if i in found and matches(found[i], plan.flt)]
+        return [*candidates, *extra]
 
     async def _graph_rerank(
         self, memo: RelationMemo, ranked: list[ScoredCandidate], alpha: float, timeout: float
