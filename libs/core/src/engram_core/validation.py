@@ -427,3 +427,24 @@ def check_focus(focus: Focus, field_path: str, limits: Limits) -> Focus:
         ),
         pinned=focus.pinned,
     )
+
+
+MAX_EMBEDDING_DIMENSION = 4096
+
+
+def check_embedding(
+    values: Sequence[float], field_path: str, *, has_query: bool
+) -> tuple[float, ...]:
+    """A recall's own query vector: finite numbers, beside a query text (BM25, the graph and
+    scoring read the text). Its size is the vector service's to check against the model."""
+    if not values:
+        return ()
+    if not has_query:
+        raise InvalidArgument(field_path, "needs a query text beside it")
+    if len(values) > MAX_EMBEDDING_DIMENSION:
+        raise InvalidArgument(
+            field_path, f"{len(values)} values; at most {MAX_EMBEDDING_DIMENSION}"
+        )
+    if not all(math.isfinite(x) for x in values):
+        raise InvalidArgument(field_path, "every value must be a finite number")
+    return tuple(float(x) for x in values)

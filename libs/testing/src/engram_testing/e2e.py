@@ -155,6 +155,31 @@ class GatewayEndToEnd(GatewayFixture):
         assert top.components["vector"] > 0
         assert top.components["keyword"] > 0
 
+    async def test_recall_by_the_clients_own_embedding(self, gateway: Stub) -> None:
+        from engram_embed import EmbedSettings, make_embedder  # the model the stack runs
+
+        ids, seq = await store_corpus(gateway, "suite:embedding")
+        model_dir = Path(model_env()["ENGRAM_VECTOR_EMBED__MODEL_DIR"])
+        [vector] = await make_embedder(EmbedSettings(model_dir=model_dir)).embed(
+            ["Which database did the billing ledger move to?"]
+        )
+        reply = await recall(
+            gateway,
+            query="billing ledger",
+            embedding=vector,
+            limit=5,
+            tags=["suite:embedding"],
+            min_sequence=seq,
+        )
+        assert reply.results[0].memory.id == ids[42]
+        assert "vector" in reply.streams
+        assert not reply.degraded
+        # A vector the live model cannot take is the client's error, named.
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await recall(gateway, query="billing ledger", embedding=vector[:100])
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "embedding" in (err.value.details() or "")
+
     async def test_delete_removes_from_every_store(self, gateway: Stub) -> None:
         ids, seq = await store_corpus(gateway, "suite:delete")
         before = await wait_for_watermark(gateway, seq)

@@ -207,6 +207,7 @@ def build_gateway(
         ReadConfig(
             limits=limits,
             max_pool=settings.max_pool,
+            tag_pool_factor=settings.tag_pool_factor,
             relation_pool=settings.relation_pool,
             relation_system_edges=settings.relation_system_edges,
             vector_budget=_budget(settings.vector_budget),

@@ -128,6 +128,12 @@ class Settings(ServiceSettings):
     max_query_bytes: int = Field(4096, gt=0, description="Longest recall query (UTF-8 bytes).")
     default_limit: int = Field(10, ge=1, le=100, description="Recall results when limit is 0.")
     max_pool: int = Field(200, ge=1, description="Most candidates fetched per stream.")
+    tag_pool_factor: int = Field(
+        2,
+        ge=1,
+        description="The vector stream's pool × this when the request's tags scope the search "
+        "(a filtered approximate search finds fewer good neighbours); at most max_pool.",
+    )
     relation_pool: int = Field(
         50, ge=0, description="Top candidates whose relations feed the relation component."
     )

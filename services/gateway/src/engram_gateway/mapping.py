@@ -146,6 +146,7 @@ def recall_request_from_proto(p: gateway_pb2.RecallRequest) -> RecallRequest:
         sort=p.sort,
         focus=focus_from_proto(p.focus),
         recency_bias=recency_bias_from_proto(p.recency_bias),
+        embedding=tuple(p.embedding),
     )
 
 

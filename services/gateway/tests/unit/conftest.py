@@ -14,7 +14,7 @@ import pytest
 
 from engram.gateway.v1 import gateway_pb2_grpc
 from engram_core import scoring
-from engram_core.errors import Unavailable
+from engram_core.errors import InvalidArgument, Unavailable
 from engram_core.filters import matches
 from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation
 from engram_core.ordering import Sort, best
@@ -102,7 +102,14 @@ class FakeBackend:
         return len(self.world.of(tenant))
 
 
+FAKE_DIMENSION = 3
+
+
 class FakeVector(FakeBackend):
+    def __init__(self, world: World, name: str) -> None:
+        super().__init__(world, name)
+        self.vectors: list[tuple[float, ...]] = []  # each explicit query vector searched by
+
     async def search(
         self,
         tenant: str,
@@ -113,6 +120,10 @@ class FakeVector(FakeBackend):
         timeout: float | None = None,
     ) -> list[Hit]:
         await self._enter("search", (query, flt, limit, timeout))
+        if vector:  # like the vector service: the live model fixes the size
+            if len(vector) != FAKE_DIMENSION:
+                raise InvalidArgument("vector", f"{len(vector)} values; the model has 3")
+            self.vectors.append(tuple(vector))
         return self._search(tenant, words(query), flt, limit)
 
 

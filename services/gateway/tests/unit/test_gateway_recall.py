@@ -94,8 +94,9 @@ async def test_pool_is_over_fetched_and_filters_reach_every_backend(client: Any)
         metadata=client.auth(),
     )
     (_, (query, flt, limit, timeout)) = next(c for c in h.vector.calls if c[0] == "search")
-    # The vector stream embeds the query without the people it names (query.dense_query).
-    assert (query, limit) == ("What does drink, tea?", 20)
+    # The vector stream embeds the query without the people it names (query.dense_query);
+    # its pool (4 × limit) is doubled because tags scope the search.
+    assert (query, limit) == ("What does drink, tea?", 40)
     assert flt.tags == ("person:sarah",)
     assert flt.tag_match is TagMatch.PREFIX
     assert flt.types == ("Memory",)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from engram_core.model import Hit, Memory, Relation
+from engram_core.model import Filter, Hit, Memory, Relation
 from engram_core.relations import ORIGIN_SYSTEM
 from engram_core.scoring import DEFAULT_RRF_K, Candidate, StreamScore
 
@@ -20,6 +20,12 @@ STREAM_OF_BACKEND: Mapping[str, str] = {
 def pool_size(limit: int, max_pool: int) -> int:
     """Over-fetch per stream: max(limit, min(4 × limit, max_pool))."""
     return max(limit, min(4 * limit, max_pool))
+
+
+def vector_pool(pool: int, flt: Filter, factor: int, max_pool: int) -> int:
+    """The vector stream's pool: widened ``factor`` times (up to ``max_pool``, never below
+    ``pool``) when tags scope the search, since a filtered approximate search misses some."""
+    return max(pool, min(pool * factor, max_pool)) if flt.tags else pool
 
 
 def merge(answers: Mapping[str, Sequence[Hit]], fetched: Mapping[str, Memory]) -> list[Candidate]:

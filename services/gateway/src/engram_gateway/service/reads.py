@@ -45,6 +45,7 @@ from engram_gateway.service.merge import (
     merge,
     missing_memories,
     pool_size,
+    vector_pool,
     with_relations,
 )
 from engram_gateway.service.models import ModelTrace, QueryModels, hyde_text, tracing
@@ -147,6 +148,7 @@ class RecallRequest:
     sort: str = ""  # trending only: importance (default) | recency | relevance | access_count
     focus: scoring.Focus = field(default_factory=scoring.Focus)  # validated in _plan
     recency_bias: scoring.RecencyBias | None = None  # None: the scoring service's default
+    embedding: Sequence[float] = ()  # the query's vector: the model is skipped
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +174,7 @@ class _Plan:
     decomposed: tuple[str, ...] = ()  # the decomposer's sub-queries, once run (not in the key)
     focus: scoring.Focus = field(default_factory=scoring.Focus)
     recency_bias: scoring.RecencyBias | None = None
+    embedding: tuple[float, ...] = ()
 
     def fingerprint(self) -> str:
         """Identifies the answer (min_sequence aside: the cache entry's watermark covers it)."""
@@ -204,6 +207,7 @@ class _Plan:
             self.sort.value if self.sort else "",
             self.focus,
             self.recency_bias.value if self.recency_bias else "",
+            self.embedding,
         )
         return repr(parts)
 
@@ -212,6 +216,7 @@ class _Plan:
 class ReadConfig:
     limits: v.Limits
     max_pool: int
+    tag_pool_factor: int
     relation_pool: int
     vector_budget: Budget
     lexical_budget: Budget
@@ -391,11 +396,12 @@ class Reader:
             escalation_floor=cfg.escalation_floor,
             expand=plan_expansion(req.expand, cfg.expand, limits.max_limit),
             graph_alpha=check_alpha(req.graph_alpha, cfg.graph_rerank.alpha),
-            # Trending has no text for a model to work on.
-            hyde=self._models.wants_hyde(req.hyde) and sort is None,
+            # Trending has no text for a model to work on; a sent embedding is the vector.
+            hyde=self._models.wants_hyde(req.hyde) and sort is None and not req.embedding,
             rerank=self._models.wants_rerank(req.rerank) and sort is None,
             focus=v.check_focus(req.focus, "focus", limits),
             recency_bias=req.recency_bias,
+            embedding=v.check_embedding(req.embedding, "embedding", has_query=not bare),
         )
 
     def _rank_limit(self, plan: _Plan) -> int:
@@ -508,15 +514,29 @@ class Reader:
         return replace(second, escalated=True)
 
     def _stream_calls(
-        self, tenant: str, plan: _Plan, text: str, dense: str, pool: int
+        self,
+        tenant: str,
+        plan: _Plan,
+        text: str,
+        dense: str,
+        pool: int,
+        vector: Sequence[float] = (),
     ) -> dict[str, tuple[Budget, Callable[[float], Awaitable[list[Hit]]]]]:
-        """One (sub-)query's retrieval calls by backend: ``dense`` is what the vector embeds."""
+        """One (sub-)query's retrieval calls by backend: ``dense`` is what the vector embeds,
+        unless the client sent the ``vector`` itself."""
         cfg, flt, wanted = self._config, plan.flt, plan.mode.backends
         calls: dict[str, tuple[Budget, Callable[[float], Awaitable[list[Hit]]]]] = {}
         if "vector" in wanted:
             calls["vector"] = (
                 cfg.vector_budget,
-                lambda t: self._vector.search(tenant, flt, pool, query=dense, timeout=t),
+                lambda t: self._vector_search(
+                    tenant,
+                    flt,
+                    vector_pool(pool, flt, cfg.tag_pool_factor, cfg.max_pool),
+                    dense,
+                    vector,
+                    t,
+                ),
             )
         if "lexical" in wanted:
             calls["lexical"] = (
@@ -580,7 +600,10 @@ class Reader:
                 own = dense_query(sub.text) if cfg.dense_without_people else sub.text
                 if sub.text == subject:  # `queries` alone: HyDE answered the first of them
                     own = hyde_text(own, plan.hypothesis)
-            for name, call in self._stream_calls(tenant, plan, sub.text, own, sub.pool).items():
+            # An explicit embedding stands for `query` only; other sub-queries embed their text.
+            vector = plan.embedding if sub.text == plan.query else ()
+            streams = self._stream_calls(tenant, plan, sub.text, own, sub.pool, vector)
+            for name, call in streams.items():
                 calls[(i, name)] = call
         if not calls:  # graph alone, and the query names nothing it could look up
             return RecallResult(results=(), streams=(), degraded=()), False
@@ -644,7 +667,9 @@ class Reader:
             widened = await self._try(
                 "context",
                 self._budget_or_zero(deadline, cfg.context_budget),
-                lambda t: self._with_context(tenant, flt, text, dense, candidates, t),
+                lambda t: self._with_context(
+                    tenant, flt, text, dense, plan.embedding, candidates, t
+                ),
             )
             if widened is None:
                 degraded.append("context")
@@ -715,6 +740,22 @@ class Reader:
             cut=post.cut_counts(),
         )
         return result, saturated
+
+    async def _vector_search(
+        self,
+        tenant: str,
+        flt: Filter,
+        limit: int,
+        dense: str,
+        vector: Sequence[float],
+        timeout: float,
+    ) -> list[Hit]:
+        if not vector:
+            return await self._vector.search(tenant, flt, limit, query=dense, timeout=timeout)
+        try:
+            return await self._vector.search(tenant, flt, limit, vector=vector, timeout=timeout)
+        except InvalidArgument as exc:  # the size: only the vector service knows the model
+            raise InvalidArgument("embedding", exc.reason) from exc
 
     async def _with_pinned(
         self, tenant: str, plan: _Plan, candidates: list[Candidate], deadline: Deadline
@@ -821,6 +862,7 @@ class Reader:
         flt: Filter,
         text: str,
         dense: str,
+        vector: Sequence[float],
         candidates: list[Candidate],
         timeout: float,
     ) -> list[Candidate]:
@@ -839,10 +881,7 @@ class Reader:
             if (f := window_filter(flt, w)) is not None
         ]
         found = await asyncio.gather(
-            *(
-                self._vector.search(tenant, f, cfg.limit, query=dense, timeout=timeout)
-                for f in filters
-            )
+            *(self._vector_search(tenant, f, cfg.limit, dense, vector, timeout) for f in filters)
         )
         windows = [[h.memory for h in hits if h.memory is not None] for hits in found]
         return with_neighbours(candidates, windows, cfg.distance)
@@ -868,6 +907,8 @@ class Reader:
                 except TimeoutError:
                     log.warning("%s timed out after %.3fs", name, budget)
                 except Exception as exc:  # one backend's failure degrades, never fails, recall
+                    if isinstance(exc, InvalidArgument) and exc.field == "embedding":
+                        raise  # except the client's own vector, found wrong by the vector service
                     log.warning("%s failed: %s", name, exc)
             span.set_attribute("engram.degraded", True)
             return None

@@ -216,6 +216,7 @@ class RecallRequest(_message.Message):
     EXPAND_TYPES_FIELD_NUMBER: _builtins.int
     FOCUS_FIELD_NUMBER: _builtins.int
     RECENCY_BIAS_FIELD_NUMBER: _builtins.int
+    EMBEDDING_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     limit: _builtins.int
     """1..100, default 10"""
@@ -323,6 +324,13 @@ class RecallRequest(_message.Message):
         these tags, types, keywords or ids; pinned puts them first (ids fetched when missed).
         """
 
+    @_builtins.property
+    def embedding(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """The query's own vector: the vector stream searches by it instead of embedding `query`
+        (which BM25, the graph and scoring still read). Its size must be the live model's;
+        else, or with a non-finite value or no `query`, INVALID_ARGUMENT naming `embedding`.
+        """
+
     def __init__(
         self,
         *,
@@ -364,10 +372,11 @@ class RecallRequest(_message.Message):
         expand_types: _abc.Iterable[_builtins.str] | None = ...,
         focus: _common_pb2.Focus | None = ...,
         recency_bias: _common_pb2.RecencyBias.ValueType = ...,
+        embedding: _abc.Iterable[_builtins.float] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_decompose", b"_decompose", "_hyde", b"_hyde", "_rerank", b"_rerank", "decompose", b"decompose", "focus", b"focus", "hyde", b"hyde", "rerank", b"rerank"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_decompose", b"_decompose", "_hyde", b"_hyde", "_rerank", b"_rerank", "decompose", b"decompose", "diversify_by", b"diversify_by", "end", b"end", "exclude_tags", b"exclude_tags", "exclude_types", b"exclude_types", "expand_entities", b"expand_entities", "expand_in_scope", b"expand_in_scope", "expand_limit", b"expand_limit", "expand_min_importance", b"expand_min_importance", "expand_min_strength", b"expand_min_strength", "expand_per_seed", b"expand_per_seed", "expand_relations", b"expand_relations", "expand_types", b"expand_types", "focus", b"focus", "fusion", b"fusion", "graph_alpha", b"graph_alpha", "hyde", b"hyde", "include_archived", b"include_archived", "limit", b"limit", "max_per_group", b"max_per_group", "min_score", b"min_score", "min_sequence", b"min_sequence", "mode", b"mode", "per_query_limit", b"per_query_limit", "queries", b"queries", "query", b"query", "recency_bias", b"recency_bias", "rerank", b"rerank", "sort", b"sort", "start", b"start", "state_mode", b"state_mode", "tag_match", b"tag_match", "tag_mode", b"tag_mode", "tags", b"tags", "time_query", b"time_query", "timezone", b"timezone", "token_budget", b"token_budget", "types", b"types"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_decompose", b"_decompose", "_hyde", b"_hyde", "_rerank", b"_rerank", "decompose", b"decompose", "diversify_by", b"diversify_by", "embedding", b"embedding", "end", b"end", "exclude_tags", b"exclude_tags", "exclude_types", b"exclude_types", "expand_entities", b"expand_entities", "expand_in_scope", b"expand_in_scope", "expand_limit", b"expand_limit", "expand_min_importance", b"expand_min_importance", "expand_min_strength", b"expand_min_strength", "expand_per_seed", b"expand_per_seed", "expand_relations", b"expand_relations", "expand_types", b"expand_types", "focus", b"focus", "fusion", b"fusion", "graph_alpha", b"graph_alpha", "hyde", b"hyde", "include_archived", b"include_archived", "limit", b"limit", "max_per_group", b"max_per_group", "min_score", b"min_score", "min_sequence", b"min_sequence", "mode", b"mode", "per_query_limit", b"per_query_limit", "queries", b"queries", "query", b"query", "recency_bias", b"recency_bias", "rerank", b"rerank", "sort", b"sort", "start", b"start", "state_mode", b"state_mode", "tag_match", b"tag_match", "tag_mode", b"tag_mode", "tags", b"tags", "time_query", b"time_query", "timezone", b"timezone", "token_budget", b"token_budget", "types", b"types"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__decompose: _TypeAlias = _typing.Literal["decompose"]  # noqa: Y015
     _WhichOneofArgType__decompose: _TypeAlias = _typing.Literal["_decompose", b"_decompose"]  # noqa: Y015
