@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from engram_core.model import Memory
-from engram_core.search_text import METADATA_FIELDS, document_text
+from engram_core.search_text import MAX_PHRASES, METADATA_FIELDS, document_text, word_pairs
 
 
 def test_content_then_tag_words_then_whitelisted_metadata() -> None:
@@ -32,3 +32,17 @@ def test_content_then_tag_words_then_whitelisted_metadata() -> None:
     ]
     assert document_text(m, ()) == ["The launch slipped", "project alpha one", "x y"]
     assert document_text(m, ("owner",))[-1] == "not whitelisted"
+
+
+def test_word_pairs_are_adjacent_words_in_order_without_two_stopwords() -> None:
+    assert word_pairs("Which database did the billing ledger move to?") == [
+        ("which", "database"),
+        ("database", "did"),
+        ("the", "billing"),
+        ("billing", "ledger"),
+        ("ledger", "move"),
+        ("move", "to"),
+    ]  # "did the" is two function words: no phrase
+    assert word_pairs("Red house, red HOUSE") == [("red", "house"), ("house", "red")]
+    assert word_pairs("tea") == []
+    assert len(word_pairs(" ".join(f"w{i}" for i in range(30)))) == MAX_PHRASES

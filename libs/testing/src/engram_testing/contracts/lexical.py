@@ -281,6 +281,23 @@ class TextIndexContract(MemoryStoreContract):
         )
         assert ids(await index.search(T, "papaya", Filter(), 10)) == ["short", "long"]
 
+    async def test_words_of_the_query_in_order_rank_first(self, index: TextIndex) -> None:
+        # The same words, the same length: only the phrase boost tells them apart, whichever
+        # is stored first.
+        await index.upsert(
+            T,
+            [
+                mem("scattered", "the house by the red barn was blue"),
+                mem("phrase", "the barn by the red house was blue"),
+                mem("other", "a green door"),
+            ],
+        )
+        assert ids(await index.search(T, "red house", Filter(), 10)) == ["phrase", "scattered"]
+        assert ids(await index.search(T, "red barn", Filter(), 10)) == ["scattered", "phrase"]
+        # A pair of function words is no phrase: the order is BM25's alone (a tie, by id).
+        tied = await index.search(T, "by the", Filter(), 10)
+        assert tied[0].score == pytest.approx(tied[1].score)
+
     async def test_limit_caps_the_hits_keeping_the_best(self, index: TextIndex) -> None:
         await index.upsert(T, [mem(f"m{i}", "common word " + "filler " * i) for i in range(12)])
         hits = await index.search(T, "common", Filter(), 3)

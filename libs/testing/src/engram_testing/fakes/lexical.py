@@ -6,11 +6,12 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
+from itertools import pairwise
 
 from engram_core.filters import matches
 from engram_core.model import Filter, Hit, Memory, UpsertResult
 from engram_core.ordering import Sort, best
-from engram_core.search_text import METADATA_FIELDS, document_text
+from engram_core.search_text import METADATA_FIELDS, PHRASE_BOOST, document_text, word_pairs
 from engram_testing.fakes.common import FakeStore
 
 _WORD = re.compile(r"[^\W_]+")
@@ -46,10 +47,15 @@ class FakeTextIndex(FakeStore[None]):
     async def search(self, tenant: str, query: str, flt: Filter, limit: int) -> list[Hit]:
         self._check()
         terms = set(tokens(query))
-        docs = [
-            (m, Counter(tokens(" ".join(document_text(m, self.metadata_fields)))))
+        texts = [
+            (m, tokens(" ".join(document_text(m, self.metadata_fields))))
             for m, _ in self._all_live(tenant)
         ]
+        docs = [(m, Counter(words)) for m, words in texts]
+        phrases = [
+            (p, q) for a, b in word_pairs(query) if len(p := tokens(a)) == len(q := tokens(b)) == 1
+        ]
+        adjacent = {m.id: set(pairwise(words)) for m, words in texts}
         if not terms or not docs or limit <= 0:
             return []
         avg_len = sum(sum(tf.values()) for _, tf in docs) / len(docs) or 1.0
@@ -64,6 +70,10 @@ class FakeTextIndex(FakeStore[None]):
                 idf = math.log(1 + (len(docs) - df[term] + 0.5) / (df[term] + 0.5))
                 norm = tf[term] + _K1 * (1 - _B + _B * length / avg_len)
                 score += idf * tf[term] * (_K1 + 1) / norm
+            # The phrase boost: each query word pair found adjacent, as its two terms' BM25.
+            score *= 1.0 + PHRASE_BOOST * sum(
+                (p[0], q[0]) in adjacent[m.id] for p, q in phrases
+            ) / max(1, len(terms))
             if score > 0:
                 hits.append(Hit(id=m.id, score=score, memory=m))
         hits.sort(key=lambda h: (-h.score, h.id))

@@ -329,7 +329,7 @@ class OpenSearchTextIndex:
         words = schema.query_words(query)
         if limit <= 0 or not words:
             return []
-        found = await self._hits(tenant, schema.search_body(tenant, words, flt, limit))
+        found = await self._hits(tenant, schema.search_body(tenant, words, flt, limit, query))
         memories = await self._memories(tenant, found)
         return [
             Hit(id=m.id, score=float(h["_score"]), memory=m)

@@ -33,9 +33,9 @@ from typing import Any
 from engram_core.codec import memory_to_json
 from engram_core.model import Filter, Memory, TagMatch, TagMode
 from engram_core.ordering import Sort
-from engram_core.search_text import document_text
+from engram_core.search_text import PHRASE_BOOST, QUERY_STOPWORDS, document_text, word_pairs
 from engram_core.tags import normalise_tag, tag_prefixes
-from engram_lexical.adapters.tantivy_schema import MAX_QUERY_TERMS, QUERY_STOPWORDS
+from engram_lexical.adapters.tantivy_schema import MAX_QUERY_TERMS
 
 MEMORY, TOMBSTONE, ACCESS, RELEVANCE = "memory", "tombstone", "access", "relevance"
 # Bumped when the template's mappings change; a new concrete index gets the new number.
@@ -316,13 +316,29 @@ def filter_query(tenant: str, flt: Filter) -> dict[str, Any]:
     return {"bool": {"filter": must, "must_not": must_not}}
 
 
-def search_body(tenant: str, words: Sequence[str], flt: Filter, limit: int) -> dict[str, Any]:
-    """Top-``limit`` by BM25; the filter is a non-scoring clause of the same query."""
+def phrase_queries(query: str) -> list[dict[str, Any]]:
+    """The query's adjacent word pairs (`word_pairs`) as phrases of the English-analysed
+    content, each weighted `PHRASE_BOOST`, as tantivy weighs them."""
+    return [
+        {"match_phrase": {"content": {"query": f"{a} {b}", "boost": PHRASE_BOOST}}}
+        for a, b in word_pairs(query)
+    ]
+
+
+def search_body(
+    tenant: str, words: Sequence[str], flt: Filter, limit: int, query: str = ""
+) -> dict[str, Any]:
+    """Top-``limit`` by BM25 (plus the phrase boost of ``query``'s word pairs); the filter is a
+    non-scoring clause of the same query."""
+    text: dict[str, Any] = text_query(words)
+    phrases = phrase_queries(query)
+    if phrases:
+        text = {"bool": {"must": [text], "should": phrases}}
     return {
         "size": limit,
         "track_total_hits": False,
         "_source": ["memory"],
-        "query": {"bool": {"must": [text_query(words)], "filter": [filter_query(tenant, flt)]}},
+        "query": {"bool": {"must": [text], "filter": [filter_query(tenant, flt)]}},
     }
 
 

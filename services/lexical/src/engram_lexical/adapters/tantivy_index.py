@@ -44,10 +44,9 @@ from engram_core.model import (
     UpsertResult,
 )
 from engram_core.ordering import Sort, ordered
-from engram_core.search_text import METADATA_FIELDS
+from engram_core.search_text import METADATA_FIELDS, QUERY_STOPWORDS, word_pairs
 from engram_lexical.adapters.tantivy_schema import (
     MAX_QUERY_TERMS,
-    QUERY_STOPWORDS,
     SORT_FIELDS,
     TIE_CAP,
     TIMESTAMP,
@@ -169,7 +168,7 @@ class TantivyTextIndex:
         terms = self.terms(query)
         if limit <= 0 or not terms:
             return []
-        return await _in_thread(self._search, tenant, terms, flt, limit)
+        return await _in_thread(self._search, tenant, terms, self.phrases(query), flt, limit)
 
     async def top(self, tenant: str, flt: Filter, sort: Sort, limit: int) -> list[Memory]:
         if limit <= 0:
@@ -204,6 +203,15 @@ class TantivyTextIndex:
         User syntax is never parsed, so nothing raises."""
         terms = self._keywords.analyze(query) or self._analyzer.analyze(query)
         return list(dict.fromkeys(terms))[:MAX_QUERY_TERMS]
+
+    def phrases(self, query: str) -> list[tuple[str, str]]:
+        """The query's adjacent word pairs (`word_pairs`), each word as its index term."""
+        out = []
+        for a, b in word_pairs(query):
+            ta, tb = self._analyzer.analyze(a), self._analyzer.analyze(b)
+            if len(ta) == 1 and len(tb) == 1:  # a word the analyzer splits or drops: no phrase
+                out.append((ta[0], tb[0]))
+        return list(dict.fromkeys(out))
 
     # -- the single writer ----------------------------------------------------------------------
 
@@ -413,10 +421,18 @@ class TantivyTextIndex:
         terms = searcher.terms_with_prefix("key", prefix, filter_query=self._queries.live(tenant))
         return sorted(str(term)[len(prefix) :] for term, count in terms if count > 0)
 
-    def _search(self, tenant: str, terms: list[str], flt: Filter, limit: int) -> list[Hit]:
+    def _search(
+        self,
+        tenant: str,
+        terms: list[str],
+        phrases: list[tuple[str, str]],
+        flt: Filter,
+        limit: int,
+    ) -> list[Hit]:
         searcher = self._index.searcher()
         hits: list[Hit] = []
-        for score, address in searcher.search(self._queries.search(tenant, terms, flt), limit).hits:
+        query = self._queries.search(tenant, terms, flt, phrases)
+        for score, address in searcher.search(query, limit).hits:
             m = memory_from_json(bytes(searcher.doc(address).get_first("memory") or b""))
             hits.append(Hit(id=m.id, score=float(score), memory=m))
         return hits

@@ -15,21 +15,11 @@ import tantivy
 
 from engram_core.model import Filter, Memory, TagMatch, TagMode
 from engram_core.ordering import Sort
-from engram_core.search_text import document_text
+from engram_core.search_text import PHRASE_BOOST, document_text
 from engram_core.tags import normalise_tag, tag_prefixes
 
 # Bounds the cost of one search; a query with more distinct words is prose, not keywords.
 MAX_QUERY_TERMS = 64
-# Function words left out of queries (never out of the index): they match most documents, so
-# they cost the most to score and move BM25 the least. Halves search time on LoCoMo questions.
-# Words that are also names or dates ("may", "will", "us") stay.
-QUERY_STOPWORDS: tuple[str, ...] = tuple(
-    """a about am an and any are as at be been being but by can could did do does doing for
-    from had has have having he her hers him his how i if in into is it its me my no not of on
-    or our ours she should so such than that the their theirs them then there these they this
-    those to too very was we were what when where which who whom why with would you your yours
-    """.split()  # noqa: SIM905 (a word list reads better as text)
-)
 TIMESTAMP = "timestamp"
 # The fast field each listing order sorts by (`engram_core.ordering`).
 SORT_FIELDS: dict[Sort, str] = {
@@ -168,11 +158,26 @@ class Queries:
             (_Occur.MustNot, self.term("deleted", True)),
         ]
 
-    def search(self, tenant: str, terms: Sequence[str], flt: Filter) -> tantivy.Query:
-        """BM25 of the terms over content and tags; the filter adds no score."""
-        text = tantivy.Query.boolean_query(
-            [(_Occur.Should, self.term("content", t, index_option="freq")) for t in terms]
-        )
+    def search(
+        self,
+        tenant: str,
+        terms: Sequence[str],
+        flt: Filter,
+        phrases: Sequence[tuple[str, str]] = (),
+    ) -> tantivy.Query:
+        """BM25 of the terms over content and tags, plus `PHRASE_BOOST` × the BM25 of each
+        analysed word pair found as a phrase; the filter adds no score."""
+        clauses = [(_Occur.Should, self.term("content", t, index_option="freq")) for t in terms]
+        clauses += [
+            (
+                _Occur.Should,
+                tantivy.Query.boost_query(
+                    tantivy.Query.phrase_query(self._schema, "content", list(pair)), PHRASE_BOOST
+                ),
+            )
+            for pair in phrases
+        ]
+        text = tantivy.Query.boolean_query(clauses)
         only = tantivy.Query.const_score_query(self.filter(tenant, flt), 0.0)
         return tantivy.Query.boolean_query([(_Occur.Must, text), (_Occur.Must, only)])
 
