@@ -243,7 +243,7 @@ class _Context:
     focus_tags: frozenset[str]  # normalised like tags
     focus_types: frozenset[str]  # lower-cased
     focus_keywords: frozenset[str]  # lower-cased
-    newest: tuple[float, float] | None  # (oldest, newest) timestamp when the bias is on
+    biased: bool  # recency bias on for this query
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,13 +420,13 @@ def _focus_id(c: Candidate, ctx: _Context) -> float:
     return 1.0 if c.memory.id in ctx.query.focus.ids else 0.0
 
 
+RECENCY_BIAS = "recency_bias"
+
+
 def _recency_bias(c: Candidate, ctx: _Context) -> float:
-    if ctx.newest is None:
-        return 0.0
-    oldest, newest = ctx.newest
-    if newest <= oldest:
-        return 1.0
-    return (c.memory.timestamp.timestamp() - oldest) / (newest - oldest)
+    """0 here: with the bias on, ``rank`` sets it from every candidate's match
+    (`_bias_by_match`)."""
+    return 0.0
 
 
 Component = Callable[[Candidate, _Context], float]
@@ -453,18 +453,11 @@ COMPONENTS: Mapping[str, Component] = {
 }
 """Every component by name; each name is also the name of its weight in ``Weights``."""
 
-TOPICAL: tuple[str, ...] = (
-    "vector",
-    "keyword",
-    "graph",
-    "metadata",
-    "tag",
-    "label",
-    "exact",
-    "time",
-)
-"""Components that measure how well a candidate matches the query: the relevance gate's
-evidence."""
+TOPICAL: tuple[str, ...] = ("vector", "keyword", "graph", "metadata", "label", "exact", "time")
+"""Components that measure how well a candidate matches the query text: the relevance
+gate's evidence (not ``tag``: a recall scoped by tags gives it to every candidate)."""
+
+_EVIDENCE = (*TOPICAL, "tag", "relation")
 
 QUERY_INDEPENDENT: tuple[str, ...] = ("recency", "importance", "confidence", "relevance")
 """Components a memory has whatever the query: the relevance gate scales these."""
@@ -520,7 +513,7 @@ def _context(candidates: Sequence[Candidate], query: Query, params: Params) -> _
         focus_tags=frozenset(normalise_tag(t) for t in query.focus.tags if t.strip()),
         focus_types=frozenset(t.lower() for t in query.focus.types),
         focus_keywords=frozenset(k.lower() for k in query.focus.keywords),
-        newest=_time_span(candidates) if _biased(query, params, bool(periods)) else None,
+        biased=_biased(query, params, bool(periods)),
     )
 
 
@@ -531,11 +524,6 @@ def _biased(query: Query, params: Params, dated: bool) -> bool:
     if bias is RecencyBias.AUTO:
         return not dated and asks_for_latest(query.text)
     return bias is RecencyBias.ON
-
-
-def _time_span(candidates: Sequence[Candidate]) -> tuple[float, float] | None:
-    stamps = [c.memory.timestamp.timestamp() for c in candidates]
-    return (min(stamps), max(stamps)) if stamps else None
 
 
 def _gated(components: dict[str, float], gate: float) -> dict[str, float]:
@@ -582,11 +570,12 @@ def rank(candidates: Sequence[Candidate], query: Query, params: Params) -> list[
     ctx = _context(candidates, query, params)
     weights = [(name, params.weights.get(name)) for name in COMPONENTS]
     rrf = params.fusion is Fusion.RRF
+    every = [{name: fn(c, ctx) for name, fn in COMPONENTS.items()} for c in candidates]
+    if ctx.biased:
+        every = _bias_by_match(candidates, every, params)
     scored: list[ScoredCandidate] = []
-    for c in candidates:
-        components = _gated(
-            {name: fn(c, ctx) for name, fn in COMPONENTS.items()}, params.relevance_gate
-        )
+    for c, found in zip(candidates, every, strict=True):
+        components = _gated(found, params.relevance_gate)
         score = _rrf(c, params) if rrf else sum(w * components[name] for name, w in weights)
         scored.append(ScoredCandidate(c.memory, score, components, c.streams))
     scored = _with_context(candidates, scored, params)
@@ -607,14 +596,16 @@ def _with_context(
 ) -> list[ScoredCandidate]:
     """Let each candidate borrow from its best timeline neighbour.
 
-    ``context`` = the neighbour's lead over the set's lowest score, as a share of the best
-    lead, times ``context_decay`` per step of distance beyond the first; in [0, 1]. The
-    score gains weight × context × the best lead, i.e. weight × the neighbour's (decayed)
-    lead: the same whatever the fusion's scale (weighted sums near 1, RRF sums near 0.03),
-    and a neighbour that is merely present, at the bottom, lends nothing.
+    ``context`` = the neighbour's lead over the set's lowest score — of the score its match
+    with the query earned (`_evidence`), so a neighbour does not lend its recency or
+    importance — as a share of the best lead, times ``context_decay`` per step of distance
+    beyond the first; in [0, 1]. The score gains weight × context × the best lead, i.e.
+    weight × the neighbour's (decayed) lead: the same whatever the fusion's scale (weighted
+    sums near 1, RRF sums near 0.03), and a neighbour that is merely present, at the
+    bottom, lends nothing.
     """
     weight = params.weights.get(CONTEXT)
-    base = {s.memory.id: s.score for s in scored}
+    base = {s.memory.id: _evidence(s, params) for s in scored}
     floor = min(base.values(), default=0.0)
     span = max(base.values(), default=0.0) - floor
     out: list[ScoredCandidate] = []
@@ -634,6 +625,42 @@ def _with_context(
                 components={**s.components, CONTEXT: value},
             )
         )
+    return out
+
+
+def _evidence(s: ScoredCandidate, params: Params) -> float:
+    """The part of a weighted score that measures the match with the query (`TOPICAL`,
+    ``tag`` and ``relation``); an RRF score is all match."""
+    if params.fusion is Fusion.RRF:
+        return s.score
+    return _match(s.components, params)
+
+
+def _match(components: Mapping[str, float], params: Params) -> float:
+    return sum(params.weights.get(n) * components[n] for n in _EVIDENCE)
+
+
+def _bias_by_match(
+    candidates: Sequence[Candidate], every: list[dict[str, float]], params: Params
+) -> list[dict[str, float]]:
+    """The recency bias: a candidate's timestamp min-max normalised over the comparable
+    matches (at least half the best match with the query), clamped to [0, 1], times its
+    match as a share of the best — the newest of the memories about the question wins,
+    not the newest memory about anything."""
+    matches = [_match(c, params) for c in every]
+    best = max(matches, default=0.0)
+    if best <= 0.0:
+        return every
+    stamps = [c.memory.timestamp.timestamp() for c in candidates]
+    comparable = [t for t, m in zip(stamps, matches, strict=True) if m >= best / 2]
+    oldest, newest = min(comparable), max(comparable)
+    out = []
+    for c, t, m in zip(every, stamps, matches, strict=True):
+        if newest <= oldest:  # the comparable matches share one instant
+            place = 1.0 if t >= newest else 0.0
+        else:
+            place = _clamp((t - oldest) / (newest - oldest))
+        out.append({**c, RECENCY_BIAS: place * max(0.0, m) / best})
     return out
 
 

@@ -740,7 +740,8 @@ def test_recency_bias_adds_the_min_max_normalised_timestamp() -> None:
         return {r.memory.id: r.score for r in got}
 
     plain = {"old": 1.0, "mid": 0.75, "new": 0.5}  # keyword / 4
-    biased = {"old": 1.0, "mid": 0.75 + 0.75, "new": 0.5 + 1.0}  # + (t - oldest) / span
+    # + (t - oldest) / span × the match as a share of the best (keyword / 1.0)
+    biased = {"old": 1.0, "mid": 0.75 + 0.75 * 0.75, "new": 0.5 + 1.0 * 0.5}
     assert scores("status", None, RecencyBias.OFF) == pytest.approx(plain, abs=EXACT)
     assert scores("status", None, RecencyBias.ON) == pytest.approx(biased, abs=EXACT)
     # auto: on only when the query asks for the latest.
@@ -753,3 +754,48 @@ def test_recency_bias_adds_the_min_max_normalised_timestamp() -> None:
     # The request's choice overrides the default.
     assert scores("latest status", RecencyBias.OFF, RecencyBias.ON) == pytest.approx(plain)
     assert scores("status", RecencyBias.ON, RecencyBias.OFF) == pytest.approx(biased)
+
+
+def test_context_lends_a_neighbours_match_not_its_recency() -> None:
+    # "fresh" matches nothing but is new and important; "match" is old and matches. Each
+    # has a neighbour that matches nothing ("n1" beside fresh, "n2" beside match).
+    fresh = mem("fresh", age_days=0, importance=1.0)
+    match = mem("match", age_days=400, importance=0.0)
+    n1, n2 = mem("n1", age_days=0, importance=0.0), mem("n2", age_days=400, importance=0.0)
+    cands = [
+        replace(cand(fresh), neighbours={"n1": 1}),
+        replace(cand(n1), neighbours={"fresh": 1}),
+        replace(cand(match, keyword=(5.0, 1)), neighbours={"n2": 1}),
+        replace(cand(n2), neighbours={"match": 1}),
+    ]
+    weights = only(keyword=1.0, recency=1.0, importance=1.0, context=0.5)
+    got = {
+        r.memory.id: r
+        for r in rank(
+            cands, Query(now=NOW), Params(weights=weights, limit=4, normalisation=Normalisation.RAW)
+        )
+    }
+    # n2 borrows from match's keyword lead; n1 gets nothing from fresh's recency/importance.
+    assert got["n1"].components["context"] == 0.0
+    assert got["n2"].components["context"] == pytest.approx(1.0, abs=EXACT)
+    # keyword span 1 (match 1, the rest 0): n2 gains 0.5 × 1.
+    assert got["n2"].score == pytest.approx(0.5, abs=EXACT)
+
+
+def test_recency_bias_goes_to_the_newest_of_the_matching_not_the_newest() -> None:
+    # "fresh" matches nothing; of the two that match, "recent" is the newer.
+    fresh = mem("fresh", age_days=0)
+    recent, older = mem("recent", age_days=10), mem("older", age_days=100)
+    cands = [cand(fresh), cand(recent, keyword=(4.0, 1)), cand(older, keyword=(4.0, 2))]
+    got = rank(
+        cands,
+        Query(now=NOW, text="the latest", recency_bias=RecencyBias.ON),
+        Params(weights=only(keyword=1.0, recency_bias=1.0), normalisation=Normalisation.RAW),
+    )
+    by_id = {r.memory.id: r.components["recency_bias"] for r in got}
+    # The span is that of the comparable matches (recent, older): fresh, the newest but
+    # matching nothing, neither sets it nor gains.
+    assert by_id["fresh"] == 0.0
+    assert by_id["recent"] == 1.0
+    assert by_id["older"] == 0.0
+    assert [r.memory.id for r in got] == ["recent", "older", "fresh"]

@@ -160,3 +160,46 @@ class CandidateGenerationEndToEnd(GatewayFixture):
         # metadata component rewards the match.
         assert "keyword" in reply.results[0].streams
         assert reply.results[0].components["metadata"] > 0
+
+    async def test_focus_and_recency_bias_rank_the_handmade_corpus(self, gateway: Stub) -> None:
+        tag = "suite:focus"
+        (old, new, runbook, lunch), seq = await _store(
+            gateway,
+            tag,
+            [
+                common_pb2.MemoryInput(
+                    content="The deploy server is alpha-1", tags=[tag], timestamp=_ts(1)
+                ),
+                common_pb2.MemoryInput(
+                    content="The deploy server is beta-7 now", tags=[tag], timestamp=_ts(20)
+                ),
+                common_pb2.MemoryInput(
+                    content="Deploy checklist: drain, migrate, switch",
+                    tags=[tag, "runbook:deploy"],
+                    type="Procedure",
+                    timestamp=_ts(5),
+                ),
+                common_pb2.MemoryInput(content="Lunch is at noon", tags=[tag], timestamp=_ts(6)),
+            ],
+        )
+        scoped = {"tags": [tag], "min_sequence": seq, "limit": 4}
+        # Asked for the latest, the newer server memory leads the older one (auto bias).
+        latest = await recall(gateway, query="which deploy server is the latest", **scoped)
+        ranked = [r.memory.id for r in latest.results]
+        assert ranked.index(new) < ranked.index(old)
+        bias = {r.memory.id: r.components["recency_bias"] for r in latest.results}
+        assert bias[new] > bias[old] == 0.0
+        off = await recall(
+            gateway,
+            query="which deploy server is the latest",
+            recency_bias=common_pb2.RECENCY_BIAS_OFF,
+            **scoped,
+        )
+        assert all(r.components["recency_bias"] == 0.0 for r in off.results)
+        # A pinned focus: the runbook (by tag) and lunch (by id, found by no stream) first.
+        focus = common_pb2.Focus(tags=["runbook"], ids=[lunch], pinned=True)
+        pinned = await recall(gateway, query="deploy server", focus=focus, **scoped)
+        assert [r.memory.id for r in pinned.results][:2] == [lunch, runbook]
+        assert pinned.results[0].components["focus_id"] == 1.0
+        assert pinned.results[1].components["focus_tag"] == 1.0
+        assert not pinned.degraded
