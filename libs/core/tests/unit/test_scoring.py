@@ -702,6 +702,18 @@ def test_relevance_gate_scales_query_independent_components_by_weak_evidence() -
     assert scores(0.5) == pytest.approx({"on": 1.0, "off": 2.25}, abs=EXACT)
     # Evidence at the gate: untouched.
     assert scores(0.25) == pytest.approx({"on": 1.0, "off": 4.25}, abs=EXACT)
+    # A tag the recall is scoped to is no evidence: every candidate carries it.
+    tagged = [
+        replace(c, memory=replace(c.memory, tags=("proj",), tag_prefixes=("proj",))) for c in cands
+    ]
+    scoped = rank(
+        tagged,
+        Query(now=NOW, tags=("proj",)),
+        Params(weights=weights, relevance_gate=0.5, normalisation=Normalisation.RAW),
+    )
+    assert {r.memory.id: r.score for r in scoped} == pytest.approx(
+        {"on": 1.0, "off": 2.25}, abs=EXACT
+    )
     with pytest.raises(InvalidArgument) as err:
         Params(relevance_gate=1.5)
     assert err.value.field == "relevance_gate"

@@ -128,7 +128,7 @@ class Settings(ServiceSettings):
         0.0,
         ge=0,
         le=1,
-        description="Below this best topical component (vector, keyword, graph, metadata, tag, "
+        description="Below this best topical component (vector, keyword, graph, metadata, "
         "label, exact, time), recency, importance, confidence and relevance are scaled by "
         "evidence / gate; 0 = off.",
     )
