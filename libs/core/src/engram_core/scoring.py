@@ -323,15 +323,24 @@ def _graph(c: Candidate, ctx: _Context) -> float:
 def _metadata(c: Candidate, ctx: _Context) -> float:
     if not ctx.tokens or not c.memory.metadata:
         return 0.0
-    found = ctx.tokens & tokens(" ".join(_strings(c.memory.metadata)))
+    found = ctx.tokens & _metadata_words(c)
     return len(found) / len(ctx.tokens)
+
+
+def _metadata_words(c: Candidate) -> frozenset[str]:
+    return tokens(" ".join(_strings(c.memory.metadata)))
+
+
+def _carried_tags(c: Candidate) -> set[str]:
+    """Every tag the memory carries and every prefix of one (``tag_prefixes``)."""
+    return set(c.memory.tag_prefixes) or set(tag_prefixes(c.memory.tags))
 
 
 def _tag(c: Candidate, ctx: _Context) -> float:
     if not ctx.tags:
         return 0.0
     # tag_prefixes holds every tag and every prefix of it, so one lookup covers both.
-    have = set(c.memory.tag_prefixes) or set(tag_prefixes(c.memory.tags))
+    have = _carried_tags(c)
     return sum(1 for t in ctx.tags if t in have) / len(ctx.tags)
 
 
@@ -398,8 +407,7 @@ def _time(c: Candidate, ctx: _Context) -> float:
 def _focus_tag(c: Candidate, ctx: _Context) -> float:
     if not ctx.focus_tags:
         return 0.0
-    have = set(c.memory.tag_prefixes) or set(tag_prefixes(c.memory.tags))
-    return 1.0 if ctx.focus_tags & have else 0.0
+    return 1.0 if ctx.focus_tags & _carried_tags(c) else 0.0
 
 
 def _focus_type(c: Candidate, ctx: _Context) -> float:
@@ -412,7 +420,7 @@ def _focus_keyword(c: Candidate, ctx: _Context) -> float:
     if not words:
         return 0.0
     parts = {p for t in c.memory.tags for p in t.replace("/", ":").split(":")}
-    found = tokens(" ".join(_strings(c.memory.metadata))) | parts
+    found = _metadata_words(c) | parts
     return 1.0 if any(w in found for w in words) else 0.0
 
 
@@ -529,8 +537,10 @@ def _biased(query: Query, params: Params, dated: bool) -> bool:
 def _gated(components: dict[str, float], gate: float) -> dict[str, float]:
     """The relevance gate: with weak topical evidence, the query-independent components
     (a recent, important memory about something else) count only in proportion."""
+    if gate <= 0.0:
+        return components
     evidence = min(1.0, max(components[n] for n in TOPICAL))
-    if gate <= 0.0 or evidence >= gate:
+    if evidence >= gate:
         return components
     factor = evidence / gate
     return {n: v * factor if n in QUERY_INDEPENDENT else v for n, v in components.items()}

@@ -58,16 +58,22 @@ PHRASE_BOOST = 1.0
 MAX_PHRASES = 8
 
 
+QUERY_STOPWORD_SET = frozenset(QUERY_STOPWORDS)
 _QUERY_WORD = re.compile(r"\w+(?:['’.]\w+)*")
 
 
+def query_words(query: str) -> list[str]:
+    """The query's words, lower-cased, in order (repeats kept); never parsed as syntax."""
+    return [w.lower() for w in _QUERY_WORD.findall(query)]
+
+
 def word_pairs(
-    query: str, stopwords: Collection[str] = frozenset(QUERY_STOPWORDS)
+    query: str, stopwords: Collection[str] = QUERY_STOPWORD_SET
 ) -> list[tuple[str, str]]:
     """The query's adjacent words in pairs, lower-cased and in order ("billing ledger", "red
     house"), without a pair of two stopwords ("did she"), distinct, at most ``MAX_PHRASES``:
     a memory holding one as a phrase gains ``PHRASE_BOOST`` in BM25, in every text index."""
-    words = [w.lower() for w in _QUERY_WORD.findall(query)]
+    words = query_words(query)
     out: dict[tuple[str, str], None] = {}
     for a, b in pairwise(words):
         if (a not in stopwords or b not in stopwords) and len(out) < MAX_PHRASES:

@@ -52,12 +52,12 @@ class FakeTextIndex(FakeStore[None]):
             for m, _ in self._all_live(tenant)
         ]
         docs = [(m, Counter(words)) for m, words in texts]
+        if not terms or not docs or limit <= 0:
+            return []
         phrases = [
             (p, q) for a, b in word_pairs(query) if len(p := tokens(a)) == len(q := tokens(b)) == 1
         ]
         adjacent = {m.id: set(pairwise(words)) for m, words in texts}
-        if not terms or not docs or limit <= 0:
-            return []
         avg_len = sum(sum(tf.values()) for _, tf in docs) / len(docs) or 1.0
         df = Counter(term for _, tf in docs for term in terms if term in tf)
         hits: list[Hit] = []

@@ -25,15 +25,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from engram_core import search_text
 from engram_core.codec import memory_to_json
 from engram_core.model import Filter, Memory, TagMatch, TagMode
 from engram_core.ordering import Sort
-from engram_core.search_text import PHRASE_BOOST, QUERY_STOPWORDS, document_text, word_pairs
+from engram_core.search_text import PHRASE_BOOST, document_text, word_pairs
 from engram_core.tags import normalise_tag, tag_prefixes
 from engram_lexical.adapters.tantivy_schema import MAX_QUERY_TERMS
 
@@ -63,8 +63,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ACCESS_ORIGIN = datetime(1, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 # What the standard tokenizer keeps as one word, near enough to dedupe and cap a query.
-_WORD = re.compile(r"\w+(?:['’.]\w+)*")
-_STOPWORDS = frozenset(QUERY_STOPWORDS)
 
 
 def alias_name(prefix: str) -> str:
@@ -258,8 +256,8 @@ def query_words(query: str) -> list[str]:
     """The distinct words of a query, lower-cased, without function words unless it has
     nothing else, at most `MAX_QUERY_TERMS` (the tantivy adapter's rules). Never parsed as
     query syntax, so nothing raises; the server's analyzers stem and drop what is left."""
-    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))
-    keywords = [w for w in words if w not in _STOPWORDS]
+    words = list(dict.fromkeys(search_text.query_words(query)))
+    keywords = [w for w in words if w not in search_text.QUERY_STOPWORD_SET]
     return (keywords or words)[:MAX_QUERY_TERMS]
 
 
