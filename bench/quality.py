@@ -44,6 +44,8 @@ MODES: dict[str, gateway_pb2.RecallMode.ValueType] = {
     "hybrid_graph": gateway_pb2.RECALL_MODE_HYBRID_GRAPH,
 }
 DEFAULT_MODE = "hybrid"
+# Hybrid asked with rerank=True, the gateway running its local cross-encoder (``--rerank``).
+RERANK_MODE = "hybrid_rerank"
 KS = (1, 5, 10, 20)
 LIMIT = max(KS)
 SESSION_K = 5
@@ -204,10 +206,12 @@ def metrics(ranked: Sequence[str | None], gold: Sequence[str]) -> dict[str, floa
 
 
 def aggregate(
-    questions: Sequence[Question], answers: Mapping[tuple[int, str], Answer]
+    questions: Sequence[Question],
+    answers: Mapping[tuple[int, str], Answer],
+    modes: Sequence[str] = tuple(MODES),
 ) -> dict[str, dict[str, Any]]:
     report: dict[str, dict[str, Any]] = {}
-    for mode in MODES:
+    for mode in modes:
         by_cat: defaultdict[int, Tally] = defaultdict(Tally)
         overall = Tally()
         latencies: list[float] = []
@@ -301,10 +305,12 @@ def dia_id_of(result: common_pb2.ScoredMemory) -> str | None:
     return field_.string_value if field_ is not None else None
 
 
-async def ask(
-    stub: Any, token: str, text: str, mode: gateway_pb2.RecallMode.ValueType, timeout: float
-) -> Answer:
-    request = gateway_pb2.RecallRequest(query=text, limit=LIMIT, mode=mode)
+async def ask(stub: Any, token: str, text: str, mode: str, timeout: float) -> Answer:
+    request = gateway_pb2.RecallRequest(
+        query=text, limit=LIMIT, mode=MODES.get(mode, gateway_pb2.RECALL_MODE_UNSPECIFIED)
+    )
+    if mode == RERANK_MODE:
+        request.rerank = True
     try:
         reply = await stub.Recall(request, metadata=auth(token), timeout=timeout)
     except grpc.aio.AioRpcError as exc:
@@ -313,10 +319,10 @@ async def ask(
 
 
 async def ask_all(
-    stub: Any, questions: Sequence[Question], clients: int, timeout: float
+    stub: Any, questions: Sequence[Question], modes: Sequence[str], clients: int, timeout: float
 ) -> dict[tuple[int, str], Answer]:
     """Every question in every mode; modes interleaved so each sees the same load."""
-    jobs = [(i, mode) for i in range(len(questions)) for mode in MODES]
+    jobs = [(i, mode) for i in range(len(questions)) for mode in modes]
     queue: asyncio.Queue[tuple[int, str]] = asyncio.Queue()
     for job in jobs:
         queue.put_nowait(job)
@@ -328,7 +334,7 @@ async def ask_all(
             i, mode = queue.get_nowait()
             q = questions[i]
             token = token_of(q.sample_id)
-            answers[(i, mode)] = await ask(stub, token, q.text, MODES[mode], timeout)
+            answers[(i, mode)] = await ask(stub, token, q.text, mode, timeout)
             done = len(answers)
             if done % 150 == 0 or done == len(jobs):
                 rate = done / (time.perf_counter() - started)
@@ -348,8 +354,14 @@ async def main() -> int:
     parser.add_argument(
         "--embed-model", choices=MODELS, default=MODEL_NAME, help="model built by make models"
     )
+    parser.add_argument(
+        "--rerank",
+        action="store_true",
+        help=f"add {RERANK_MODE}: the gateway's local cross-encoder (make models builds it)",
+    )
     args = parser.parse_args()
     run_started = time.perf_counter()
+    modes = [*MODES, RERANK_MODE] if args.rerank else list(MODES)
 
     conversations, questions, skipped = load(args.data)
     n_turns = sum(len(c.turns) for c in conversations)
@@ -361,7 +373,13 @@ async def main() -> int:
     home = new_home("quality-")
     tokens = ";".join(f"{c.token}={c.sample_id}:read+write" for c in conversations)
     print(f"starting the stack in {home} with {args.embed_model} ...", flush=True)
-    stack = start_bench_stack(home, model_path(args.embed_model), {"ENGRAM_GATEWAY_TOKENS": tokens})
+    env = {"ENGRAM_GATEWAY_TOKENS": tokens}
+    if args.rerank:  # one inference at a time: under four clients a rerank waits its turn
+        env |= {
+            "ENGRAM_GATEWAY_RERANKER__BACKEND": "local",
+            "ENGRAM_GATEWAY_RERANKER__TIMEOUT_S": str(args.timeout),
+        }
+    stack = start_bench_stack(home, model_path(args.embed_model), env)
     try:
         async with grpc.aio.insecure_channel(stack.gateway_address) as channel:
             stub = gateway_pb2_grpc.MemoryServiceStub(channel)
@@ -369,16 +387,16 @@ async def main() -> int:
             ingest_s, _ = await ingest(stub, conversations, args.batch, in_flight=4)
             print(f"  {n_turns / ingest_s:.0f} memories/s ({ingest_s:.1f}s)", flush=True)
             counts = await check_counts(stub, conversations)
-            print(f"asking {len(questions)} questions x {len(MODES)} modes ...", flush=True)
+            print(f"asking {len(questions)} questions x {len(modes)} modes ...", flush=True)
             ask_started = time.perf_counter()
-            answers = await ask_all(stub, questions, args.clients, args.timeout)
+            answers = await ask_all(stub, questions, modes, args.clients, args.timeout)
             ask_s = time.perf_counter() - ask_started
     finally:
         stack.stop()
     if not args.keep:
         shutil.rmtree(home / "data", ignore_errors=True)  # logs stay
 
-    report = aggregate(questions, answers)
+    report = aggregate(questions, answers, modes)
     print()
     print(table(report))
     for mode, r in report.items():
@@ -423,7 +441,7 @@ async def main() -> int:
                         "category": q.category,
                         "question": q.text,
                         "gold": q.gold,
-                        **{mode: answers[(i, mode)].ranked for mode in MODES},
+                        **{mode: answers[(i, mode)].ranked for mode in modes},
                     }
                     for i, q in enumerate(questions)
                 ],

@@ -11,7 +11,8 @@ until ``--rebuild`` (needed after a change to what the stores index); query embe
 kept in a file cache beside them. Settings come from the environment exactly as the
 services read them (``ENGRAM_SCORING_WEIGHTS__GRAPH=0.1 python bench/quality_inprocess.py``).
 
-    uv run python bench/quality_inprocess.py [--modes bm25,vector,hybrid,hybrid_graph] [--rebuild]
+    uv run python bench/quality_inprocess.py [--modes bm25,vector,hybrid,hybrid_graph,hybrid_rerank]
+        [--rebuild]
         [--embed-model bge-small-en-v1.5]
 """
 
@@ -33,7 +34,7 @@ from typing import Any
 from quality import (
     KS,
     LIMIT,
-    MODES,
+    RERANK_MODE,
     SESSION_K,
     Answer,
     Conversation,
@@ -73,6 +74,7 @@ MODE_OF: dict[str, RecallMode] = {
     "vector": RecallMode.VECTOR,
     "hybrid": RecallMode.HYBRID,
     "hybrid_graph": RecallMode.HYBRID_GRAPH,
+    RERANK_MODE: RecallMode.HYBRID,  # asked with rerank=True of the local cross-encoder
 }
 
 
@@ -214,14 +216,19 @@ async def fill(
         print(f"  filled {conv.sample_id}: {len(events)} turns", flush=True)
 
 
-def build_reader(services: dict[str, Any]) -> Any:
+def rerank_settings(rerank: bool) -> dict[str, Any]:
+    return {"reranker": {"backend": "local"}} if rerank else {}
+
+
+def build_reader(services: dict[str, Any], rerank: bool = False) -> Any:
     backends = gateway_bootstrap.Backends(
         vector=NoTimeout(services["vector"]),
         lexical=NoTimeout(services["lexical"]),
         graph=NoTimeout(services["graph"]),
         ranker=LocalRanker(scoring_bootstrap.build_ranker(ScoringSettings())),
     )
-    settings = GatewaySettings(recall_cache_ttl_s=0)
+    # The local cross-encoder loads only when a mode asks for it (env settings still apply).
+    settings = GatewaySettings(recall_cache_ttl_s=0, **rerank_settings(rerank))
     gateway = gateway_bootstrap.build_gateway(settings, backends, NullLog(), MemoryCache(1000))  # type: ignore[arg-type]
     return gateway.reader
 
@@ -242,7 +249,13 @@ async def ask_all(
     started = time.perf_counter()
     for i, q in enumerate(questions):
         for mode in modes:
-            req = RecallRequest(query=q.text, limit=LIMIT, mode=MODE_OF[mode], fusion=fusion)
+            req = RecallRequest(
+                query=q.text,
+                limit=LIMIT,
+                mode=MODE_OF[mode],
+                fusion=fusion,
+                rerank=True if mode == RERANK_MODE else None,
+            )
             result = await reader.recall(q.sample_id, req, Deadline.within(60.0))
             answers[(i, mode)] = Answer(dia_ids(result), result.query_ms, result.degraded)
             raw[(i, mode)] = result
@@ -257,7 +270,9 @@ async def ask_all(
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", nargs="?", type=Path, default=LOCOMO, help="locomo_dev.json")
-    parser.add_argument("--modes", default="bm25,vector,hybrid", help="comma-separated modes")
+    parser.add_argument(
+        "--modes", default="bm25,vector,hybrid", help=f"comma-separated, of {', '.join(MODE_OF)}"
+    )
     parser.add_argument("--rebuild", action="store_true", help="refill the stores")
     parser.add_argument("--out", type=Path, default=None, help="write the answers as JSON here")
     parser.add_argument("--category", type=int, default=0, help="ask one category only")
@@ -270,6 +285,8 @@ async def main() -> int:
     args = parser.parse_args()
     store = store_dir(args.embed_model)
     modes = [m for m in args.modes.split(",") if m]
+    if unknown := sorted(set(modes) - set(MODE_OF)):
+        parser.error(f"unknown modes {unknown}; known: {', '.join(MODE_OF)}")
     started = time.perf_counter()
 
     conversations, questions, _ = load(args.data)
@@ -286,18 +303,14 @@ async def main() -> int:
             embed = EmbedSettings(model_dir=model_path(args.embed_model))
             await fill(services, conversations, embed)
             marker.write_text(datetime.now(UTC).isoformat())
-        reader = build_reader(services)
+        reader = build_reader(services, rerank=RERANK_MODE in modes)
         fusion = Fusion(args.fusion) if args.fusion else None
         answers, raw = await ask_all(reader, questions, modes, fusion)
     finally:
         for s in services.values():
             await s.close()
 
-    # aggregate() reports every mode of the gRPC bench; fill the ones not asked with blanks.
-    for i in range(len(questions)):
-        for mode in MODES:
-            answers.setdefault((i, mode), Answer([]))
-    report = {m: r for m, r in aggregate(questions, answers).items() if m in modes}
+    report = aggregate(questions, answers, modes)
     print(table(report))
     if args.out:
         args.out.write_text(

