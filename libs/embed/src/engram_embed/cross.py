@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from engram_core.errors import Unavailable
+from engram_embed.local import load_onnx
 from engram_embed.paths import MODEL_FILE, RERANKER, TOKENIZER_FILE, default_model_dir
 from engram_embed.wheel import WheelSource
 
@@ -66,30 +67,13 @@ class OnnxCrossEncoder:
         threads: int = 1,
         max_tokens: int = 256,
     ) -> None:
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
         if max_tokens < 8:
             raise ValueError("max_tokens must be at least 8")
         model_dir = model_dir or default_model_dir(RERANKER)
-        model_path, tokenizer_path = model_dir / MODEL_FILE, model_dir / TOKENIZER_FILE
-        for path in (model_path, tokenizer_path):
-            if not path.is_file():
-                raise Unavailable(f"reranker model file {path} is missing: run `make models`")
-        try:
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = threads  # 0: onnxruntime picks (one per core)
-            opts.inter_op_num_threads = 1
-            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            self._session: Any = ort.InferenceSession(
-                str(model_path), sess_options=opts, providers=["CPUExecutionProvider"]
-            )
-            self._tokenizer: Any = Tokenizer.from_file(str(tokenizer_path))
-        except Exception as e:  # onnxruntime and tokenizers raise their own types
-            raise Unavailable(f"cannot load reranker model from {model_dir}: {e}") from e
+        self._session, self._tokenizer = load_onnx(model_dir, threads, "reranker")
         names = {i.name for i in self._session.get_inputs()}
         if not set(INPUTS) <= names:
-            raise Unavailable(f"{model_path} is not a cross-encoder (inputs {sorted(names)})")
+            raise Unavailable(f"{model_dir} holds no cross-encoder (inputs {sorted(names)})")
         # The file pads every pair to 512 tokens; a pair runs alone (score_sync), unpadded.
         self._tokenizer.enable_truncation(max_tokens)
         self._tokenizer.no_padding()

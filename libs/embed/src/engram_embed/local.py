@@ -35,28 +35,11 @@ class OnnxEmbedder:
         max_tokens: int = 256,
         query_instruction: str | None = None,
     ) -> None:
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
-        model_path, tokenizer_path = model_dir / MODEL_FILE, model_dir / TOKENIZER_FILE
-        for path in (model_path, tokenizer_path):
-            if not path.is_file():
-                raise Unavailable(f"embedding model file {path} is missing: run `make models`")
         self._batch_size = batch_size
-        try:
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = threads  # 0: onnxruntime picks (one per core)
-            opts.inter_op_num_threads = 1
-            # Idle pool threads would otherwise spin on cores the other services need.
-            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            self._session: Any = ort.InferenceSession(
-                str(model_path), sess_options=opts, providers=["CPUExecutionProvider"]
-            )
-            self._tokenizer: Any = Tokenizer.from_file(str(tokenizer_path))
-        except Exception as e:  # onnxruntime and tokenizers raise their own types
-            raise Unavailable(f"cannot load embedding model from {model_dir}: {e}") from e
+        self._session, self._tokenizer = load_onnx(model_dir, threads, "embedding")
+        model_path = model_dir / MODEL_FILE
         # The file's own truncation/padding settings are the exporter's, not ours:
         # pad each batch to its longest text only, and cut long texts.
         self._tokenizer.enable_truncation(max_tokens)
@@ -125,6 +108,31 @@ class OnnxEmbedder:
         norms = np.maximum(np.linalg.norm(arr, axis=1, keepdims=True), 1e-12).astype(np.float32)
         unit: npt.NDArray[np.float32] = arr / norms
         return unit
+
+
+def load_onnx(model_dir: Path, threads: int, what: str) -> tuple[Any, Any]:
+    """The folder's ONNX session (CPU, ``threads`` intra-op threads) and its tokenizer; a
+    missing or unloadable file is ``Unavailable`` naming ``what`` model and the remedy."""
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    model_path, tokenizer_path = model_dir / MODEL_FILE, model_dir / TOKENIZER_FILE
+    for path in (model_path, tokenizer_path):
+        if not path.is_file():
+            raise Unavailable(f"{what} model file {path} is missing: run `make models`")
+    try:
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads  # 0: onnxruntime picks (one per core)
+        opts.inter_op_num_threads = 1
+        # Idle pool threads would otherwise spin on cores the other services need.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session = ort.InferenceSession(
+            str(model_path), sess_options=opts, providers=["CPUExecutionProvider"]
+        )
+        tokenizer = Tokenizer.from_file(str(tokenizer_path))
+    except Exception as e:  # onnxruntime and tokenizers raise their own types
+        raise Unavailable(f"cannot load {what} model from {model_dir}: {e}") from e
+    return session, tokenizer
 
 
 def _manifest(model_dir: Path) -> dict[str, Any]:
