@@ -31,7 +31,7 @@ import grpc
 from common import LOCOMO, RESULTS, auth, model_path, new_home, start_bench_stack, wait_watermark
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from engram_embed.paths import MODEL_NAME, MODELS
+from engram_embed.paths import MODEL_NAME, MODELS, RERANKER
 from engram_platform.convert import dict_to_struct, ts_to_proto
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -377,6 +377,7 @@ async def main() -> int:
     if args.rerank:  # one inference at a time: under four clients a rerank waits its turn
         env |= {
             "ENGRAM_GATEWAY_RERANKER__BACKEND": "local",
+            "ENGRAM_GATEWAY_RERANKER__MODEL_DIR": str(model_path(RERANKER)),
             "ENGRAM_GATEWAY_RERANKER__TIMEOUT_S": str(args.timeout),
         }
     stack = start_bench_stack(home, model_path(args.embed_model), env)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from engram_testing.e2e_models import QueryModelsEndToEnd
+from engram_testing.e2e_models import LocalRerankerEndToEnd, QueryModelsEndToEnd
 
 
 class TestEmbeddedQueryModels(QueryModelsEndToEnd):
+    pass
+
+
+class TestEmbeddedLocalReranker(LocalRerankerEndToEnd):
     pass

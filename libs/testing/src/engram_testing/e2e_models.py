@@ -1,10 +1,12 @@
 """End to end through the public API: the query-side models (issue #4) — HyDE, LLM
-decomposition and an HTTP cross-encoder — against a fake model server.
+decomposition and an HTTP cross-encoder against a fake model server, and the local
+cross-encoder `make models` builds.
 
-Mix `QueryModelsEndToEnd` into a ``Test*`` class next to a conftest that provides ``stack``
-(as for `GatewayEndToEnd`). The stack's own gateway runs no model, so the mixin starts a
-second gateway process on the same stack whose settings point every model at a fake
-OpenAI-compatible server running in this process (a thread; no network beyond 127.0.0.1).
+Mix `QueryModelsEndToEnd` and `LocalRerankerEndToEnd` into ``Test*`` classes next to a
+conftest that provides ``stack`` (as for `GatewayEndToEnd`). The stack's own gateway runs no
+model, so each mixin starts a second gateway process on the same stack: the first with every
+model pointed at a fake OpenAI-compatible server running in this process (a thread; no
+network beyond 127.0.0.1), the second with the local reranker.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -21,6 +24,7 @@ import pytest
 
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from engram_embed.paths import RERANKER, default_model_dir
 from engram_platform.devstack import DevStack
 from engram_platform.nats_server import free_port
 from engram_testing.e2e import AUTH, Stub, recall
@@ -77,6 +81,30 @@ def _serve(models: FakeModels) -> ThreadingHTTPServer:
     return server
 
 
+@contextmanager
+def second_gateway(stack: DevStack, settings: dict[str, str]) -> Iterator[str]:
+    """Another gateway process on ``stack`` with ``settings`` added to its environment."""
+    port = free_port()
+    env = {**stack.env, "ENGRAM_GATEWAY_PORT": str(port), **settings}
+    # A view of the stack that owns only this gateway (nats and the rest stay shared).
+    other = replace(stack, nats=None, ports={**stack.ports, "gateway": port}, env=env, processes={})
+    other.start_service("gateway")
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        other.stop()
+
+
+async def store(gateway: Stub, tag: str, contents: Sequence[str]) -> tuple[list[str], int]:
+    reply = await gateway.StoreBatch(
+        gateway_pb2.StoreBatchRequest(
+            memories=[common_pb2.MemoryInput(content=c, tags=[tag]) for c in contents]
+        ),
+        metadata=AUTH,
+    )
+    return list(reply.ids), reply.sequence
+
+
 class QueryModelsEndToEnd:
     @pytest.fixture(scope="class")
     @classmethod
@@ -96,10 +124,7 @@ class QueryModelsEndToEnd:
     ) -> Iterator[str]:
         """A second gateway on the same stack, its models pointed at the fake server."""
         _, url = fake_models
-        port = free_port()
-        env = {
-            **stack.env,
-            "ENGRAM_GATEWAY_PORT": str(port),
+        settings = {
             "ENGRAM_GATEWAY_HYDE__BASE_URL": url,
             "ENGRAM_GATEWAY_DECOMPOSE_MODEL__BASE_URL": url,
             "ENGRAM_GATEWAY_DECOMPOSE_MODEL__ENABLED": "true",
@@ -107,37 +132,19 @@ class QueryModelsEndToEnd:
             "ENGRAM_GATEWAY_RERANKER__MODE": "replace",
             "ENGRAM_GATEWAY_RECALL_CACHE_TTL_S": "0",
         }
-        # A view of the stack that owns only this gateway (nats and the rest stay shared).
-        other = replace(
-            stack, nats=None, ports={**stack.ports, "gateway": port}, env=env, processes={}
-        )
-        other.start_service("gateway")
-        try:
-            yield f"127.0.0.1:{port}"
-        finally:
-            other.stop()
+        with second_gateway(stack, settings) as address:
+            yield address
 
     @pytest.fixture
     async def gateway(self, model_gateway_address: str) -> AsyncIterator[Stub]:
         async with grpc.aio.insecure_channel(model_gateway_address) as channel:
             yield gateway_pb2_grpc.MemoryServiceStub(channel)
 
-    async def _store(
-        self, gateway: Stub, tag: str, contents: Sequence[str]
-    ) -> tuple[list[str], int]:
-        reply = await gateway.StoreBatch(
-            gateway_pb2.StoreBatchRequest(
-                memories=[common_pb2.MemoryInput(content=c, tags=[tag]) for c in contents]
-            ),
-            metadata=AUTH,
-        )
-        return list(reply.ids), reply.sequence
-
     async def test_rerank_puts_the_cross_encoders_pick_first(
         self, gateway: Stub, fake_models: tuple[FakeModels, str]
     ) -> None:
         tag = "suite:rerank"
-        (close, also, zeppelin), seq = await self._store(
+        (close, also, zeppelin), seq = await store(
             gateway,
             tag,
             [
@@ -161,7 +168,7 @@ class QueryModelsEndToEnd:
 
     async def test_hyde_answer_reaches_the_vector_stream(self, gateway: Stub) -> None:
         tag = "suite:hyde"
-        (violin, *_), seq = await self._store(
+        (violin, *_), seq = await store(
             gateway,
             tag,
             [
@@ -184,7 +191,7 @@ class QueryModelsEndToEnd:
 
     async def test_a_failing_model_degrades_but_answers(self, gateway: Stub) -> None:
         tag = "suite:hyde-broken"
-        (only,), seq = await self._store(gateway, tag, [f"Remember to {BROKEN} the tests"])
+        (only,), seq = await store(gateway, tag, [f"Remember to {BROKEN} the tests"])
         reply = await recall(
             gateway, query=f"{BROKEN} tests", tags=[tag], hyde=True, min_sequence=seq
         )
@@ -196,7 +203,7 @@ class QueryModelsEndToEnd:
         self, gateway: Stub, fake_models: tuple[FakeModels, str]
     ) -> None:
         tag = "suite:decompose-llm"
-        (teacher, schedule, _), seq = await self._store(
+        (teacher, schedule, _), seq = await store(
             gateway,
             tag,
             [
@@ -219,3 +226,47 @@ class QueryModelsEndToEnd:
         models, _ = fake_models
         asked = [b["messages"][1]["content"] for b in models.asked["/v1/chat/completions"]]
         assert "what does she teach and where is it posted?" in asked
+
+
+class LocalRerankerEndToEnd:
+    """``reranker.backend=local``: the real cross-encoder re-orders a recall's head."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def reranker_gateway_address(cls, stack: DevStack) -> Iterator[str]:
+        settings = {
+            "ENGRAM_GATEWAY_RERANKER__BACKEND": "local",
+            # The stack has a home of its own; the model is where `make models` put it.
+            "ENGRAM_GATEWAY_RERANKER__MODEL_DIR": str(default_model_dir(RERANKER)),
+            "ENGRAM_GATEWAY_RERANKER__MODE": "replace",
+            "ENGRAM_GATEWAY_RERANKER__TIMEOUT_S": "10",
+            "ENGRAM_GATEWAY_RECALL_CACHE_TTL_S": "0",
+        }
+        with second_gateway(stack, settings) as address:
+            yield address
+
+    @pytest.fixture
+    async def gateway(self, reranker_gateway_address: str) -> AsyncIterator[Stub]:
+        async with grpc.aio.insecure_channel(reranker_gateway_address) as channel:
+            yield gateway_pb2_grpc.MemoryServiceStub(channel)
+
+    async def test_the_local_cross_encoder_puts_the_answer_first(self, gateway: Stub) -> None:
+        tag = "suite:rerank-local"
+        (answer, *others), seq = await store(
+            gateway,
+            tag,
+            [
+                "The deploy server moved to the Frankfurt data centre in March",
+                "Deploy day again: the server team ordered pizza for everyone",
+                "Frankfurt has a lovely old town down by the river",
+            ],
+        )
+        query = "where does the deploy server live now?"
+        plain = await recall(gateway, query=query, tags=[tag], min_sequence=seq)
+        assert list(plain.models) == []
+        reply = await recall(gateway, query=query, tags=[tag], rerank=True, min_sequence=seq)
+        assert list(reply.models) == ["rerank"]
+        cross = {r.memory.id: r.components["rerank"] for r in reply.results}
+        assert set(cross) == {answer, *others}
+        assert max(cross, key=cross.__getitem__) == answer
+        assert reply.results[0].memory.id == answer  # replace: the cross-encoder's order
