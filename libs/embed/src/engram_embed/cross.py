@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -82,30 +83,40 @@ class OnnxCrossEncoder:
     async def score(
         self, query: str, documents: Sequence[str], timeout: float | None = None
     ) -> list[float]:
-        """One logit per document, in input order. ``timeout`` is the caller's to enforce."""
+        """One logit per document, in input order; ``Unavailable`` once ``timeout`` has
+        passed, and the work stops there: a recall that gave up leaves no pairs queued."""
         if not documents:
             return []
-        return await asyncio.to_thread(self.score_sync, query, list(documents))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        return await asyncio.to_thread(self.score_sync, query, list(documents), deadline)
 
-    def score_sync(self, query: str, documents: Sequence[str]) -> list[float]:
-        # One pair a run: the graph is quantised dynamically (activation scales taken per
-        # run), so padding a pair in a batch with longer ones would move its score by up to
-        # 0.15; alone, a pair scores the same whatever it is ranked with, and no compute
-        # goes on padding.
-        return [self._run(query, passage) for passage in documents]
+    def score_sync(
+        self, query: str, documents: Sequence[str], deadline: float | None = None
+    ) -> list[float]:
+        """``deadline`` is a ``time.monotonic()`` instant, checked before each pair.
 
-    def _run(self, query: str, passage: str) -> float:
+        One pair a run: the graph is quantised dynamically (activation scales taken per
+        run), so padding a pair in a batch with longer ones would move its score by up to
+        0.15; alone, a pair scores the same whatever it is ranked with, and no compute goes
+        on padding."""
+        return [self._run(query, passage, deadline) for passage in documents]
+
+    def _run(self, query: str, passage: str, deadline: float | None) -> float:
+        enc = self._tokenizer.encode(query, passage)
+        feed = {
+            "input_ids": np.array([enc.ids], dtype=np.int64),
+            "attention_mask": np.array([enc.attention_mask], dtype=np.int64),
+            "token_type_ids": np.array([enc.type_ids], dtype=np.int64),
+        }
+        wait = -1.0 if deadline is None else deadline - time.monotonic()
+        if (deadline is not None and wait <= 0) or not self._lock.acquire(timeout=wait):
+            raise Unavailable("reranker ran out of time")
         try:
-            enc = self._tokenizer.encode(query, passage)
-            feed = {
-                "input_ids": np.array([enc.ids], dtype=np.int64),
-                "attention_mask": np.array([enc.attention_mask], dtype=np.int64),
-                "token_type_ids": np.array([enc.type_ids], dtype=np.int64),
-            }
-            with self._lock:
-                (logits,) = self._session.run([OUTPUT], feed)
+            (logits,) = self._session.run([OUTPUT], feed)
         except Exception as e:  # onnxruntime raises its own exception types
             raise Unavailable(f"reranker model failed: {e}") from e
+        finally:
+            self._lock.release()
         return float(np.asarray(logits).reshape(-1)[0])
 
     async def close(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from functools import cache
 from pathlib import Path
 
@@ -54,6 +55,19 @@ def test_the_async_port_scores_off_the_loop_and_nothing_for_nothing() -> None:
     scored, empty = asyncio.run(run())
     assert scored == pytest.approx(encoder().score_sync(QUERY, PASSAGES), abs=1e-5)
     assert empty == []
+
+
+def test_a_deadline_stops_the_work_between_pairs() -> None:
+    with pytest.raises(Unavailable, match="out of time"):
+        encoder().score_sync(QUERY, PASSAGES, deadline=time.monotonic() - 1)
+
+    async def late() -> list[float]:
+        return await encoder().score(QUERY, PASSAGES * 200, timeout=0.05)
+
+    started = time.monotonic()
+    with pytest.raises(Unavailable, match="out of time"):
+        asyncio.run(late())
+    assert time.monotonic() - started < 1.0  # 600 pairs would take seconds
 
 
 def test_a_missing_model_fails_at_load_with_the_remedy(tmp_path: Path) -> None:
