@@ -85,7 +85,10 @@ class RerankerSettings(ModelEndpoint):
         "$ENGRAM_HOME/models/ms-marco-MiniLM-L-12-v2.",
     )
     threads: int = Field(
-        2, ge=0, le=64, description="local backend: onnxruntime intra-op threads; 0 = one a core."
+        2,
+        ge=1,
+        le=64,
+        description="local backend: pairs scored at once, each on one core, shared by all recalls.",
     )
     timeout_s: float = Field(
         2.0, gt=0, description="Longest wait for one answer (the call's deadline may cut it)."
