@@ -105,7 +105,25 @@ async def store(gateway: Stub, tag: str, contents: Sequence[str]) -> tuple[list[
     return list(reply.ids), reply.sequence
 
 
-class QueryModelsEndToEnd:
+class SecondGatewayFixture:
+    """``gateway``: a stub on a second gateway of the suite's ``stack``, started with the
+    environment the class's ``second_gateway_settings`` fixture gives."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def second_gateway_address(
+        cls, stack: DevStack, second_gateway_settings: dict[str, str]
+    ) -> Iterator[str]:
+        with second_gateway(stack, second_gateway_settings) as address:
+            yield address
+
+    @pytest.fixture
+    async def gateway(self, second_gateway_address: str) -> AsyncIterator[Stub]:
+        async with grpc.aio.insecure_channel(second_gateway_address) as channel:
+            yield gateway_pb2_grpc.MemoryServiceStub(channel)
+
+
+class QueryModelsEndToEnd(SecondGatewayFixture):
     @pytest.fixture(scope="class")
     @classmethod
     def fake_models(cls) -> Iterator[tuple[FakeModels, str]]:
@@ -119,12 +137,10 @@ class QueryModelsEndToEnd:
 
     @pytest.fixture(scope="class")
     @classmethod
-    def model_gateway_address(
-        cls, stack: DevStack, fake_models: tuple[FakeModels, str]
-    ) -> Iterator[str]:
-        """A second gateway on the same stack, its models pointed at the fake server."""
+    def second_gateway_settings(cls, fake_models: tuple[FakeModels, str]) -> dict[str, str]:
+        """Every model pointed at the fake server."""
         _, url = fake_models
-        settings = {
+        return {
             "ENGRAM_GATEWAY_HYDE__BASE_URL": url,
             "ENGRAM_GATEWAY_DECOMPOSE_MODEL__BASE_URL": url,
             "ENGRAM_GATEWAY_DECOMPOSE_MODEL__ENABLED": "true",
@@ -132,13 +148,6 @@ class QueryModelsEndToEnd:
             "ENGRAM_GATEWAY_RERANKER__MODE": "replace",
             "ENGRAM_GATEWAY_RECALL_CACHE_TTL_S": "0",
         }
-        with second_gateway(stack, settings) as address:
-            yield address
-
-    @pytest.fixture
-    async def gateway(self, model_gateway_address: str) -> AsyncIterator[Stub]:
-        async with grpc.aio.insecure_channel(model_gateway_address) as channel:
-            yield gateway_pb2_grpc.MemoryServiceStub(channel)
 
     async def test_rerank_puts_the_cross_encoders_pick_first(
         self, gateway: Stub, fake_models: tuple[FakeModels, str]
@@ -228,13 +237,13 @@ class QueryModelsEndToEnd:
         assert "what does she teach and where is it posted?" in asked
 
 
-class LocalRerankerEndToEnd:
+class LocalRerankerEndToEnd(SecondGatewayFixture):
     """``reranker.backend=local``: the real cross-encoder re-orders a recall's head."""
 
     @pytest.fixture(scope="class")
     @classmethod
-    def reranker_gateway_address(cls, stack: DevStack) -> Iterator[str]:
-        settings = {
+    def second_gateway_settings(cls) -> dict[str, str]:
+        return {
             "ENGRAM_GATEWAY_RERANKER__BACKEND": "local",
             # The stack has a home of its own; the model is where `make models` put it.
             "ENGRAM_GATEWAY_RERANKER__MODEL_DIR": str(default_model_dir(RERANKER)),
@@ -242,13 +251,6 @@ class LocalRerankerEndToEnd:
             "ENGRAM_GATEWAY_RERANKER__TIMEOUT_S": "10",
             "ENGRAM_GATEWAY_RECALL_CACHE_TTL_S": "0",
         }
-        with second_gateway(stack, settings) as address:
-            yield address
-
-    @pytest.fixture
-    async def gateway(self, reranker_gateway_address: str) -> AsyncIterator[Stub]:
-        async with grpc.aio.insecure_channel(reranker_gateway_address) as channel:
-            yield gateway_pb2_grpc.MemoryServiceStub(channel)
 
     async def test_the_local_cross_encoder_puts_the_answer_first(self, gateway: Stub) -> None:
         tag = "suite:rerank-local"
