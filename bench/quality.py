@@ -374,7 +374,7 @@ async def main() -> int:
     tokens = ";".join(f"{c.token}={c.sample_id}:read+write" for c in conversations)
     print(f"starting the stack in {home} with {args.embed_model} ...", flush=True)
     env = {"ENGRAM_GATEWAY_TOKENS": tokens}
-    if args.rerank:  # one inference at a time: under four clients a rerank waits its turn
+    if args.rerank:  # the reranker's workers are shared: under four clients reranks queue
         env |= {
             "ENGRAM_GATEWAY_RERANKER__BACKEND": "local",
             "ENGRAM_GATEWAY_RERANKER__MODEL_DIR": str(model_path(RERANKER)),

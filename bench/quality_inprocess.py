@@ -216,10 +216,6 @@ async def fill(
         print(f"  filled {conv.sample_id}: {len(events)} turns", flush=True)
 
 
-def rerank_settings(rerank: bool) -> dict[str, Any]:
-    return {"reranker": {"backend": "local"}} if rerank else {}
-
-
 def build_reader(services: dict[str, Any], rerank: bool = False) -> Any:
     backends = gateway_bootstrap.Backends(
         vector=NoTimeout(services["vector"]),
@@ -228,7 +224,8 @@ def build_reader(services: dict[str, Any], rerank: bool = False) -> Any:
         ranker=LocalRanker(scoring_bootstrap.build_ranker(ScoringSettings())),
     )
     # The local cross-encoder loads only when a mode asks for it (env settings still apply).
-    settings = GatewaySettings(recall_cache_ttl_s=0, **rerank_settings(rerank))
+    reranker = {"reranker": {"backend": "local"}} if rerank else {}
+    settings = GatewaySettings(recall_cache_ttl_s=0, **reranker)
     gateway = gateway_bootstrap.build_gateway(settings, backends, NullLog(), MemoryCache(1000))  # type: ignore[arg-type]
     return gateway.reader
 
