@@ -97,7 +97,8 @@ class Weights:
     focus_type: float = 0.25
     focus_keyword: float = 0.2
     focus_id: float = 0.9
-    # With recency bias on: this × the timestamp min-max normalised over the candidates.
+    # With recency bias on: this × the candidate's place in time among the comparable
+    # matches × its match as a share of the best (`_bias_by_match`).
     recency_bias: float = 0.2
     rrf_vector: float = 1.0
     rrf_keyword: float = 1.0
@@ -159,8 +160,8 @@ class ScoredCandidate:
 
 
 class RecencyBias(Enum):
-    """Whether newer candidates gain ``recency_bias`` × their place between the oldest and
-    the newest candidate: never, always, or when the query asks for the latest."""
+    """Whether newer candidates about the question gain ``recency_bias`` (`_bias_by_match`):
+    never, always, or when the query asks for the latest."""
 
     OFF = "off"
     ON = "on"

@@ -277,10 +277,7 @@ _RECENCY_BIAS: Mapping[int, RecencyBias | None] = {
     common_pb2.RECENCY_BIAS_AUTO: RecencyBias.AUTO,
 }
 _RECENCY_BIAS_TO_PROTO: Mapping[RecencyBias | None, common_pb2.RecencyBias.ValueType] = {
-    None: common_pb2.RECENCY_BIAS_UNSPECIFIED,
-    RecencyBias.OFF: common_pb2.RECENCY_BIAS_OFF,
-    RecencyBias.ON: common_pb2.RECENCY_BIAS_ON,
-    RecencyBias.AUTO: common_pb2.RECENCY_BIAS_AUTO,
+    v: common_pb2.RecencyBias.ValueType(k) for k, v in _RECENCY_BIAS.items()
 }
 
 

@@ -70,7 +70,7 @@ class WeightSettings(BaseModel):
         _W.recency_bias,
         ge=0,
         description="With recency bias on: this × the timestamp min-max normalised over the "
-        "candidates.",
+        "comparable matches (at least half the best match) × the match as a share of the best.",
     )
     rrf_vector: float = Field(_W.rrf_vector, ge=0, description="RRF weight of the vector stream.")
     rrf_keyword: float = Field(
