@@ -39,6 +39,7 @@ from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram_core.model import Filter
 from engram_core.scoring import Candidate, Params, Query, StreamScore, rank
 from engram_embed.factory import EmbedSettings, make_embedder
+from engram_embed.paths import MODEL_NAME, MODELS
 from engram_lexical.adapters.tantivy_index import TantivyTextIndex
 from engram_platform.convert import ts_to_proto
 from engram_platform.devstack import DEV_TOKEN, DevStack
@@ -249,8 +250,11 @@ async def main() -> None:
         help="ENGRAM_HOME of an earlier run holding the same --n memories: skip the ingest "
         "and measure recall on it (a 100k ingest takes half an hour)",
     )
+    parser.add_argument(
+        "--embed-model", choices=MODELS, default=MODEL_NAME, help="model built by make models"
+    )
     args = parser.parse_args()
-    model_dir = model_path()
+    model_dir = model_path(args.embed_model)
     turns, questions = load_turns(args.data)
     docs = corpus(turns, args.n)
     texts = [c for c, _ in docs]
@@ -264,7 +268,11 @@ async def main() -> None:
     home = args.reuse or new_home("perf-")
     print(f"starting the stack in {home} ...", flush=True)
     stack = start_bench_stack(home, model_dir, {"ENGRAM_GATEWAY_RECALL_CACHE_TTL_S": "0"})
-    report: dict[str, Any] = {"n": args.n, "date": datetime.now(UTC).isoformat()}
+    report: dict[str, Any] = {
+        "n": args.n,
+        "embed_model": args.embed_model,
+        "date": datetime.now(UTC).isoformat(),
+    }
     try:
         async with grpc.aio.insecure_channel(stack.gateway_address) as channel:
             stub = gateway_pb2_grpc.MemoryServiceStub(channel)

@@ -6,14 +6,14 @@ embedding are the real ones), and queried through the gateway's own Reader with 
 gateway's and the scoring service's default settings. Only the transport is missing, so
 the figures match `make bench-quality` while one run takes about a minute, not five.
 
-The filled stores are kept under bench/results/inproc-store[-<model>] (git-ignored) and reused
+The filled stores are kept under bench/results/inproc-store-<model> (git-ignored) and reused
 until ``--rebuild`` (needed after a change to what the stores index); query embeddings are
 kept in a file cache beside them. Settings come from the environment exactly as the
 services read them (``ENGRAM_SCORING_WEIGHTS__GRAPH=0.1 python bench/quality_inprocess.py``).
 
     uv run python bench/quality_inprocess.py [--modes bm25,vector,hybrid,hybrid_graph,hybrid_rerank]
         [--rebuild]
-        [--embed-model bge-small-en-v1.5]
+        [--embed-model all-MiniLM-L6-v2]
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ class FileCache(MemoryCache):
 
 def store_dir(model: str) -> Path:
     """Where the filled stores of one embedding model are kept."""
-    return RESULTS / ("inproc-store" if model == MODEL_NAME else f"inproc-store-{model}")
+    return RESULTS / f"inproc-store-{model}"
 
 
 def _settings(store: Path, model: str) -> dict[str, Any]:
