@@ -102,7 +102,12 @@ def _metadata_value(metadata: Any, path: str) -> str | None:
 @dataclass(frozen=True, slots=True)
 class AssociationSettings:
     similar_min_cosine: float = field(
-        default=0.85, metadata={"description": "Least cosine for a SIMILAR_TO edge."}
+        default=0.92,
+        metadata={
+            "description": "Least cosine for a SIMILAR_TO edge. Depends on the embedding "
+            "model: 0.92 for bge-small-en-v1.5 (the default), 0.85 for all-MiniLM-L6-v2 "
+            "draws as many edges."
+        },
     )
     similar_max_per_memory: int = field(
         default=5, metadata={"description": "Most SIMILAR_TO edges proposed per memory searched."}

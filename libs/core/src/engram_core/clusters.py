@@ -130,7 +130,12 @@ STOPWORDS: frozenset[str] = frozenset(
 @dataclass(frozen=True, slots=True)
 class ClusterSettings:
     min_cosine: float = field(
-        default=0.85, metadata={"description": "Least cosine linking two memories of a cluster."}
+        default=0.92,
+        metadata={
+            "description": "Least cosine linking two memories of a cluster. Depends on the "
+            "embedding model: 0.92 for bge-small-en-v1.5 (the default), 0.85 for "
+            "all-MiniLM-L6-v2 links as many pairs."
+        },
     )
     min_size: int = field(
         default=3, metadata={"description": "Fewest members for a cluster to get a MetaPattern."}

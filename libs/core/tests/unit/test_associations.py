@@ -37,18 +37,20 @@ def pairs(rels: list[Relation]) -> list[tuple[str, str, float]]:
 # --- SIMILAR_TO ------------------------------------------------------------------------------
 
 
-def test_similar_to_above_threshold_only() -> None:
+@pytest.mark.parametrize("least", [AssociationSettings().similar_min_cosine, 0.85])
+def test_similar_to_above_threshold_only(least: float) -> None:
     got = similar_to(
         [
-            Neighbour("a", "b", 0.9),
-            Neighbour("a", "c", 0.85),  # at the threshold: in
-            Neighbour("a", "d", 0.8499),
+            Neighbour("a", "b", 0.99),
+            Neighbour("a", "c", least),  # at the threshold: in
+            Neighbour("a", "d", least - 0.0001),
             Neighbour("a", "a", 1.0),  # itself
             Neighbour("a", "e", float("nan")),
         ],
         NOW,
+        AssociationSettings(similar_min_cosine=least),
     )
-    assert pairs(got) == [("a", "b", 0.9), ("a", "c", 0.85)]
+    assert pairs(got) == [("a", "b", 0.99), ("a", "c", least)]
     for r in got:
         assert r.type == "SIMILAR_TO"
         assert r.origin == ORIGIN_SYSTEM
@@ -72,7 +74,7 @@ def test_similar_to_caps_each_memorys_neighbours() -> None:
 def test_similar_to_cap_is_per_memory_searched() -> None:
     # Each of a, b, c keeps one neighbour: m; m thereby gets three edges.
     s = AssociationSettings(similar_max_per_memory=1)
-    hits = [Neighbour(x, "m", 0.9) for x in "abc"] + [Neighbour(x, "q", 0.86) for x in "abc"]
+    hits = [Neighbour(x, "m", 0.97) for x in "abc"] + [Neighbour(x, "q", 0.93) for x in "abc"]
     got = similar_to(hits, NOW, s)
     assert {(r.source_id, r.target_id) for r in got} == {("a", "m"), ("b", "m"), ("c", "m")}
 
@@ -288,7 +290,7 @@ def test_every_write_is_a_system_edge_in_key_order() -> None:
 def test_rerunning_on_what_the_first_run_wrote_writes_nothing() -> None:
     here = mem("m", T0, ("session:1",))
     proposals = [
-        *similar_to([Neighbour("m", "x", 0.9), Neighbour("x", "m", 0.9)], NOW),
+        *similar_to([Neighbour("m", "x", 0.95), Neighbour("x", "m", 0.95)], NOW),
         *preceded_by(here, [mem("p", T0 - MIN, ("session:1",))], NOW),
     ]
     first = reconcile(proposals, [])

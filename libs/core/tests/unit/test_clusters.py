@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -37,6 +38,14 @@ def clique(ids: Sequence[str], cosine: float) -> list[Pair]:
 
 # --- grouping ------------------------------------------------------------------------------
 
+# The threshold of all-MiniLM-L6-v2; the default (bge-small's 0.92) is checked on its own below.
+S = ClusterSettings(min_cosine=0.85)
+
+
+def test_the_default_threshold_is_bge_smalls() -> None:
+    pairs = [*clique("abc", 0.92), *clique("def", 0.9199)]
+    assert members(find_clusters(pairs)) == [("a", "b", "c")]
+
 
 def test_groups_pairs_above_the_threshold() -> None:
     pairs = [
@@ -48,27 +57,28 @@ def test_groups_pairs_above_the_threshold() -> None:
         Pair("a", "a", 1.0),
         Pair("a", "z", float("nan")),
     ]
-    assert members(find_clusters(pairs)) == [("a", "b", "c"), ("f", "g", "h")]
+    assert members(find_clusters(pairs, S)) == [("a", "b", "c"), ("f", "g", "h")]
 
 
 def test_min_size_is_a_setting() -> None:
     pairs = [*clique("abc", 0.9), Pair("d", "e", 0.95)]
-    got = find_clusters(pairs, ClusterSettings(min_size=2))
+    got = find_clusters(pairs, replace(S, min_size=2))
     assert members(got) == [("a", "b", "c"), ("d", "e")]
 
 
 def test_deterministic_whatever_the_input_order() -> None:
     pairs = [*clique("abcd", 0.9), *clique("pqr", 0.88), Pair("d", "p", 0.5), Pair("x", "y", 0.9)]
-    expected = find_clusters(pairs)
+    expected = find_clusters(pairs, S)
+    assert len(expected) == 2
     rng = random.Random(5)
     for _ in range(20):
         shuffled = [Pair(p.b, p.a, p.cosine) if rng.random() < 0.5 else p for p in pairs]
         rng.shuffle(shuffled)
-        assert find_clusters(shuffled) == expected
+        assert find_clusters(shuffled, S) == expected
 
 
 def test_member_strength_is_its_best_cosine_inside() -> None:
-    (c,) = find_clusters([Pair("a", "b", 0.9), Pair("b", "c", 0.95), Pair("c", "q", 0.2)])
+    (c,) = find_clusters([Pair("a", "b", 0.9), Pair("b", "c", 0.95), Pair("c", "q", 0.2)], S)
     assert c.members == ("a", "b", "c")
     assert dict(c.strength) == {"a": 0.9, "b": 0.95, "c": 0.95}
     assert c.threshold == 0.85
@@ -77,8 +87,8 @@ def test_member_strength_is_its_best_cosine_inside() -> None:
 def test_oversized_chains_are_split_at_a_higher_threshold() -> None:
     # Two tight triples joined by one weak bridge: single linkage makes one chain of 6.
     pairs = [*clique("abc", 0.95), Pair("c", "d", 0.86), *clique("def", 0.95)]
-    assert members(find_clusters(pairs)) == [("a", "b", "c", "d", "e", "f")]
-    got = find_clusters(pairs, ClusterSettings(max_size=4, split_step=0.02))
+    assert members(find_clusters(pairs, S)) == [("a", "b", "c", "d", "e", "f")]
+    got = find_clusters(pairs, replace(S, max_size=4, split_step=0.02))
     assert members(got) == [("a", "b", "c"), ("d", "e", "f")]
     assert all(c.threshold == pytest.approx(0.87) for c in got)
 
@@ -89,7 +99,7 @@ def test_splitting_ends_even_when_nothing_separates() -> None:
 
 def test_many_separate_groups() -> None:
     pairs = [p for i in range(2000) for p in clique([f"{i:05d}{x}" for x in "abc"], 0.9)]
-    got = find_clusters(pairs)
+    got = find_clusters(pairs, S)
     assert len(got) == 2000
     assert got[0].members == ("00000a", "00000b", "00000c")
 
