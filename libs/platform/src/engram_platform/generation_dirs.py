@@ -14,6 +14,7 @@ import asyncio
 import os
 import shutil
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
@@ -111,6 +112,21 @@ class DirGenerations(Generic[I]):
     @property
     def registry(self) -> Registry:
         return self._registry
+
+    @property
+    def recorded(self) -> bool:
+        """False while a store on disk has no registry yet (v1 alone, described by ``first``)."""
+        return self._registry_file is None or self._registry_file.exists()
+
+    async def record_first(self, embedding_model: str) -> None:
+        """Write the registry of a store that has none: v1, made with ``embedding_model``.
+        From then on the store names its model itself, and a service configured with
+        another one is stopped at start instead of mixing vectors of two models."""
+        if self.recorded:
+            return
+        async with self._lock:
+            first = replace(self._registry.live_record, embedding_model=embedding_model)
+            await self._save(Registry.initial(first))
 
     async def record(self, generation: str = "", *, fresh: bool = False) -> GenerationRecord:
         """The record of a generation ("" = the live one); unknown → NotFound.

@@ -86,7 +86,9 @@ async def build_generations(settings: Settings, embedders: Sequence[Embedder]) -
         edge = DirGenerations(settings.data_dir / "vector", first, open_index, _models(embedders))
         try:
             await edge.remove_orphans()
-            await edge.index()
+            live = await edge.index()
+            if not edge.recorded:  # made before stores recorded their model: ask a vector's
+                await edge.record_first(await live.stored_model() or default_model)
         except BaseException:
             await edge.close()
             raise

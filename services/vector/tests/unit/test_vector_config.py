@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -101,3 +102,59 @@ async def test_a_model_of_another_dimension_stops_the_start(tmp_path: Path) -> N
     # The index it opened was closed again: the directory is free.
     generations = await bootstrap.build_generations(settings, [HashingEmbedder(16)])
     await generations.close()
+
+
+async def test_a_store_names_the_model_its_vectors_were_made_with(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, dimension=16)
+    service = await bootstrap.build_service(settings, embedder=HashingEmbedder(16))
+    try:
+        assert (await service._generations.record()).embedding_model == "hashing-16"
+    finally:
+        await service.close()
+    assert "hashing-16" in (tmp_path / "vector-generations.json").read_text()
+    other = _Renamed(HashingEmbedder(16), "another-model")
+    with pytest.raises(ValueError, match=r"holds vectors of 'hashing-16'.*another-model"):
+        await bootstrap.build_service(settings, embedder=other)
+
+
+async def test_a_store_made_before_registries_takes_the_model_of_its_vectors(
+    tmp_path: Path,
+) -> None:
+    """A store with memories and no registry (made before stores recorded their model) is
+    v1 of the model its memories were embedded with, not of whatever is configured now."""
+    settings = Settings(data_dir=tmp_path, dimension=16)
+    embedder = HashingEmbedder(16)
+    service = await bootstrap.build_service(settings, embedder=embedder)
+    memory = Memory(
+        id="00000000-0000-0000-0000-000000000001",
+        tenant="t",
+        content="hello",
+        embedding_model=embedder.model_name,
+    )
+    try:
+        await service.upsert("t", [(memory, embedder.embed_one("hello"))])
+    finally:
+        await service.close()
+    (tmp_path / "vector-generations.json").unlink()
+    with pytest.raises(ValueError, match="holds vectors of 'hashing-16'"):
+        await bootstrap.build_service(settings, embedder=_Renamed(embedder, "another-model"))
+    # An empty store without a registry is the configured model's.
+    empty = Settings(data_dir=tmp_path / "empty", dimension=16)
+    service = await bootstrap.build_service(empty, embedder=_Renamed(embedder, "another-model"))
+    try:
+        assert (await service._generations.record()).embedding_model == "another-model"
+    finally:
+        await service.close()
+
+
+class _Renamed:
+    """An embedder under another model name (as if the configured model had changed)."""
+
+    def __init__(self, inner: HashingEmbedder, name: str) -> None:
+        self._inner = inner
+        self.model_name = name
+        self.dimension = inner.dimension
+        self.query_instruction = ""
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self._inner.embed(texts)

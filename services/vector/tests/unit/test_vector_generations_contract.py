@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -90,19 +90,24 @@ def _memory(id_: str) -> Memory:
     return Memory(id=id_, tenant=T, content=f"memory {id_}", version=1)
 
 
-async def test_an_edge_directory_from_before_generations_is_v1(fast_dir: Path) -> None:
+@pytest.mark.parametrize(("written_with", "v1_model"), [("", MODEL), (OTHER_MODEL, OTHER_MODEL)])
+async def test_an_edge_directory_from_before_generations_is_v1(
+    fast_dir: Path, written_with: str, v1_model: str
+) -> None:
+    """v1 takes the model its stored memories name (the configured one when they name none),
+    and the registry is written at that first start, so the store names its model after."""
     legacy = await EdgeVectorIndex.open(
         fast_dir / "vector", EdgeOptions(dimension=DIM, optimize_enabled=False)
     )
-    await legacy.upsert(T, [(_memory("old"), [1.0] + [0.0] * (DIM - 1))])
+    old = replace(_memory("old"), embedding_model=written_with)
+    await legacy.upsert(T, [(old, [1.0] + [0.0] * (DIM - 1))])
     await legacy.close()
     store = await _edge(fast_dir)
     [v1] = await store.list_generations()
-    assert (v1.name, v1.live, v1.count, v1.embedding_model) == ("v1", True, 1, MODEL)
-    assert not (fast_dir / "vector-generations.json").exists()  # nothing migrated
-    created = await store.create_generation(OTHER_MODEL)
+    assert (v1.name, v1.live, v1.count, v1.embedding_model) == ("v1", True, 1, v1_model)
+    assert f'"{v1_model}"' in (fast_dir / "vector-generations.json").read_text()
+    created = await store.create_generation(MODEL if v1_model == OTHER_MODEL else OTHER_MODEL)
     assert (fast_dir / f"vector-{created.name}").is_dir()
-    assert (fast_dir / "vector-generations.json").is_file()
     await store.close()
 
 

@@ -270,6 +270,17 @@ class EdgeVectorIndex:
         )
         return int(await self._read(lambda s: s.count(request)))
 
+    async def stored_model(self) -> str | None:
+        """The embedding model of a stored memory (any one; None when the shard is empty)."""
+        request = qe.ScrollRequest(
+            limit=1, with_payload=qe.PayloadSelector.Include([pl.MEMORY]), with_vector=False
+        )
+        records, _ = await self._read(lambda s: s.scroll(request))
+        models = [
+            pl.memory_from_json((r.payload or {})[pl.MEMORY]).embedding_model for r in records
+        ]
+        return next((m for m in models if m), None)
+
     async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
         # Scroll pages by point id (uuid5 of tenant and id): writes never move a point.
         request = qe.ScrollRequest(

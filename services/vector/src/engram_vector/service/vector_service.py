@@ -83,7 +83,9 @@ class VectorService(GenerationRouted[VectorIndex]):
             known = ", ".join(sorted(self._embedders))
             raise ValueError(
                 f"the live generation {live.name} holds vectors of {live.embedding_model!r}, "
-                f"which no configured embedder provides (configured: {known})"
+                f"which no configured embedder provides (configured: {known}): point "
+                "EMBED__MODEL_DIR at that model, or add the new one as NEXT_EMBED and "
+                "Rebuild (libs/embed/README.md, choosing another model)"
             )
         if embedder.dimension != live.dimension:
             raise ValueError(
