@@ -362,7 +362,9 @@ def _minilm(cache_dir: Path) -> Built:
 
 
 def _bge_small(name: str) -> Callable[[Path], Built]:
-    def recipe(cache_dir: Path) -> Built:
+    """The recipe of one of the two bge-small exports (the same pooling added to either)."""
+
+    def make(cache_dir: Path) -> Built:
         import onnx
 
         from engram_embed import bge
@@ -373,7 +375,7 @@ def _bge_small(name: str) -> Callable[[Path], Built]:
         source = {"maven": src.coordinates, "sha256": src.sha256}
         return Built(model, tokenizer_json, 384, 512, source, bge.QUERY_INSTRUCTION)
 
-    return recipe
+    return make
 
 
 def _reranker(cache_dir: Path) -> Built:
