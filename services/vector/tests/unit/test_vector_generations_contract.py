@@ -171,12 +171,14 @@ async def test_a_qdrant_collection_from_before_generations_is_v1(tmp_path: Path)
     legacy = await QdrantVectorIndex.open(
         client, QdrantOptions(collection="memories", dimension=DIM)
     )
-    await legacy.upsert(T, [(_memory("old"), [1.0] + [0.0] * (DIM - 1))])
+    # Written with another model than the one configured now: v1 is that model's.
+    old = replace(_memory("old"), embedding_model=OTHER_MODEL)
+    await legacy.upsert(T, [(old, [1.0] + [0.0] * (DIM - 1))])
     await legacy.close()
     store = await _qdrant(tmp_path / "qdrant")
     [v1] = await store.list_generations()
-    assert (v1.name, v1.live, v1.count) == ("v1", True, 1)
-    created = await store.create_generation("")
+    assert (v1.name, v1.live, v1.count, v1.embedding_model) == ("v1", True, 1, OTHER_MODEL)
+    created = await store.create_generation(MODEL)
     with pytest.raises(FailedPrecondition) as err:
         await store.swap_generation(created.name)
     assert err.value.field == "name"

@@ -276,10 +276,7 @@ class EdgeVectorIndex:
             limit=1, with_payload=qe.PayloadSelector.Include([pl.MEMORY]), with_vector=False
         )
         records, _ = await self._read(lambda s: s.scroll(request))
-        models = [
-            pl.memory_from_json((r.payload or {})[pl.MEMORY]).embedding_model for r in records
-        ]
-        return next((m for m in models if m), None)
+        return pl.stored_model(records)
 
     async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
         # Scroll pages by point id (uuid5 of tenant and id): writes never move a point.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -116,6 +116,15 @@ def memory_to_json(m: Memory) -> str:
 
 def memory_from_json(text: str) -> Memory:
     return memory_from_dict(json.loads(text))
+
+
+def stored_model(records: Iterable[Any]) -> str | None:
+    """The embedding model the first of scrolled points (with the memory payload) names:
+    what a store made before it recorded its model was embedded with."""
+    for r in records:
+        if model := memory_from_json((r.payload or {})[MEMORY]).embedding_model:
+            return model
+    return None
 
 
 def memory_payload(tenant: str, m: Memory) -> dict[str, Any]:

@@ -114,11 +114,8 @@ class QdrantGenerations:
         records: list[GenerationRecord] = []
         self._legacy = self._alias in names
         if self._legacy:
-            records.append(
-                GenerationRecord(
-                    FIRST, self._default_model, self._options.dimension, _LEGACY_CREATED
-                )
-            )
+            model = await self._stored_model(self._alias) or self._default_model
+            records.append(GenerationRecord(FIRST, model, self._options.dimension, _LEGACY_CREATED))
         for collection in names:
             name = collection[len(prefix) :] if collection.startswith(prefix) else ""
             if NAME.match(name) and not (self._legacy and name == FIRST):
@@ -136,12 +133,21 @@ class QdrantGenerations:
         vectors = info.config.params.vectors
         size = vectors[pl.VECTOR_NAME].size if isinstance(vectors, dict) else 0
         created = meta.get(_CREATED_KEY)
+        model = meta.get(_MODEL_KEY) or await self._stored_model(collection)
         return GenerationRecord(
             name=name,
-            embedding_model=str(meta.get(_MODEL_KEY, self._default_model)),
+            embedding_model=str(model or self._default_model),
             dimension=int(size),
             created_at=datetime.fromisoformat(created) if created else _LEGACY_CREATED,
         )
+
+    async def _stored_model(self, collection: str) -> str | None:
+        """A collection made before collections recorded their model: its memories name it."""
+        async with _translated():
+            records, _ = await self._client.scroll(
+                collection, limit=1, with_payload=[pl.MEMORY], with_vectors=False
+            )
+        return pl.stored_model(records)
 
     async def _fresh(self, force: bool = False) -> Registry:
         if force or time.monotonic() - self._loaded_at >= self._refresh_s:
