@@ -213,6 +213,7 @@ def build_gateway(
             tag_pool_factor=settings.tag_pool_factor,
             relation_pool=settings.relation_pool,
             relation_system_edges=settings.relation_system_edges,
+            hybrid_graph_stream=settings.hybrid_graph_stream,
             vector_budget=_budget(settings.vector_budget),
             lexical_budget=_budget(settings.lexical_budget),
             graph_budget=_budget(settings.graph_budget),

@@ -165,6 +165,14 @@ class Settings(ServiceSettings):
         description="Let edges consolidation drew (origin system: SIMILAR_TO, PRECEDED_BY…) "
         "feed the relation component too; off, only edges agents made count.",
     )
+    hybrid_graph_stream: bool = Field(
+        False,
+        description="Search the graph service for memories mentioning the query's entities "
+        "in the default hybrid mode with weighted fusion too. Off: the scoring service's "
+        "graph weight is 0 by default, so that stream changes no ranking, and at 100k it "
+        "cost a third of each recall's CPU. Turn it on with ENGRAM_SCORING_WEIGHTS__GRAPH > "
+        "0. The graph and hybrid_graph modes and fusion=rrf always search it.",
+    )
     context_seeds: int = Field(
         5,
         ge=0,

@@ -17,6 +17,14 @@ from engram_core.errors import Internal, Unavailable
 from engram_core.model import Hit, Relation, TagMatch
 from engram_gateway.service import Deadline, RecallMode, RecallRequest
 
+
+@pytest.fixture
+def harness(new_harness: Any) -> Any:
+    """All three streams searched, as with a graph weight (`hybrid_graph_stream`): these
+    tests are about how the streams are merged, cut, degraded and fetched."""
+    return new_harness(hybrid_graph_stream=True)
+
+
 A = "0190f3a4-7b1c-7d2e-8f00-00000000000a"
 B = "0190f3a4-7b1c-7d2e-8f00-00000000000b"
 C = "0190f3a4-7b1c-7d2e-8f00-00000000000c"
@@ -122,7 +130,7 @@ async def test_a_failing_backend_degrades_the_answer(client: Any) -> None:
 
 
 async def test_a_slow_backend_is_cut_at_its_budget(new_harness: Any) -> None:
-    h = new_harness(graph_budget={"fraction": 0.5, "cap_s": 0.1})
+    h = new_harness(graph_budget={"fraction": 0.5, "cap_s": 0.1}, hybrid_graph_stream=True)
     seed(h)
     h.graph.delay = 5.0
     started = time.perf_counter()

@@ -17,6 +17,14 @@ from engram_gateway.bootstrap import Backends, build_gateway
 from engram_gateway.service import Deadline, RecallRequest
 from engram_gateway.service.ports import RecallResult
 
+
+@pytest.fixture
+def harness(new_harness: Any) -> Any:
+    """All three streams searched, as with a graph weight (`hybrid_graph_stream`): these
+    tests are about filters reaching every backend."""
+    return new_harness(hybrid_graph_stream=True)
+
+
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 
 

@@ -9,6 +9,8 @@ import pytest
 
 from engram.gateway.v1 import gateway_pb2
 from engram_core.model import Relation
+from engram_core.scoring import Fusion
+from engram_gateway.service import RecallMode
 
 A = "0190f3a4-7b1c-7d2e-8f00-00000000001a"
 B = "0190f3a4-7b1c-7d2e-8f00-00000000001b"
@@ -88,12 +90,37 @@ async def test_graph_mode_without_anything_to_look_up_is_empty(client: Any) -> N
 @pytest.mark.parametrize(
     "mode", [gateway_pb2.RECALL_MODE_UNSPECIFIED, gateway_pb2.RECALL_MODE_HYBRID]
 )
-async def test_hybrid_is_the_default_and_queries_every_stream(client: Any, mode: int) -> None:
+async def test_hybrid_is_the_default_and_leaves_the_graph_stream_out(
+    client: Any, mode: int
+) -> None:
+    """The graph stream's weight is 0 in weighted fusion, so default hybrid does not search
+    it; the graph still answers the candidates' relations."""
     h = client.harness
     seed(h)
     reply = await _recall(client, mode)
-    assert list(reply.streams) == ["vector", "lexical", "graph"]
+    assert list(reply.streams) == ["vector", "lexical"]
+    assert (searched(h.lexical), searched(h.graph)) == (1, 0)
     assert "relations" in graph_calls(h)
+
+
+@pytest.mark.parametrize(
+    ("setting", "fusion", "mode"),
+    [
+        (True, None, RecallMode.HYBRID),
+        (False, Fusion.RRF, RecallMode.HYBRID),
+        (False, None, RecallMode.HYBRID_GRAPH),
+    ],
+)
+async def test_every_stream_is_searched_where_the_graph_stream_counts(
+    new_harness: Any, setting: bool, fusion: Fusion | None, mode: RecallMode
+) -> None:
+    """With the setting on (a deployment that gives the graph weight), with RRF (stream
+    weight 1) and in hybrid_graph, hybrid searches all three streams."""
+    h = new_harness(hybrid_graph_stream=setting)
+    seed(h)
+    result = await h.recall("sarah tea", mode=mode, fusion=fusion)
+    assert list(result.streams) == ["vector", "lexical", "graph"]
+    assert (searched(h.lexical), searched(h.graph)) == (1, 1)
 
 
 async def test_mode_is_part_of_the_recall_cache_key(client: Any) -> None:

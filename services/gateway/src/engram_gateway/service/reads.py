@@ -227,6 +227,8 @@ class ReadConfig:
     min_sequence_poll_s: float
     # Consolidation's edges (origin system) in the relation component too.
     relation_system_edges: bool = False
+    # The graph stream in hybrid mode with weighted fusion (its weight is 0 by default).
+    hybrid_graph_stream: bool = False
     # Timeline neighbours of the best candidates (hybrid mode; seeds=0 turns it off).
     context: ContextConfig = field(default_factory=ContextConfig)
     context_budget: Budget = field(default_factory=lambda: Budget(fraction=0.3, cap_s=0.5))
@@ -544,12 +546,22 @@ class Reader:
                 lambda t: self._lexical.search(tenant, text, flt, pool, timeout=t),
             )
         ents, words = entity_keys(text), keywords(text)
-        if "graph" in wanted and (ents or words):
+        if "graph" in wanted and (ents or words) and self._searches_graph(plan):
             calls["graph"] = (
                 cfg.graph_budget,
                 lambda t: self._graph.search(tenant, ents, words, flt, pool, timeout=t),
             )
         return calls
+
+    def _searches_graph(self, plan: _Plan) -> bool:
+        """Whether the graph stream is searched. Default hybrid (weighted fusion) leaves it
+        out: its weight there is 0, so it would cost a search and change no ranking. The
+        graph service still answers relations and supersession for the candidates."""
+        return (
+            plan.mode is not RecallMode.HYBRID
+            or plan.fusion is scoring.Fusion.RRF
+            or self._config.hybrid_graph_stream
+        )
 
     async def _trending(self, tenant: str, plan: _Plan, deadline: Deadline) -> RecallResult:
         """No text: the memories passing the filters, best first by ``plan.sort`` (the
