@@ -105,8 +105,7 @@ class AssociationSettings:
         default=0.92,
         metadata={
             "description": "Least cosine for a SIMILAR_TO edge. Depends on the embedding "
-            "model: 0.92 for bge-small-en-v1.5 (the default), 0.85 for all-MiniLM-L6-v2 "
-            "draws as many edges."
+            "model: 0.92 for bge-small-en-v1.5 (the default), 0.85 for all-MiniLM-L6-v2."
         },
     )
     similar_max_per_memory: int = field(

@@ -134,7 +134,7 @@ class ClusterSettings:
         metadata={
             "description": "Least cosine linking two memories of a cluster. Depends on the "
             "embedding model: 0.92 for bge-small-en-v1.5 (the default), 0.85 for "
-            "all-MiniLM-L6-v2 links as many pairs."
+            "all-MiniLM-L6-v2."
         },
     )
     min_size: int = field(

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from engram_core.ports import Embedder
-from engram_embed.paths import default_model_dir
+from engram_embed.paths import SIMILAR_COSINE, default_model_dir
 
 
 class EmbedSettings(BaseModel):
@@ -92,3 +92,13 @@ def make_embedder(settings: EmbedSettings) -> Embedder:
     from engram_embed.hashing import HashingEmbedder
 
     return HashingEmbedder(settings.dimension)
+
+
+def similar_cosine(settings: EmbedSettings) -> float | None:
+    """The configured model's cosine for "near" (``paths.SIMILAR_COSINE``), read from its
+    manifest without loading it; None for a model without one (openai, hashing)."""
+    if settings.provider != "local":
+        return None
+    from engram_embed.local import model_name_of
+
+    return SIMILAR_COSINE.get(model_name_of(settings.model_dir))

@@ -50,7 +50,7 @@ class OnnxEmbedder:
             raise Unavailable(f"{model_path} has no {OUTPUT!r} output: run `make models`")
         self._dimension = int(out[OUTPUT].shape[-1])
         manifest = _manifest(model_dir)
-        self._model_name = str(manifest.get("model_name", model_dir.name))
+        self._model_name = model_name_of(model_dir, manifest)
         self._query_instruction = (
             str(manifest.get("query_instruction", ""))
             if query_instruction is None
@@ -133,6 +133,12 @@ def load_onnx(model_dir: Path, threads: int, what: str) -> tuple[Any, Any]:
     except Exception as e:  # onnxruntime and tokenizers raise their own types
         raise Unavailable(f"cannot load {what} model from {model_dir}: {e}") from e
     return session, tokenizer
+
+
+def model_name_of(model_dir: Path, manifest: dict[str, Any] | None = None) -> str:
+    """The name a built model's manifest gives it (the folder's name without one)."""
+    found = _manifest(model_dir) if manifest is None else manifest
+    return str(found.get("model_name", model_dir.name))
 
 
 def _manifest(model_dir: Path) -> dict[str, Any]:

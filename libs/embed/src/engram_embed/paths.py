@@ -10,6 +10,10 @@ BGE_SMALL = "bge-small-en-v1.5"  # the same in fp32
 MINILM = "all-MiniLM-L6-v2"  # the first default: fp32, no Maven needed to build it
 MODEL_NAME = BGE_SMALL_Q  # the default
 MODELS = (BGE_SMALL_Q, BGE_SMALL, MINILM)  # embedding models
+# The cosine above which two texts count as near (consolidation's SIMILAR_TO edges and
+# clusters), per model: each gives the share of near neighbour pairs MiniLM gives at 0.85
+# (libs/embed/README.md). bge's cosines sit higher.
+SIMILAR_COSINE = {BGE_SMALL_Q: 0.92, BGE_SMALL: 0.92, MINILM: 0.85}
 RERANKER = "ms-marco-MiniLM-L-12-v2"  # the cross-encoder of the gateway's rerank stage
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"

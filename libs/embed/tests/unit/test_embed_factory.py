@@ -4,6 +4,7 @@ import pytest
 
 from engram_core.errors import Unavailable
 from engram_embed import EmbedSettings, HashingEmbedder, make_embedder
+from engram_embed.factory import similar_cosine
 from engram_embed.http import OpenAICompatibleEmbedder
 
 
@@ -39,3 +40,14 @@ def test_local_provider_without_a_built_model_says_to_run_make_models(tmp_path: 
     missing = tmp_path / "nowhere" / "model.onnx"
     with pytest.raises(Unavailable, match=f"{missing} is missing: run `make models`"):
         make_embedder(EmbedSettings(model_dir=missing.parent))
+
+
+def test_similar_cosine_is_the_configured_models(tmp_path: Path) -> None:
+    minilm = tmp_path / "any-folder"
+    minilm.mkdir()
+    (minilm / "manifest.json").write_text('{"model_name": "all-MiniLM-L6-v2"}')
+    assert similar_cosine(EmbedSettings(model_dir=minilm)) == 0.85
+    # No manifest (not built yet): the folder's name, as `make models` names it.
+    assert similar_cosine(EmbedSettings(model_dir=tmp_path / "bge-small-en-v1.5-q")) == 0.92
+    assert similar_cosine(EmbedSettings(model_dir=tmp_path / "some-other-model")) is None
+    assert similar_cosine(EmbedSettings(provider="openai", model="m")) is None

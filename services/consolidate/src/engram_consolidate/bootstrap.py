@@ -68,7 +68,7 @@ from engram_core.errors import InvalidArgument
 from engram_core.ids import new_id
 from engram_core.model import utcnow
 from engram_core.ports import Embedder, Generations, Lease
-from engram_embed.factory import EmbedSettings, make_embedder
+from engram_embed.factory import EmbedSettings, make_embedder, similar_cosine
 from engram_platform.coordination import open_coordination
 from engram_platform.grpc_client import Channels
 
@@ -104,6 +104,18 @@ def holder_name() -> str:
     """This replica, as a lease holder: host, pid and a random part (a restarted process
     on the same host and pid is another holder)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def pass_settings(settings: Settings) -> PassSettings:
+    """The passes' rules; the cosine of "near" is the embedding model's unless set."""
+    near = similar_cosine(settings.embed)
+    return PassSettings(
+        decay=settings.decay.core(),
+        forget=settings.forget.core(),
+        associate=settings.associate.core(near),
+        cluster=settings.cluster.core(near),
+        cluster_neighbours=settings.cluster.neighbours,
+    )
 
 
 def schedule_of(settings: Settings) -> Schedule:
@@ -167,13 +179,7 @@ def build(
         settings.publish_concurrency,
         settings.read_chunk,
     )
-    passes = PassSettings(
-        decay=settings.decay.core(),
-        forget=settings.forget.core(),
-        associate=settings.associate.core(),
-        cluster=settings.cluster.core(),
-        cluster_neighbours=settings.cluster.neighbours,
-    )
+    passes = pass_settings(settings)
     runner = PassRunner(
         checkpoints,
         lease,

@@ -88,8 +88,16 @@ class Forget(_Rules):
         return ForgetSettings(**self._fields())
 
 
+_MODELS_OWN = (
+    " Unset: the embedding model's own (`embed`'s model in engram_embed.paths.SIMILAR_COSINE), "
+    "else the default model's."
+)
+
+
 class Associate(_Rules):
-    similar_min_cosine: float = Field(_A.similar_min_cosine, description=_AD["similar_min_cosine"])
+    similar_min_cosine: float | None = Field(
+        None, description=_AD["similar_min_cosine"] + _MODELS_OWN
+    )
     similar_max_per_memory: int = Field(
         _A.similar_max_per_memory, description=_AD["similar_max_per_memory"]
     )
@@ -103,12 +111,16 @@ class Associate(_Rules):
     )
     strength_epsilon: float = Field(_A.strength_epsilon, description=_AD["strength_epsilon"])
 
-    def core(self) -> AssociationSettings:
-        return AssociationSettings(**self._fields())
+    def core(self, model_cosine: float | None = None) -> AssociationSettings:
+        """The rules, with ``model_cosine`` (the embedding model's) when the cosine is unset."""
+        fields = self._fields()
+        if fields["similar_min_cosine"] is None:
+            fields["similar_min_cosine"] = model_cosine or _A.similar_min_cosine
+        return AssociationSettings(**fields)
 
 
 class Cluster(_Rules):
-    min_cosine: float = Field(_C.min_cosine, description=_CD["min_cosine"])
+    min_cosine: float | None = Field(None, description=_CD["min_cosine"] + _MODELS_OWN)
     min_size: int = Field(_C.min_size, description=_CD["min_size"])
     max_size: int = Field(_C.max_size, description=_CD["max_size"])
     split_step: float = Field(_C.split_step, description=_CD["split_step"])
@@ -127,8 +139,12 @@ class Cluster(_Rules):
     def _fields(self) -> dict[str, Any]:
         return self.model_dump(exclude={"neighbours"})
 
-    def core(self) -> ClusterSettings:
-        return ClusterSettings(**self._fields())
+    def core(self, model_cosine: float | None = None) -> ClusterSettings:
+        """The rules, with ``model_cosine`` (the embedding model's) when the cosine is unset."""
+        fields = self._fields()
+        if fields["min_cosine"] is None:
+            fields["min_cosine"] = model_cosine or _C.min_cosine
+        return ClusterSettings(**fields)
 
 
 class Schedule(_Section):
