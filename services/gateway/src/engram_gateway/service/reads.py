@@ -545,12 +545,13 @@ class Reader:
                 cfg.lexical_budget,
                 lambda t: self._lexical.search(tenant, text, flt, pool, timeout=t),
             )
-        ents, words = entity_keys(text), keywords(text)
-        if "graph" in wanted and (ents or words) and self._searches_graph(plan):
-            calls["graph"] = (
-                cfg.graph_budget,
-                lambda t: self._graph.search(tenant, ents, words, flt, pool, timeout=t),
-            )
+        if "graph" in wanted and self._searches_graph(plan):
+            ents, words = entity_keys(text), keywords(text)
+            if ents or words:
+                calls["graph"] = (
+                    cfg.graph_budget,
+                    lambda t: self._graph.search(tenant, ents, words, flt, pool, timeout=t),
+                )
         return calls
 
     def _searches_graph(self, plan: _Plan) -> bool:
