@@ -341,7 +341,8 @@ async def main() -> int:
         o = report[mode]["overall"]
         print(
             f"{mode}: turn_r@10={o['r@10']:.3f} session_r@{SESSION_K}={o[f's_r@{SESSION_K}']:.3f} "
-            f"r@{KS[1]}={o['r@5']:.3f} mrr={o['mrr']:.3f}"
+            f"session_hit@{SESSION_K}={o[f's_h@{SESSION_K}']:.3f} r@{KS[1]}={o['r@5']:.3f} "
+            f"mrr={o['mrr']:.3f}"
         )
     return 0
 
