@@ -27,11 +27,30 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--type", default="")
     s.add_argument("--tag", action="append", default=[])
     s.add_argument("--importance", type=float)
-    r = sub.add_parser("recall", help="hybrid recall")
-    r.add_argument("query")
+    r = sub.add_parser(
+        "recall",
+        help="recall (hybrid unless --mode says otherwise)",
+        description="Recall memories. The flags set the common RecallRequest fields; "
+        "--request sets any other, as JSON with the proto's field names.",
+    )
+    r.add_argument("query", help='the question; "" or "*" lists trending memories')
     r.add_argument("--limit", type=int, default=5)
-    r.add_argument("--tag", action="append", default=[])
+    r.add_argument("--tag", action="append", default=[], help="only memories with this tag")
+    r.add_argument("--tag-mode", choices=("any", "all"), help="with several --tag")
+    r.add_argument("--exclude-tag", action="append", default=[])
+    r.add_argument("--type", action="append", default=[], help="only memories of this type")
+    r.add_argument("--mode", choices=tuple(_MODES), help="retrieval streams (default hybrid)")
+    r.add_argument("--time", default="", help='a window: "last 7 days", "2024-01 to 2024-03"')
+    r.add_argument("--token-budget", type=int, default=0, help="pack results into `context`")
+    r.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None)
     r.add_argument("--min-sequence", type=int, default=0)
+    r.add_argument(
+        "--request",
+        type=_json_object,
+        default={},
+        metavar="JSON",
+        help='more fields, e.g. \'{"expand_relations": true, "state_mode": "STATE_MODE_ALL"}\'',
+    )
     for name in ("get", "delete", "related"):
         sub.add_parser(name, help=f"{name} by id").add_argument("id")
     a = sub.add_parser("associate", help="relate two memories")
@@ -53,6 +72,47 @@ def _parser() -> argparse.ArgumentParser:
 
 
 _STORES = ("vector", "lexical", "graph")
+_MODES = {
+    m: gateway_pb2.RecallMode.Value(f"RECALL_MODE_{m.upper()}")
+    for m in ("hybrid", "vector", "bm25", "graph", "hybrid_graph")
+}
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"not JSON: {err}") from err
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("not a JSON object")
+    return value
+
+
+def recall_request(args: argparse.Namespace) -> gateway_pb2.RecallRequest:
+    """The RecallRequest the recall flags describe: --request first, the flags over it."""
+    request = gateway_pb2.RecallRequest()
+    try:
+        json_format.ParseDict(args.request, request)
+    except json_format.ParseError as err:
+        raise ValueError(f"--request: {err}") from err
+    request.query = args.query
+    request.limit = args.limit
+    request.tags.extend(args.tag)
+    request.exclude_tags.extend(args.exclude_tag)
+    request.types.extend(args.type)
+    if args.tag_mode:
+        request.tag_mode = common_pb2.TagMode.Value(f"TAG_MODE_{args.tag_mode.upper()}")
+    if args.mode:
+        request.mode = _MODES[args.mode]
+    if args.time:
+        request.time_query = args.time
+    if args.token_budget:
+        request.token_budget = args.token_budget
+    if args.rerank is not None:
+        request.rerank = args.rerank
+    if args.min_sequence:
+        request.min_sequence = args.min_sequence
+    return request
 
 
 def _admin_call(
@@ -86,10 +146,7 @@ async def _run(args: argparse.Namespace) -> Message:
                 memory.importance = args.importance
             call = stub.Store(gateway_pb2.StoreRequest(memory=memory), metadata=metadata)
         elif args.cmd == "recall":
-            request = gateway_pb2.RecallRequest(
-                query=args.query, limit=args.limit, tags=args.tag, min_sequence=args.min_sequence
-            )
-            call = stub.Recall(request, metadata=metadata)
+            call = stub.Recall(args.recall, metadata=metadata)
         elif args.cmd == "get":
             call = stub.Get(gateway_pb2.GetRequest(id=args.id), metadata=metadata)
         elif args.cmd == "delete":
@@ -111,7 +168,13 @@ async def _run(args: argparse.Namespace) -> Message:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.cmd == "recall":
+        try:
+            args.recall = recall_request(args)
+        except ValueError as err:
+            parser.error(str(err))
     try:
         reply = asyncio.run(_run(args))
     except grpc.aio.AioRpcError as err:

@@ -1,0 +1,116 @@
+"""`engram recall`: the request its flags make, and how it reports what went wrong."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent import futures
+from typing import Any
+
+import grpc
+import pytest
+
+from engram.common.v1 import common_pb2
+from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from engram_clients.cli import main
+
+
+class Gateway(gateway_pb2_grpc.MemoryServiceServicer):
+    def __init__(self) -> None:
+        self.seen: list[gateway_pb2.RecallRequest] = []
+
+    def Recall(self, request: Any, context: Any) -> Any:  # noqa: N802
+        self.seen.append(request)
+        if request.time_query == "someday":
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "time_query: not a time phrase")
+        memory = common_pb2.Memory(id="m1", content="Sarah prefers Postgres")
+        return gateway_pb2.RecallResponse(
+            results=[common_pb2.ScoredMemory(memory=memory, score=0.5)]
+        )
+
+
+@pytest.fixture
+def gateway() -> Iterator[tuple[str, Gateway]]:
+    fake = Gateway()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    gateway_pb2_grpc.add_MemoryServiceServicer_to_server(fake, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"127.0.0.1:{port}", fake
+    finally:
+        server.stop(0)
+
+
+def test_recall_flags_and_request_json_make_one_request(
+    gateway: tuple[str, Gateway], capsys: pytest.CaptureFixture[str]
+) -> None:
+    addr, fake = gateway
+    more = '{"expand_relations": true, "stateMode": "STATE_MODE_ALL", "limit": 9}'
+    flags = {
+        "--limit": "3",
+        "--tag-mode": "all",
+        "--exclude-tag": "draft",
+        "--type": "Decision",
+        "--mode": "hybrid_graph",
+        "--time": "last 7 days",
+        "--token-budget": "200",
+        "--request": more,
+    }
+    tags = ["--tag", "project:atlas", "--tag", "team:db"]
+    argv = ["--addr", addr, "recall", "which database?", *tags, "--rerank"]
+    code = main([*argv, *(part for pair in flags.items() for part in pair)])
+    assert code == 0
+    [sent] = fake.seen
+    assert (sent.query, sent.limit) == ("which database?", 3)  # a flag wins over --request
+    assert list(sent.tags) == ["project:atlas", "team:db"]
+    assert sent.tag_mode == common_pb2.TAG_MODE_ALL
+    assert (list(sent.exclude_tags), list(sent.types)) == (["draft"], ["Decision"])
+    assert sent.mode == gateway_pb2.RECALL_MODE_HYBRID_GRAPH
+    assert (sent.time_query, sent.token_budget) == ("last 7 days", 200)
+    assert sent.HasField("rerank")
+    assert sent.rerank
+    assert sent.expand_relations
+    assert sent.state_mode == common_pb2.STATE_MODE_ALL
+    assert '"content": "Sarah prefers Postgres"' in capsys.readouterr().out
+
+
+def test_recall_leaves_unset_what_no_flag_sets(gateway: tuple[str, Gateway]) -> None:
+    addr, fake = gateway
+    assert main(["--addr", addr, "recall", "q"]) == 0
+    [sent] = fake.seen
+    assert sent.mode == gateway_pb2.RECALL_MODE_UNSPECIFIED
+    assert not sent.HasField("rerank")  # the server's setting decides
+    assert (sent.limit, sent.time_query, sent.token_budget) == (5, "", 0)
+
+
+def test_recall_reports_the_servers_status(
+    gateway: tuple[str, Gateway], capsys: pytest.CaptureFixture[str]
+) -> None:
+    addr, _ = gateway
+    assert main(["--addr", addr, "recall", "q", "--time", "someday"]) == 1
+    assert "INVALID_ARGUMENT: time_query" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("request_json", "says"),
+    [
+        ('{"limit": ', "not JSON"),
+        ("[1, 2]", "not a JSON object"),
+        ('{"nope": 1}', 'has no field named "nope"'),
+        ('{"mode": "RECALL_MODE_SIDEWAYS"}', "RECALL_MODE_SIDEWAYS"),
+    ],
+)
+def test_a_bad_request_json_is_a_usage_error_naming_the_flag(
+    gateway: tuple[str, Gateway],
+    capsys: pytest.CaptureFixture[str],
+    request_json: str,
+    says: str,
+) -> None:
+    addr, fake = gateway
+    with pytest.raises(SystemExit) as exit_:
+        main(["--addr", addr, "recall", "q", "--request", request_json])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "--request" in err
+    assert says in err
+    assert fake.seen == []  # nothing was sent
