@@ -7,7 +7,7 @@ import asyncio
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import json_format
@@ -27,6 +27,14 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--type", default="")
     s.add_argument("--tag", action="append", default=[])
     s.add_argument("--importance", type=float)
+    s.add_argument(
+        "--memory",
+        type=_json_object,
+        default={},
+        metavar="JSON",
+        help='more MemoryInput fields, e.g. \'{"metadata": {"ticket": "OPS-12"}, '
+        '"timestamp": "2024-05-08T13:56:00Z"}\'',
+    )
     r = sub.add_parser(
         "recall",
         help="recall (hybrid unless --mode says otherwise)",
@@ -72,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 _STORES = ("vector", "lexical", "graph")
+_M = TypeVar("_M", bound=Message)
 _MODES = {
     m: gateway_pb2.RecallMode.Value(f"RECALL_MODE_{m.upper()}")
     for m in ("hybrid", "vector", "bm25", "graph", "hybrid_graph")
@@ -88,13 +97,29 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
+def _parsed(flag: str, fields: dict[str, Any], message: _M) -> _M:
+    """``message`` with the fields a JSON flag gave; a field it has not is a ValueError."""
+    try:
+        return json_format.ParseDict(fields, message)
+    except json_format.ParseError as err:
+        raise ValueError(f"{flag}: {err}") from err
+
+
+def store_request(args: argparse.Namespace) -> gateway_pb2.StoreRequest:
+    """The StoreRequest the store flags describe: --memory first, the flags over it."""
+    memory = _parsed("--memory", args.memory, common_pb2.MemoryInput())
+    memory.content = args.content
+    memory.tags.extend(args.tag)
+    if args.type:
+        memory.type = args.type
+    if args.importance is not None:
+        memory.importance = args.importance
+    return gateway_pb2.StoreRequest(memory=memory)
+
+
 def recall_request(args: argparse.Namespace) -> gateway_pb2.RecallRequest:
     """The RecallRequest the recall flags describe: --request first, the flags over it."""
-    request = gateway_pb2.RecallRequest()
-    try:
-        json_format.ParseDict(args.request, request)
-    except json_format.ParseError as err:
-        raise ValueError(f"--request: {err}") from err
+    request = _parsed("--request", args.request, gateway_pb2.RecallRequest())
     request.query = args.query
     request.limit = args.limit
     request.tags.extend(args.tag)
@@ -141,12 +166,9 @@ async def _run(args: argparse.Namespace) -> Message:
         if args.cmd in ("sync", "rebuild"):
             call = _admin_call(args, channel, metadata)
         elif args.cmd == "store":
-            memory = common_pb2.MemoryInput(content=args.content, type=args.type, tags=args.tag)
-            if args.importance is not None:
-                memory.importance = args.importance
-            call = stub.Store(gateway_pb2.StoreRequest(memory=memory), metadata=metadata)
+            call = stub.Store(args.built, metadata=metadata)
         elif args.cmd == "recall":
-            call = stub.Recall(args.recall, metadata=metadata)
+            call = stub.Recall(args.built, metadata=metadata)
         elif args.cmd == "get":
             call = stub.Get(gateway_pb2.GetRequest(id=args.id), metadata=metadata)
         elif args.cmd == "delete":
@@ -170,9 +192,10 @@ async def _run(args: argparse.Namespace) -> Message:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.cmd == "recall":
+    build = {"store": store_request, "recall": recall_request}.get(args.cmd)
+    if build is not None:
         try:
-            args.recall = recall_request(args)
+            args.built = build(args)
         except ValueError as err:
             parser.error(str(err))
     try:

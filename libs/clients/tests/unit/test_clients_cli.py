@@ -1,4 +1,5 @@
-"""`engram recall`: the request its flags make, and how it reports what went wrong."""
+"""`engram recall` and `engram store`: the requests their flags make, and how they report
+what went wrong."""
 
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ from engram_clients.cli import main
 
 class Gateway(gateway_pb2_grpc.MemoryServiceServicer):
     def __init__(self) -> None:
-        self.seen: list[gateway_pb2.RecallRequest] = []
+        self.seen: list[Any] = []
+
+    def Store(self, request: Any, context: Any) -> Any:  # noqa: N802
+        self.seen.append(request)
+        return gateway_pb2.StoreResponse(id="m2", sequence=7)
 
     def Recall(self, request: Any, context: Any) -> Any:  # noqa: N802
         self.seen.append(request)
@@ -114,3 +119,42 @@ def test_a_bad_request_json_is_a_usage_error_naming_the_flag(
     assert "--request" in err
     assert says in err
     assert fake.seen == []  # nothing was sent
+
+
+def test_store_flags_and_memory_json_make_one_memory(
+    gateway: tuple[str, Gateway], capsys: pytest.CaptureFixture[str]
+) -> None:
+    addr, fake = gateway
+    more = '{"metadata": {"ticket": "OPS-12"}, "timestamp": "2024-05-08T13:56:00Z", "type": "Fact"}'
+    argv = ["--addr", addr, "store", "Billing moved to Postgres 16", "--tag", "project:atlas"]
+    assert main([*argv, "--type", "Decision", "--importance", "0.8", "--memory", more]) == 0
+    [sent] = fake.seen
+    memory = sent.memory
+    assert (memory.content, list(memory.tags)) == (
+        "Billing moved to Postgres 16",
+        ["project:atlas"],
+    )
+    assert memory.type == "Decision"  # the flag wins over --memory
+    assert memory.importance == pytest.approx(0.8)
+    assert dict(memory.metadata) == {"ticket": "OPS-12"}
+    assert memory.timestamp.ToJsonString() == "2024-05-08T13:56:00Z"
+    assert '"sequence": "7"' in capsys.readouterr().out
+
+
+def test_store_leaves_type_and_importance_to_the_server(gateway: tuple[str, Gateway]) -> None:
+    addr, fake = gateway
+    assert main(["--addr", addr, "store", "x", "--memory", '{"type": "Fact"}']) == 0
+    [sent] = fake.seen
+    assert sent.memory.type == "Fact"
+    assert not sent.memory.HasField("importance")
+
+
+def test_a_bad_memory_json_is_a_usage_error_naming_the_flag(
+    gateway: tuple[str, Gateway], capsys: pytest.CaptureFixture[str]
+) -> None:
+    addr, fake = gateway
+    with pytest.raises(SystemExit) as exit_:
+        main(["--addr", addr, "store", "x", "--memory", '{"timestamp": "yesterday"}'])
+    assert exit_.value.code == 2
+    assert "--memory" in capsys.readouterr().err
+    assert fake.seen == []
