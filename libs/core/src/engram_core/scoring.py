@@ -35,6 +35,23 @@ STREAM_KEYWORD = "keyword"
 STREAM_GRAPH = "graph"
 STREAMS: tuple[str, ...] = (STREAM_VECTOR, STREAM_KEYWORD, STREAM_GRAPH)
 
+# The Memory fields ranking reads. A caller that ranks over the wire (the gateway) sends
+# only these; a test holds every other field to changing no score.
+SCORED_FIELDS = frozenset(
+    {
+        "id",
+        "content",
+        "type",
+        "tags",
+        "tag_prefixes",
+        "importance",
+        "confidence",
+        "metadata",
+        "timestamp",
+        "relevance_score",
+    }
+)
+
 DEFAULT_RRF_K = 60.0
 DEFAULT_RECENCY_WINDOW_DAYS = 180.0
 DEFAULT_RECENCY_HALF_LIFE_DAYS = 30.0

@@ -4,7 +4,7 @@ the module docstring / services/scoring/README.md, never taken from a run of the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,6 +15,7 @@ from engram_core.model import Memory
 from engram_core.scoring import (
     COMPONENTS,
     CONTEXT,
+    SCORED_FIELDS,
     Candidate,
     Focus,
     Fusion,
@@ -811,3 +812,48 @@ def test_recency_bias_goes_to_the_newest_of_the_matching_not_the_newest() -> Non
     assert by_id["recent"] == 1.0
     assert by_id["older"] == 0.0
     assert [r.memory.id for r in got] == ["recent", "older", "fresh"]
+
+
+# --- the fields ranking reads ------------------------------------------------------------
+
+# Values for every field outside SCORED_FIELDS, far from the defaults.
+_UNSCORED: dict[str, Any] = {
+    "tenant": "other-tenant",
+    "updated_at": NOW - timedelta(days=100),
+    "last_accessed": NOW - timedelta(days=50),
+    "access_count": 42,
+    "t_valid": NOW - timedelta(days=400),
+    "t_invalid": NOW - timedelta(days=1),
+    "archived": True,
+    "embedding_model": "another-model",
+    "version": 9,
+    "entities": ("person:sarah",),
+}
+
+
+def test_every_memory_field_is_either_scored_or_listed_here() -> None:
+    assert {f.name for f in fields(Memory)} == SCORED_FIELDS | _UNSCORED.keys()
+    assert not SCORED_FIELDS & _UNSCORED.keys()
+
+
+@pytest.mark.parametrize("fusion", [Fusion.WEIGHTED, Fusion.RRF])
+def test_fields_outside_scored_fields_change_no_score(fusion: Fusion) -> None:
+    """The gateway sends the scoring service SCORED_FIELDS only: ranking must not read more."""
+    memories = [
+        mem("a", "Sarah picked Postgres for atlas", age_days=3, tags=("project:atlas",)),
+        mem("b", "postgres migration plan", age_days=40, importance=0.9, relevance=0.6),
+        mem("c", "lunch order", age_days=1, metadata={"owner": "sarah"}, confidence=0.2),
+    ]
+    streams = [
+        {"vector": (0.8, 1), "keyword": (2.0, 2)},
+        {"keyword": (3.0, 1)},
+        {"vector": (0.3, 2)},
+    ]
+
+    def ranked(ms: list[Memory]) -> list[tuple[str, float]]:
+        candidates = [cand(m, 0.2, **s) for m, s in zip(ms, streams, strict=True)]
+        out = run(candidates, "which database did sarah pick?", ("project",), fusion=fusion)
+        return [(r.memory.id, r.score) for r in out]
+
+    plain = ranked(memories)
+    assert ranked([replace(m, **_UNSCORED) for m in memories]) == plain

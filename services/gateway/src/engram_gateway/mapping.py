@@ -10,6 +10,7 @@ from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2
 from engram.scoring.v1 import scoring_pb2
 from engram_core.errors import InvalidArgument
+from engram_core.model import Memory
 from engram_core.scoring import Candidate, Fusion, ScoredCandidate, StreamScore
 from engram_core.state import StateMode
 from engram_core.validation import MemoryInput, RawTimestamp
@@ -17,6 +18,7 @@ from engram_gateway.service import RecallMode, RecallRequest, RelatedItem, Stats
 from engram_gateway.service.expand import ExpandedCandidate, ExpandRequest, expansion_of
 from engram_gateway.service.ports import RecallResult
 from engram_platform.convert import (
+    dict_to_struct,
     focus_from_proto,
     memory_from_proto,
     memory_to_proto,
@@ -24,6 +26,7 @@ from engram_platform.convert import (
     struct_to_dict,
     tag_match_from_proto,
     tag_mode_from_proto,
+    ts_to_proto,
 )
 
 _FUSION: Mapping[int, Fusion | None] = {
@@ -168,8 +171,9 @@ def scored_to_proto(s: ScoredCandidate) -> common_pb2.ScoredMemory:
     return out
 
 
-def scored_from_proto(p: common_pb2.ScoredMemory) -> ScoredCandidate:
-    memory = memory_from_proto(p.memory)
+def scored_from_proto(p: common_pb2.ScoredMemory, memory: Memory | None = None) -> ScoredCandidate:
+    """``memory``: the caller's own copy of ``p.memory``, used instead of decoding it."""
+    memory = memory if memory is not None else memory_from_proto(p.memory)
     components = dict(p.components)
     streams = {n: StreamScore(s.score, s.rank) for n, s in p.streams.items()}
     if p.expanded:
@@ -177,9 +181,25 @@ def scored_from_proto(p: common_pb2.ScoredMemory) -> ScoredCandidate:
     return ScoredCandidate(memory=memory, score=p.score, components=components, streams=streams)
 
 
+def scored_memory_to_proto(m: Memory) -> common_pb2.Memory:
+    """The SCORED_FIELDS of ``m`` (engram_core.scoring): what ranking reads, no more."""
+    return common_pb2.Memory(
+        id=m.id,
+        content=m.content,
+        type=m.type,
+        tags=list(m.tags),
+        tag_prefixes=list(m.tag_prefixes),
+        importance=m.importance,
+        confidence=m.confidence,
+        metadata=dict_to_struct(m.metadata),
+        timestamp=ts_to_proto(m.timestamp),
+        relevance_score=m.relevance_score,
+    )
+
+
 def candidate_to_proto(c: Candidate) -> scoring_pb2.Candidate:
     return scoring_pb2.Candidate(
-        memory=memory_to_proto(c.memory),
+        memory=scored_memory_to_proto(c.memory),
         relation=c.relation,
         streams=_streams_to_proto(c.streams),
         neighbours=dict(c.neighbours),
