@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import grpc
 import pytest
 
 from engram.graph.v1 import graph_pb2, graph_pb2_grpc
 from engram_clients.graph import GraphClient
 from engram_core.model import Relation
 from engram_platform.convert import relation_from_proto
+from engram_testing.in_process import serving_fake
 
 
 class Recorder(graph_pb2_grpc.GraphServiceServicer):
@@ -30,16 +30,8 @@ class Recorder(graph_pb2_grpc.GraphServiceServicer):
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[GraphClient, Recorder]]:
     recorder = Recorder()
-    server = grpc.aio.server()
-    graph_pb2_grpc.add_GraphServiceServicer_to_server(recorder, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-    try:
-        yield GraphClient(channel), recorder
-    finally:
-        await channel.close()
-        await server.stop(0)
+    async with serving_fake(graph_pb2_grpc.add_GraphServiceServicer_to_server, recorder) as ch:
+        yield GraphClient(ch), recorder
 
 
 RELATIONS = [

@@ -28,6 +28,7 @@ from engram_platform.convert import (
     memory_to_proto,
 )
 from engram_platform.errors import FIELD_KEY
+from engram_testing.in_process import serving_fake
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
 
@@ -160,16 +161,8 @@ class Served:
 async def served(request: pytest.FixtureRequest) -> AsyncIterator[Served]:
     kind: Kind = request.param
     servicer = recorder(kind)
-    server = grpc.aio.server()
-    kind.register(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-    try:
+    async with serving_fake(kind.register, servicer) as channel:
         yield Served(kind, kind.client(channel), servicer)
-    finally:
-        await channel.close()
-        await server.stop(0)
 
 
 async def test_delete_sends_tenant_ids_version(served: Served) -> None:
@@ -253,16 +246,8 @@ class NeighbourRecorder(vector_pb2_grpc.VectorServiceServicer):
 
 async def test_vector_neighbours_map_to_a_dict_of_hits() -> None:
     servicer = NeighbourRecorder()
-    server = grpc.aio.server()
-    vector_pb2_grpc.add_VectorServiceServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-    try:
-        got = await VectorClient(channel).neighbours("t", ["a", "gone", "b"], 2, 0.5, timeout=5)
-    finally:
-        await channel.close()
-        await server.stop(0)
+    async with serving_fake(vector_pb2_grpc.add_VectorServiceServicer_to_server, servicer) as ch:
+        got = await VectorClient(ch).neighbours("t", ["a", "gone", "b"], 2, 0.5, timeout=5)
     [sent] = servicer.seen
     assert (sent.tenant, list(sent.ids), sent.limit, sent.min_score) == (
         "t",

@@ -80,25 +80,32 @@ def _opt_ts(msg: Any, name: str) -> datetime | None:
     return ts_from_proto(getattr(msg, name)) if msg.HasField(name) else None
 
 
-def memory_to_proto(m: Memory) -> common_pb2.Memory:
+def memory_to_proto(m: Memory, *, scored_only: bool = False) -> common_pb2.Memory:
+    """``scored_only``: just engram_core.scoring.SCORED_FIELDS, what ranking reads (the
+    gateway's candidates to the scoring service: less to encode and decode)."""
+    fields: dict[str, Any] = {
+        "id": m.id,
+        "content": m.content,
+        "type": m.type,
+        "tags": m.tags,
+        "tag_prefixes": m.tag_prefixes,
+        "importance": m.importance,
+        "confidence": m.confidence,
+        "metadata": dict_to_struct(m.metadata),
+        "timestamp": ts_to_proto(m.timestamp),
+        "relevance_score": m.relevance_score,
+    }
+    if scored_only:
+        return common_pb2.Memory(**fields)
     out = common_pb2.Memory(
-        id=m.id,
+        **fields,
         tenant=m.tenant,
-        content=m.content,
-        type=m.type,
-        tags=list(m.tags),
-        tag_prefixes=list(m.tag_prefixes),
-        importance=m.importance,
-        confidence=m.confidence,
-        metadata=dict_to_struct(m.metadata),
-        timestamp=ts_to_proto(m.timestamp),
         updated_at=ts_to_proto(m.updated_at),
         access_count=m.access_count,
-        relevance_score=m.relevance_score,
         archived=m.archived,
         embedding_model=m.embedding_model,
         version=m.version,
-        entities=list(m.entities),
+        entities=m.entities,
     )
     for name in ("last_accessed", "t_valid", "t_invalid"):
         value = getattr(m, name)

@@ -1,4 +1,4 @@
-"""A service's gRPC server in the test's own process, on a free port."""
+"""A service's gRPC server, or a fake servicer, in the test's own process on a free port."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ class Closable(Protocol):
 
 S = TypeVar("S", bound=ServiceSettings)
 Svc = TypeVar("Svc", bound=Closable)
+T = TypeVar("T")
 
 
 @asynccontextmanager
@@ -36,3 +37,21 @@ async def serving(
         await channel.close()
         await running.stop(0)
         await service.close()
+
+
+@asynccontextmanager
+async def serving_fake(
+    add_to_server: Callable[[T, grpc.aio.Server], None], servicer: T
+) -> AsyncIterator[grpc.aio.Channel]:
+    """``servicer`` (a fake, added with the generated ``add_…Servicer_to_server``) on a
+    bare server; yield a plain channel to it, closed and stopped on exit."""
+    server = grpc.aio.server()
+    add_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        yield channel
+    finally:
+        await channel.close()
+        await server.stop(0)

@@ -18,7 +18,6 @@ from engram_gateway.service import RecallMode, RecallRequest, RelatedItem, Stats
 from engram_gateway.service.expand import ExpandedCandidate, ExpandRequest, expansion_of
 from engram_gateway.service.ports import RecallResult
 from engram_platform.convert import (
-    dict_to_struct,
     focus_from_proto,
     memory_from_proto,
     memory_to_proto,
@@ -26,7 +25,6 @@ from engram_platform.convert import (
     struct_to_dict,
     tag_match_from_proto,
     tag_mode_from_proto,
-    ts_to_proto,
 )
 
 _FUSION: Mapping[int, Fusion | None] = {
@@ -181,25 +179,9 @@ def scored_from_proto(p: common_pb2.ScoredMemory, memory: Memory | None = None) 
     return ScoredCandidate(memory=memory, score=p.score, components=components, streams=streams)
 
 
-def scored_memory_to_proto(m: Memory) -> common_pb2.Memory:
-    """The SCORED_FIELDS of ``m`` (engram_core.scoring): what ranking reads, no more."""
-    return common_pb2.Memory(
-        id=m.id,
-        content=m.content,
-        type=m.type,
-        tags=list(m.tags),
-        tag_prefixes=list(m.tag_prefixes),
-        importance=m.importance,
-        confidence=m.confidence,
-        metadata=dict_to_struct(m.metadata),
-        timestamp=ts_to_proto(m.timestamp),
-        relevance_score=m.relevance_score,
-    )
-
-
 def candidate_to_proto(c: Candidate) -> scoring_pb2.Candidate:
     return scoring_pb2.Candidate(
-        memory=scored_memory_to_proto(c.memory),
+        memory=memory_to_proto(c.memory, scored_only=True),
         relation=c.relation,
         streams=_streams_to_proto(c.streams),
         neighbours=dict(c.neighbours),

@@ -4,11 +4,9 @@ own memories."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-import grpc
 import pytest
 
 from engram.common.v1 import common_pb2
@@ -17,11 +15,10 @@ from engram_clients.scoring import ScoringClient
 from engram_core.model import Memory
 from engram_core.scoring import SCORED_FIELDS, Candidate, StreamScore
 from engram_gateway.adapters.ranker import ScoringRanker
-from engram_gateway.mapping import scored_memory_to_proto
-from engram_platform.convert import memory_from_proto, memory_to_proto
+from engram_platform.convert import memory_to_proto
+from engram_testing.in_process import serving_fake
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def memory(id: str, **kw: Any) -> Memory:
@@ -48,16 +45,8 @@ class ReversingScorer(scoring_pb2_grpc.ScoringServiceServicer):
 @pytest.fixture
 async def ranker() -> AsyncIterator[tuple[ScoringRanker, ReversingScorer]]:
     scorer = ReversingScorer()
-    server = grpc.aio.server()
-    scoring_pb2_grpc.add_ScoringServiceServicer_to_server(scorer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-    try:
-        yield ScoringRanker(ScoringClient(channel)), scorer
-    finally:
-        await channel.close()
-        await server.stop(0)
+    async with serving_fake(scoring_pb2_grpc.add_ScoringServiceServicer_to_server, scorer) as ch:
+        yield ScoringRanker(ScoringClient(ch)), scorer
 
 
 async def test_results_carry_the_gateways_own_memories(
@@ -83,43 +72,7 @@ async def test_results_carry_the_gateways_own_memories(
     [request] = scorer.seen
     assert [c.memory.id for c in request.candidates] == ["a", "b"]
     assert request.candidates[0].streams["vector"].score == pytest.approx(0.9)
-
-
-def test_scoring_is_sent_the_fields_it_reads_and_no_other() -> None:
-    full = Memory(
-        id="a",
-        tenant="t",
-        content="Sarah picked Postgres",
-        type="Decision",
-        tags=("project:atlas",),
-        tag_prefixes=("project",),
-        importance=0.7,
-        confidence=0.8,
-        metadata={"ticket": "OPS-12"},
-        timestamp=NOW,
-        updated_at=NOW,
-        last_accessed=NOW,
-        access_count=3,
-        t_valid=NOW,
-        t_invalid=NOW,
-        relevance_score=0.4,
-        archived=True,
-        embedding_model="m",
-        version=2,
-        entities=("person:sarah",),
-    )
-    sent = scored_memory_to_proto(full)
-    assert {f.name for f, _ in sent.ListFields()} == SCORED_FIELDS
-    assert memory_from_proto(sent) == replace(
-        full,
-        tenant="",
-        updated_at=EPOCH,
-        last_accessed=None,
-        access_count=0,
-        t_valid=None,
-        t_invalid=None,
-        archived=False,
-        embedding_model="",
-        version=0,
-        entities=(),
-    )
+    # Slim: the fields ranking reads, no more (the tenant, updated_at… stay behind).
+    for sent, c in zip(request.candidates, candidates, strict=True):
+        assert sent.memory == memory_to_proto(c.memory, scored_only=True)
+        assert {f.name for f, _ in sent.memory.ListFields()} <= SCORED_FIELDS

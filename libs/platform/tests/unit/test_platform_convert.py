@@ -1,0 +1,67 @@
+"""Memory <-> proto: every field round-trips, and the slim form for ranking holds exactly
+the fields ranking reads."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from engram_core.model import Memory
+from engram_core.scoring import SCORED_FIELDS
+from engram_platform.convert import memory_from_proto, memory_to_proto
+
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+# Every field away from its default, so a field left out of the proto shows.
+FULL = Memory(
+    id="a",
+    tenant="t",
+    content="Sarah picked Postgres",
+    type="Decision",
+    tags=("project:atlas",),
+    tag_prefixes=("project",),
+    importance=0.7,
+    confidence=0.8,
+    metadata={"ticket": "OPS-12", "nested": {"ok": True}},
+    timestamp=NOW,
+    updated_at=NOW + timedelta(days=1),
+    last_accessed=NOW + timedelta(days=2),
+    access_count=3,
+    t_valid=NOW - timedelta(days=3),
+    t_invalid=NOW + timedelta(days=4),
+    relevance_score=0.4,
+    archived=True,
+    embedding_model="m",
+    version=2,
+    entities=("person:sarah",),
+)
+
+
+def test_every_field_round_trips() -> None:
+    assert memory_from_proto(memory_to_proto(FULL)) == FULL
+
+
+def test_optional_timestamps_stay_unset() -> None:
+    bare = replace(FULL, last_accessed=None, t_valid=None, t_invalid=None)
+    p = memory_to_proto(bare)
+    assert not any(p.HasField(n) for n in ("last_accessed", "t_valid", "t_invalid"))
+    assert memory_from_proto(p) == bare
+
+
+def test_scored_only_sets_the_scored_fields_and_no_other() -> None:
+    slim = memory_to_proto(FULL, scored_only=True)
+    assert {f.name for f, _ in slim.ListFields()} == SCORED_FIELDS
+    assert memory_from_proto(slim) == replace(
+        FULL,
+        tenant="",
+        updated_at=EPOCH,
+        last_accessed=None,
+        access_count=0,
+        t_valid=None,
+        t_invalid=None,
+        archived=False,
+        embedding_model="",
+        version=0,
+        entities=(),
+    )
