@@ -17,6 +17,7 @@ whose scores bunch together (cosines of 0.3-0.5) weighs as much as one that spre
 from __future__ import annotations
 
 import calendar
+import functools
 import heapq
 import math
 import re
@@ -373,12 +374,19 @@ def _label(c: Candidate, ctx: _Context) -> float:
     if not ctx.tokens:
         return 0.0
     for tag in c.memory.tags:
-        if tag.startswith(ENTITY_TAG_PREFIX):
-            continue
-        leaf = tag.rsplit(":", 1)[-1].replace("-", " ")
-        if tokens(leaf) and tokens(leaf) <= ctx.tokens:
+        leaf = _leaf_tokens(tag)
+        if leaf and leaf <= ctx.tokens:
             return 1.0
     return 0.0
+
+
+@functools.lru_cache(maxsize=65536)
+def _leaf_tokens(tag: str) -> frozenset[str]:
+    """The words of a client tag's last part (none for an entity tag). Tags repeat across
+    memories (``speaker:caroline`` on every turn she spoke), so cached."""
+    if tag.startswith(ENTITY_TAG_PREFIX):
+        return frozenset()
+    return tokens(tag.rsplit(":", 1)[-1].replace("-", " "))
 
 
 def _exact(c: Candidate, ctx: _Context) -> float:
@@ -633,7 +641,7 @@ def _with_context(
     bottom, lends nothing.
     """
     weight = params.weights.get(CONTEXT)
-    base = {s.memory.id: _evidence(s, params) for s in scored}
+    base = _evidence(scored, params)
     floor = min(base.values(), default=0.0)
     span = max(base.values(), default=0.0) - floor
     out: list[ScoredCandidate] = []
@@ -646,26 +654,24 @@ def _with_context(
                     lead = (score - floor) / span
                     best = max(best, lead * params.context_decay ** (distance - 1))
         value = _clamp(best)
-        out.append(
-            replace(
-                s,
-                score=s.score + weight * span * value,
-                components={**s.components, CONTEXT: value},
-            )
-        )
+        total = s.score + weight * span * value
+        out.append(ScoredCandidate(s.memory, total, {**s.components, CONTEXT: value}, s.streams))
     return out
 
 
-def _evidence(s: ScoredCandidate, params: Params) -> float:
-    """The part of a weighted score that measures the match with the query (`TOPICAL`,
-    ``tag`` and ``relation``); an RRF score is all match."""
+def _evidence(scored: Sequence[ScoredCandidate], params: Params) -> dict[str, float]:
+    """Id → the part of its weighted score that measures the match with the query
+    (`TOPICAL`, ``tag`` and ``relation``); an RRF score is all match."""
     if params.fusion is Fusion.RRF:
-        return s.score
-    return _match(s.components, params)
+        return {s.memory.id: s.score for s in scored}
+    match = _matcher(params)
+    return {s.memory.id: match(s.components) for s in scored}
 
 
-def _match(components: Mapping[str, float], params: Params) -> float:
-    return sum(params.weights.get(n) * components[n] for n in _EVIDENCE)
+def _matcher(params: Params) -> Callable[[Mapping[str, float]], float]:
+    """The weighted sum of a candidate's evidence components (weights looked up once)."""
+    weighted = [(n, params.weights.get(n)) for n in _EVIDENCE]
+    return lambda components: sum(w * components[n] for n, w in weighted)
 
 
 def _bias_by_match(
@@ -675,7 +681,8 @@ def _bias_by_match(
     matches (at least half the best match with the query), clamped to [0, 1], times its
     match as a share of the best — the newest of the memories about the question wins,
     not the newest memory about anything."""
-    matches = [_match(c, params) for c in every]
+    match = _matcher(params)
+    matches = [match(c) for c in every]
     best = max(matches, default=0.0)
     if best <= 0.0:
         return every
