@@ -16,6 +16,8 @@ from google.protobuf.message import Message
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 
+_DEFAULT_LIMIT = 5
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="engram", description="Talk to an Engram gateway.")
@@ -23,7 +25,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--token", default=os.environ.get("ENGRAM_TOKEN", "dev-token"))
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("store", help="store one memory")
-    s.add_argument("content")
+    s.add_argument("content", nargs="?", help="the text (or `content` in --memory)")
     s.add_argument("--type", default="")
     s.add_argument("--tag", action="append", default=[])
     s.add_argument("--importance", type=float)
@@ -42,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
         "--request sets any other, as JSON with the proto's field names.",
     )
     r.add_argument("query", help='the question; "" or "*" lists trending memories')
-    r.add_argument("--limit", type=int, default=5)
+    r.add_argument("--limit", type=int, help=f"results (default {_DEFAULT_LIMIT})")
     r.add_argument("--tag", action="append", default=[], help="only memories with this tag")
     r.add_argument("--tag-mode", choices=("any", "all"), help="with several --tag")
     r.add_argument("--exclude-tag", action="append", default=[])
@@ -108,7 +110,10 @@ def _parsed(flag: str, fields: dict[str, Any], message: _M) -> _M:
 def store_request(args: argparse.Namespace) -> gateway_pb2.StoreRequest:
     """The StoreRequest the store flags describe: --memory first, the flags over it."""
     memory = _parsed("--memory", args.memory, common_pb2.MemoryInput())
-    memory.content = args.content
+    if args.content is not None:
+        memory.content = args.content
+    if not memory.content:
+        raise ValueError("content: give it as the argument or as `content` in --memory")
     memory.tags.extend(args.tag)
     if args.type:
         memory.type = args.type
@@ -121,7 +126,10 @@ def recall_request(args: argparse.Namespace) -> gateway_pb2.RecallRequest:
     """The RecallRequest the recall flags describe: --request first, the flags over it."""
     request = _parsed("--request", args.request, gateway_pb2.RecallRequest())
     request.query = args.query
-    request.limit = args.limit
+    if args.limit is not None:
+        request.limit = args.limit
+    elif not request.limit:
+        request.limit = _DEFAULT_LIMIT
     request.tags.extend(args.tag)
     request.exclude_tags.extend(args.exclude_tag)
     request.types.extend(args.type)

@@ -88,6 +88,13 @@ def test_recall_leaves_unset_what_no_flag_sets(gateway: tuple[str, Gateway]) -> 
     assert (sent.limit, sent.time_query, sent.token_budget) == (5, "", 0)
 
 
+def test_request_json_sets_the_limit_when_no_flag_does(gateway: tuple[str, Gateway]) -> None:
+    addr, fake = gateway
+    assert main(["--addr", addr, "recall", "q", "--request", '{"limit": 9}']) == 0
+    assert main(["--addr", addr, "recall", "q", "--request", '{"limit": -1}']) == 0
+    assert [sent.limit for sent in fake.seen] == [9, -1]  # -1 is the server's to refuse
+
+
 def test_recall_reports_the_servers_status(
     gateway: tuple[str, Gateway], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -157,4 +164,23 @@ def test_a_bad_memory_json_is_a_usage_error_naming_the_flag(
         main(["--addr", addr, "store", "x", "--memory", '{"timestamp": "yesterday"}'])
     assert exit_.value.code == 2
     assert "--memory" in capsys.readouterr().err
+    assert fake.seen == []
+
+
+def test_store_takes_the_content_from_memory_json(gateway: tuple[str, Gateway]) -> None:
+    addr, fake = gateway
+    assert main(["--addr", addr, "store", "--memory", '{"content": "Tom picked Redis"}']) == 0
+    [sent] = fake.seen
+    assert sent.memory.content == "Tom picked Redis"
+
+
+@pytest.mark.parametrize("memory_json", ["{}", '{"content": ""}'])
+def test_store_without_content_is_a_usage_error_naming_it(
+    gateway: tuple[str, Gateway], capsys: pytest.CaptureFixture[str], memory_json: str
+) -> None:
+    addr, fake = gateway
+    with pytest.raises(SystemExit) as exit_:
+        main(["--addr", addr, "store", "--memory", memory_json])
+    assert exit_.value.code == 2
+    assert "content" in capsys.readouterr().err
     assert fake.seen == []
