@@ -36,7 +36,7 @@ class ScoringRanker:
             recency_bias=recency_bias_to_proto(recency_bias),
         )
         # The scoring service was sent a slim copy of each memory (SCORED_FIELDS); put the
-        # gateway's own, complete memory back instead of decoding the reply's. Decoding the
-        # returned memories was about 15% of the gateway's CPU per recall (py-spy, LoCoMo).
+        # gateway's own, complete memory back instead of decoding the reply's (the saving
+        # is measured in services/gateway/README.md, step 7).
         ours = {c.memory.id: c.memory for c in candidates}
         return [scored_from_proto(r, ours.get(r.memory.id)) for r in results]
