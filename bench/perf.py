@@ -70,30 +70,63 @@ NAMES = [
 ]
 
 
-def load_turns(path: Path) -> tuple[list[tuple[str, str]], list[str]]:
-    """(speaker, text) turns and the questions of the LoCoMo file."""
+Session = list[tuple[str, str]]  # (speaker, text) turns of one LoCoMo session
+
+
+def load_sessions(path: Path) -> tuple[list[Session], list[str]]:
+    """The sessions of the LoCoMo file, in order, and its questions."""
     data = json.loads(path.read_text())
-    turns: list[tuple[str, str]] = []
+    sessions: list[Session] = []
     questions: list[str] = []
     for item in data:
         conv = item["conversation"]
         for key, value in conv.items():
             if key.startswith("session_") and isinstance(value, list):
-                for turn in value:
-                    turns.append((turn["speaker"], turn["text"]))
+                sessions.append([(turn["speaker"], turn["text"]) for turn in value])
         questions += [qa["question"] for qa in item["qa"] if qa.get("category") != 5]
-    return turns, questions
+    return sessions, questions
 
 
-def corpus(turns: list[tuple[str, str]], n: int, seed: int = 7) -> list[tuple[str, datetime]]:
+SPAN_MINUTES = 3 * 365 * 1440  # the corpus covers three years
+
+
+def corpus(
+    sessions: list[Session], n: int, shape: str = "conversations", seed: int = 7
+) -> list[tuple[str, datetime]]:
+    """``n`` memories "<name>: <text>" made of LoCoMo turns with other names and dates.
+
+    ``conversations``: whole sessions one after the other, each with two new names for its
+    speakers, starting at a random minute and with 10 s to 2 min between turns, as an agent's
+    chat is stored; so a memory has timeline neighbours and the context step real work.
+    ``scattered``: every turn alone at a random minute, one name per turn (the corpus of the
+    figures before 2026-12-02).
+    """
     rng = random.Random(seed)
     start = datetime(2022, 1, 1, tzinfo=UTC)
-    out = []
-    for i in range(n):
-        speaker, text = turns[i % len(turns)]
-        name = rng.choice(NAMES)
-        text = text.replace(speaker, name)
-        out.append((f"{name}: {text}", start + timedelta(minutes=rng.randrange(3 * 365 * 1440))))
+    out: list[tuple[str, datetime]] = []
+    turns = [turn for session in sessions for turn in session]
+    k = 0
+    while len(out) < n:
+        if shape == "scattered":
+            speaker, text = turns[len(out) % len(turns)]
+            name = rng.choice(NAMES)
+            out.append(
+                (
+                    f"{name}: {text.replace(speaker, name)}",
+                    start + timedelta(minutes=rng.randrange(SPAN_MINUTES)),
+                )
+            )
+            continue
+        session = sessions[k % len(sessions)]
+        k += 1
+        speakers = sorted({s for s, _ in session})
+        names = dict(zip(speakers, rng.sample(NAMES, len(speakers)), strict=True))
+        at = start + timedelta(minutes=rng.randrange(SPAN_MINUTES))
+        for speaker, text in session[: n - len(out)]:
+            for old, new in names.items():
+                text = text.replace(old, new)
+            out.append((f"{names[speaker]}: {text}", at))
+            at += timedelta(seconds=rng.randrange(10, 120))
     return out
 
 
@@ -251,12 +284,18 @@ async def main() -> None:
         "and measure recall on it (a 100k ingest takes half an hour)",
     )
     parser.add_argument(
+        "--corpus",
+        choices=("conversations", "scattered"),
+        default="conversations",
+        help="whole sessions with timeline neighbours, or single turns at random times",
+    )
+    parser.add_argument(
         "--embed-model", choices=MODELS, default=MODEL_NAME, help="model built by make models"
     )
     args = parser.parse_args()
     model_dir = model_path(args.embed_model)
-    turns, questions = load_turns(args.data)
-    docs = corpus(turns, args.n)
+    sessions, questions = load_sessions(args.data)
+    docs = corpus(sessions, args.n, args.corpus)
     texts = [c for c, _ in docs]
     random.Random(3).shuffle(questions)
 
@@ -271,6 +310,7 @@ async def main() -> None:
     report: dict[str, Any] = {
         "n": args.n,
         "embed_model": args.embed_model,
+        "corpus": args.corpus,
         "date": datetime.now(UTC).isoformat(),
     }
     try:
