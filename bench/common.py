@@ -1,4 +1,5 @@
-"""What the benchmarks share: paths, the model, starting the embedded stack, the watermark.
+"""What the benchmarks share: paths, the model, starting the embedded stack, the watermark,
+the consolidation passes.
 
 The bench scripts run as ``python bench/<name>.py``, which puts this directory first on
 ``sys.path``, so they import this module as ``common``.
@@ -14,7 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from engram.gateway.v1 import gateway_pb2
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from engram.gateway.v1 import admin_pb2, gateway_pb2
 from engram_embed.paths import MODEL_NAME
 from engram_platform.devstack import DevStack, start_stack
 
@@ -82,4 +85,72 @@ async def wait_watermark(
             last_print = now
         if done:
             return
+        await asyncio.sleep(poll_s)
+
+
+SCHEDULED_PASSES = ("decay", "associate", "cluster")  # forget is off unless configured
+_BUSY = (admin_pb2.PASS_STATE_RUNNING, admin_pb2.PASS_STATE_PENDING)
+
+
+def _seconds(ts: Timestamp) -> float:
+    return ts.seconds + ts.nanos / 1e9
+
+
+def _pass_name(mode: admin_pb2.ConsolidationMode.ValueType) -> str:
+    return str(admin_pb2.ConsolidationMode.Name(mode)).removeprefix("CONSOLIDATION_MODE_").lower()
+
+
+async def wait_passes(
+    admin: Any,
+    metadata: Metadata,
+    since: float,
+    timeout_s: float,
+    poll_s: float = 2.0,
+    every_s: float = 10.0,
+) -> dict[str, dict[str, Any]]:
+    """Wait until the consolidate worker has no pass running or pending and each scheduled
+    pass has finished a run started at or after ``since`` (epoch seconds): a fresh tenant
+    gets its first passes within a tick of the ingest, and recall measured beside them
+    measures them too. Returns each pass's last run (state, seconds, changes); a progress
+    line every ``every_s``; TimeoutError after ``timeout_s``."""
+    started = last_print = time.monotonic()
+    while True:
+        status = await admin.ConsolidationStatus(
+            admin_pb2.ConsolidationStatusRequest(), metadata=metadata, timeout=30
+        )
+        runs = {_pass_name(p.mode): p for p in status.passes}
+        busy = [n for n, p in runs.items() if p.last_run.state in _BUSY or p.pending_run_id]
+        waiting = [
+            n
+            for n in SCHEDULED_PASSES
+            if n not in runs
+            or not runs[n].last_run.HasField("finished_at")
+            or _seconds(runs[n].last_run.started_at) < since
+        ]
+        now = time.monotonic()
+        done = not busy and not waiting
+        if done or now - last_print >= every_s:
+            line = ", ".join(
+                f"{n} {p.last_run.phase} {p.last_run.done}/{p.last_run.total}"
+                for n, p in runs.items()
+                if n in busy
+            )
+            print(
+                f"  passes: running {line or '-'}; still to finish {', '.join(waiting) or '-'} "
+                f"({now - started:.0f}s)",
+                flush=True,
+            )
+            last_print = now
+        if done:
+            return {
+                n: {
+                    "state": admin_pb2.PassState.Name(p.last_run.state),
+                    "duration_s": p.last_run.duration_s,
+                    "changes": {c.kind: c.count for c in p.last_run.changes},
+                }
+                for n, p in runs.items()
+                if p.HasField("last_run")
+            }
+        if now - started > timeout_s:
+            raise TimeoutError(f"consolidation passes still busy after {timeout_s:.0f}s")
         await asyncio.sleep(poll_s)

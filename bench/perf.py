@@ -32,10 +32,11 @@ from common import (
     new_home,
     pct,
     start_bench_stack,
+    wait_passes,
     wait_watermark,
 )
 from engram.common.v1 import common_pb2
-from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from engram.gateway.v1 import admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 from engram_core.model import Filter
 from engram_core.scoring import Candidate, Params, Query, StreamScore, rank
 from engram_embed.factory import EmbedSettings, make_embedder
@@ -290,6 +291,12 @@ async def main() -> None:
         help="whole sessions with timeline neighbours, or single turns at random times",
     )
     parser.add_argument(
+        "--passes-timeout",
+        type=float,
+        default=3600.0,
+        help="seconds to wait for the consolidation passes before measuring recall",
+    )
+    parser.add_argument(
         "--embed-model", choices=MODELS, default=MODEL_NAME, help="model built by make models"
     )
     args = parser.parse_args()
@@ -316,16 +323,31 @@ async def main() -> None:
     try:
         async with grpc.aio.insecure_channel(stack.gateway_address) as channel:
             stub = gateway_pb2_grpc.MemoryServiceStub(channel)
+            since = 0.0  # reused: any finished run of each pass will do
             if args.reuse is None:
                 print(f"ingesting {args.n} memories ...", flush=True)
+                since = time.time()
                 took, _ = await ingest(stub, docs, args.batch)
                 ingest_rate = args.n / took
                 print(f"  {ingest_rate:.0f} memories/s ({took:.1f}s), raw model {raw:.0f}/s")
-            else:
-                # Whatever the log holds beyond the watermark (e.g. a consolidation pass's
-                # relations) is applied before recall is measured.
-                stats = await stub.Stats(gateway_pb2.StatsRequest(), metadata=AUTH, timeout=30)
-                await wait_watermark(stub, stats.last_sequence, AUTH, label="catch-up")
+            # Recall is measured with no consolidation pass beside it (a fresh tenant gets
+            # its first decay, associate and cluster runs right after the ingest; a reused
+            # home resumes an unfinished one)...
+            print("waiting for the consolidation passes ...", flush=True)
+            admin = admin_pb2_grpc.AdminServiceStub(channel)
+            passes = await wait_passes(admin, AUTH, since, args.passes_timeout)
+            print(
+                "  "
+                + "; ".join(
+                    f"{n} {p['duration_s']:.1f}s "
+                    + " ".join(f"{k}={v}" for k, v in p["changes"].items())
+                    for n, p in passes.items()
+                )
+            )
+            # ... and with whatever the log holds beyond the watermark (e.g. the passes'
+            # relations) applied.
+            stats = await stub.Stats(gateway_pb2.StatsRequest(), metadata=AUTH, timeout=30)
+            await wait_watermark(stub, stats.last_sequence, AUTH, label="catch-up")
             for q in questions[:20]:
                 await recall_once(stub, q)
             single = [await recall_once(stub, q) for q in questions[20 : 20 + args.queries]]
@@ -372,6 +394,7 @@ async def main() -> None:
     print("disk MB per 100k: " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(per_100k.items())))
     report.update(
         reused=str(args.reuse) if args.reuse else None,
+        passes=passes,
         ingest_per_s=ingest_rate or None,
         raw_embed_per_s=raw or None,
         recall_1_client=one,
