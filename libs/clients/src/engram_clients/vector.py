@@ -50,6 +50,26 @@ class VectorClient(GenerationsClient["vector_pb2_grpc.VectorServiceAsyncStub"]):
         reply = await self._call(self._stub.Search, request, timeout)
         return [hit_from_proto(h) for h in reply.hits]
 
+    async def search_many(
+        self,
+        tenant: str,
+        flts: Sequence[Filter],
+        limit: int,
+        query: str = "",
+        vector: Sequence[float] = (),
+        timeout: float | None = None,
+    ) -> list[list[Hit]]:
+        """One hit list per filter, in order, for one query (one round trip)."""
+        request = vector_pb2.SearchManyRequest(
+            tenant=tenant,
+            query=query,
+            vector=list(vector),
+            filters=[filter_to_proto(f) for f in flts],
+            limit=limit,
+        )
+        reply = await self._call(self._stub.SearchMany, request, timeout)
+        return [[hit_from_proto(h) for h in r.hits] for r in reply.results]
+
     async def neighbours(
         self,
         tenant: str,

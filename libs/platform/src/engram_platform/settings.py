@@ -12,6 +12,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 # Most items (memories, ids, updates) one store RPC takes: vector's fixed limit and the
 # default `max_batch` of lexical and graph. Workers that batch writes stay under it.
 STORE_MAX_ITEMS = 1000
+# Vector SearchMany: most filters one call takes, and most hits it may return over all of
+# them (limit x filters), so a reply stays a few MB. The gateway's context step keeps under.
+SEARCH_MANY_MAX_FILTERS = 32
+SEARCH_MANY_MAX_HITS = 4000
 
 
 def engram_home() -> Path:

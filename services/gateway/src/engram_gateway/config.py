@@ -14,7 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from engram_core.validation import Limits
-from engram_platform.settings import CacheSettings, NatsSettings, ServiceSettings
+from engram_platform.settings import (
+    SEARCH_MANY_MAX_FILTERS,
+    SEARCH_MANY_MAX_HITS,
+    CacheSettings,
+    NatsSettings,
+    ServiceSettings,
+)
 
 
 class Budget(BaseModel):
@@ -176,6 +182,7 @@ class Settings(ServiceSettings):
     context_seeds: int = Field(
         5,
         ge=0,
+        le=SEARCH_MANY_MAX_FILTERS,
         description="Best candidates whose timeline neighbours are read (hybrid); 0 = off.",
     )
     context_distance: int = Field(
@@ -184,7 +191,12 @@ class Settings(ServiceSettings):
     context_window_s: float = Field(
         3600.0, ge=0, description="Neighbours are read this far either side of a seed."
     )
-    context_limit: int = Field(64, ge=1, description="Most memories read per seed window.")
+    context_limit: int = Field(
+        64,
+        ge=1,
+        le=SEARCH_MANY_MAX_HITS // SEARCH_MANY_MAX_FILTERS,
+        description="Most memories read per seed window (all windows are one vector call).",
+    )
     dense_without_people: bool = Field(
         True, description="Leave the people a query names out of the text the vector embeds."
     )

@@ -126,6 +126,20 @@ class FakeVector(FakeBackend):
             self.vectors.append(tuple(vector))
         return self._search(tenant, words(query), flt, limit)
 
+    async def search_many(
+        self,
+        tenant: str,
+        flts: Sequence[Filter],
+        limit: int,
+        query: str = "",
+        vector: Sequence[float] = (),
+        timeout: float | None = None,
+    ) -> list[list[Hit]]:
+        """Like the vector service: each filter searched as ``search`` would (one call)."""
+        self.calls.append(("search_many", len(flts)))
+        searches = (self.search(tenant, f, limit, query, vector, timeout) for f in flts)
+        return list(await asyncio.gather(*searches))
+
 
 class FakeLexical(FakeBackend):
     async def top(

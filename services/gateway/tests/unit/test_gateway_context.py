@@ -154,6 +154,8 @@ async def test_the_turn_after_a_matching_question_is_found(client: Any) -> None:
     assert not by[A].streams  # no stream found it; its neighbour did
     assert by[OTHER].components["context"] == 0
     assert ("window", (T0 - timedelta(hours=1), T0 + timedelta(hours=1))) in h.vector.calls
+    # Both seeds' windows (three days apart) were read in one call.
+    assert [c for c in h.vector.calls if c[0] == "search_many"] == [("search_many", 2)]
     # The vector stream was asked without the name.
     assert any(op == "search" and arg[0] == "what did paint" for op, arg in h.vector.calls)
 

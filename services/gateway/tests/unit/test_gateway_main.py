@@ -47,6 +47,16 @@ def test_idempotency_must_outlive_the_duplicate_window() -> None:
         Settings(idempotency_ttl_s=60, nats={"duplicate_window_s": 120})
 
 
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("context_seeds", 33), ("context_limit", 126)],  # past vector SearchMany's caps
+)
+def test_context_reads_stay_within_one_vector_call(setting: str, value: int) -> None:
+    with pytest.raises(ValidationError, match=setting):
+        Settings(**{setting: value})
+    Settings(**{setting: value - 1})
+
+
 @pytest.fixture
 def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
     srv = start_nats(tmp_path / "nats")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
 
+from engram.common.v1 import common_pb2
 from engram.vector.v1 import vector_pb2, vector_pb2_grpc
 from engram_core.errors import InvalidArgument
 from engram_core.generations import check_generation_name
@@ -20,7 +21,11 @@ from engram_core.ids import normalise_id
 from engram_core.model import AccessUpdate, Filter, Memory, RelevanceUpdate
 from engram_platform import convert
 from engram_platform.request_checks import check_cursor, check_unit
-from engram_platform.settings import STORE_MAX_ITEMS
+from engram_platform.settings import (
+    SEARCH_MANY_MAX_FILTERS,
+    SEARCH_MANY_MAX_HITS,
+    STORE_MAX_ITEMS,
+)
 from engram_vector import mapping
 from engram_vector.service import VectorService
 
@@ -85,11 +90,23 @@ def _points(
     return out
 
 
-def _filter(request: vector_pb2.SearchRequest) -> Filter:
-    flt = convert.filter_from_proto(request.filter)
+def _filter(raw: common_pb2.Filter, field: str = "filter") -> Filter:
+    flt = convert.filter_from_proto(raw)
     if flt.start is not None and flt.end is not None and flt.start > flt.end:
-        raise InvalidArgument("filter.start", "is after filter.end")
+        raise InvalidArgument(f"{field}.start", f"is after {field}.end")
     return flt
+
+
+def _filters(request: vector_pb2.SearchManyRequest) -> list[Filter]:
+    n = len(request.filters)
+    if not 1 <= n <= SEARCH_MANY_MAX_FILTERS:
+        raise InvalidArgument("filters", f"give 1..{SEARCH_MANY_MAX_FILTERS} filters, got {n}")
+    if request.limit * n > SEARCH_MANY_MAX_HITS:
+        raise InvalidArgument(
+            "limit",
+            f"limit x filters must be at most {SEARCH_MANY_MAX_HITS}, got {request.limit} x {n}",
+        )
+    return [_filter(f, f"filters[{i}]") for i, f in enumerate(request.filters)]
 
 
 def _updates(request: vector_pb2.UpdateAccessRequest) -> list[AccessUpdate]:
@@ -155,9 +172,10 @@ class VectorHandlers(vector_pb2_grpc.VectorServiceServicer):
         deleted = await self._service.delete(tenant, ids, request.version, request.generation)
         return vector_pb2.DeleteResponse(deleted=deleted)
 
-    async def Search(  # noqa: N802
-        self, request: vector_pb2.SearchRequest, context: Context
-    ) -> vector_pb2.SearchResponse:
+    async def _query(
+        self, request: vector_pb2.SearchRequest | vector_pb2.SearchManyRequest
+    ) -> tuple[str, list[float]]:
+        """The tenant and the query vector ([] = embed ``query``) of a search, checked."""
         tenant = _tenant(request.tenant)
         if not 1 <= request.limit <= MAX_LIMIT:
             raise InvalidArgument("limit", f"must be within 1..{MAX_LIMIT}, got {request.limit}")
@@ -166,10 +184,25 @@ class VectorHandlers(vector_pb2_grpc.VectorServiceServicer):
             vector = _vector(request.vector, await self._service.dimension(), "vector")
         elif not request.query.strip():
             raise InvalidArgument("query", "give a query text or a vector")
+        return tenant, vector
+
+    async def Search(  # noqa: N802
+        self, request: vector_pb2.SearchRequest, context: Context
+    ) -> vector_pb2.SearchResponse:
+        tenant, vector = await self._query(request)
         hits = await self._service.search(
-            tenant, _filter(request), request.limit, query=request.query, vector=vector
+            tenant, _filter(request.filter), request.limit, query=request.query, vector=vector
         )
         return mapping.search_response(hits)
+
+    async def SearchMany(  # noqa: N802
+        self, request: vector_pb2.SearchManyRequest, context: Context
+    ) -> vector_pb2.SearchManyResponse:
+        tenant, vector = await self._query(request)
+        found = await self._service.search_many(
+            tenant, _filters(request), request.limit, query=request.query, vector=vector
+        )
+        return mapping.search_many_response(found)
 
     async def Get(  # noqa: N802
         self, request: vector_pb2.GetRequest, context: Context

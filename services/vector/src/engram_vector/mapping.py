@@ -25,6 +25,10 @@ def search_response(hits: Sequence[Hit]) -> vector_pb2.SearchResponse:
     return vector_pb2.SearchResponse(hits=[convert.hit_to_proto(h) for h in hits])
 
 
+def search_many_response(results: Sequence[Sequence[Hit]]) -> vector_pb2.SearchManyResponse:
+    return vector_pb2.SearchManyResponse(results=[search_response(hits) for hits in results])
+
+
 def get_response(memories: Sequence[Memory]) -> vector_pb2.GetResponse:
     return vector_pb2.GetResponse(memories=[convert.memory_to_proto(m) for m in memories])
 

@@ -99,6 +99,38 @@ async def test_upsert_search_get_delete(stub: vector_pb2_grpc.VectorServiceAsync
     assert deploy not in [h.id for h in after.hits]
 
 
+async def test_search_many_answers_each_filter_as_search_does(
+    stub: vector_pb2_grpc.VectorServiceAsyncStub,
+) -> None:
+    points = [point(i, text) for i, text in DOCS.items()]
+    await stub.Upsert(vector_pb2.UpsertRequest(tenant=T, points=points))
+    day = datetime(2024, 5, 1, tzinfo=UTC)
+    filters = [
+        common_pb2.Filter(),
+        common_pb2.Filter(end=ts_to_proto(datetime(2024, 4, 1, tzinfo=UTC))),  # before all
+        common_pb2.Filter(start=ts_to_proto(day), end=ts_to_proto(day)),
+    ]
+    query = "when does the deploy pipeline run"
+    many = await stub.SearchMany(
+        vector_pb2.SearchManyRequest(tenant=T, query=query, filters=filters, limit=2)
+    )
+    assert len(many.results) == 3
+    for flt, got in zip(filters, many.results, strict=True):
+        one = await stub.Search(
+            vector_pb2.SearchRequest(tenant=T, query=query, filter=flt, limit=2)
+        )
+        assert [(h.id, h.score) for h in got.hits] == [(h.id, h.score) for h in one.hits]
+    assert many.results[0].hits[0].id == str(uuid.UUID(int=1))
+    assert many.results[0].hits[0].memory.content == DOCS[str(uuid.UUID(int=1))]
+    assert list(many.results[1].hits) == []
+    by_vector = await stub.SearchMany(
+        vector_pb2.SearchManyRequest(
+            tenant=T, vector=EMBEDDER.embed_one(DOCS[GOOD_ID]), filters=filters[:1], limit=1
+        )
+    )
+    assert [h.id for h in by_vector.results[0].hits] == [GOOD_ID]
+
+
 async def _invalid(call: Awaitable[object]) -> tuple[str, str]:
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await call
@@ -137,6 +169,49 @@ def _relevance(*updates: tuple[str, float]) -> vector_pb2.UpdateRelevanceRequest
                 ),
             ),
             "filter.start",
+        ),
+        ("SearchMany", vector_pb2.SearchManyRequest(tenant=T, query="x", limit=5), "filters"),
+        (
+            "SearchMany",
+            vector_pb2.SearchManyRequest(
+                tenant=T, query="x", limit=1, filters=[common_pb2.Filter()] * 33
+            ),
+            "filters",
+        ),
+        (
+            "SearchMany",
+            vector_pb2.SearchManyRequest(
+                tenant=T, query="x", limit=1000, filters=[common_pb2.Filter()] * 5
+            ),
+            "limit",
+        ),
+        (
+            "SearchMany",
+            vector_pb2.SearchManyRequest(tenant=T, limit=5, filters=[common_pb2.Filter()]),
+            "query",
+        ),
+        (
+            "SearchMany",
+            vector_pb2.SearchManyRequest(
+                tenant=T, vector=[1.0], limit=5, filters=[common_pb2.Filter()]
+            ),
+            "vector",
+        ),
+        (
+            "SearchMany",
+            vector_pb2.SearchManyRequest(
+                tenant=T,
+                query="x",
+                limit=5,
+                filters=[
+                    common_pb2.Filter(),
+                    common_pb2.Filter(
+                        start=ts_to_proto(datetime(2024, 2, 1, tzinfo=UTC)),
+                        end=ts_to_proto(datetime(2024, 1, 1, tzinfo=UTC)),
+                    ),
+                ],
+            ),
+            "filters[1].start",
         ),
         ("Get", vector_pb2.GetRequest(tenant=T, ids=[GOOD_ID, "nope"]), "ids[1]"),
         ("Delete", vector_pb2.DeleteRequest(tenant=T, ids=[GOOD_ID], version=-1), "version"),

@@ -67,6 +67,15 @@ async def test_search_by_text_embeds_the_query_once_then_uses_the_cache() -> Non
     assert embedder.calls == [["when does the deploy pipeline run"]]
 
 
+async def test_search_many_embeds_once_and_answers_each_filter() -> None:
+    service, embedder, _ = await service_with()
+    query = "who prefers rust"
+    flts = [Filter(), Filter(tags=("nothing-has-it",)), Filter()]
+    found = await service.search_many(T, flts, 1, query=query)
+    assert embedder.calls == [[query]]
+    assert [[h.id for h in hits] for hits in found] == [["m2"], [], ["m2"]]
+
+
 async def test_cache_key_holds_the_model_name_and_the_tenant() -> None:
     cache = MemoryCache()
     service, embedder, _ = await service_with(cache=cache)

@@ -2,11 +2,11 @@
 
 In a conversation the turn that answers a question is often not the one that matches
 it: "What did you paint?" matches, "A sunset over the lake" answers. So the memories
-stored right before and after the best candidates are looked up (one filtered vector
-search per time window around them), put in timeline order — timestamp, then id, which is
-a UUIDv7 and so the order of storing — and every candidate learns which others lie within
-``distance`` steps of it. Memories found that way next to a candidate join the candidates;
-scoring then lets a candidate borrow from its best neighbour's score.
+stored right before and after the best candidates are looked up (a filtered vector
+search per time window around them, all in one call), put in timeline order — timestamp,
+then id, which is a UUIDv7 and so the order of storing — and every candidate learns which
+others lie within ``distance`` steps of it. Memories found that way next to a candidate
+join the candidates; scoring then lets a candidate borrow from its best neighbour's score.
 
 On LoCoMo this is worth about +0.04 turn R@10 (services/gateway/README.md, the ladder).
 """

@@ -27,6 +27,18 @@ class VectorPort(Protocol):
         timeout: float | None = None,
     ) -> list[Hit]: ...
 
+    async def search_many(
+        self,
+        tenant: str,
+        flts: Sequence[Filter],
+        limit: int,
+        query: str = "",
+        vector: Sequence[float] = (),
+        timeout: float | None = None,
+    ) -> list[list[Hit]]:
+        """One hit list per filter, in order (one call: the context step's windows)."""
+        ...
+
     async def get(
         self, tenant: str, ids: Sequence[str], timeout: float | None = None
     ) -> list[Memory]: ...

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import Enum
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from engram_core import scoring
 from engram_core import validation as v
@@ -287,6 +288,18 @@ async def _bounded(name: str, timeout: float, call: Callable[[float], Awaitable[
             return await call(timeout)
     except TimeoutError as exc:
         raise Unavailable(f"{name} did not answer within {timeout:.2f}s") from exc
+
+
+@contextmanager
+def _embedding_named(vector: Sequence[float]) -> Iterator[None]:
+    """A client's own embedding is refused by its size, which only the vector service
+    knows: name the request's field. Any other refusal stays as it is."""
+    try:
+        yield
+    except InvalidArgument as exc:
+        if vector:
+            raise InvalidArgument("embedding", exc.reason) from exc
+        raise
 
 
 def _hyde_subject(plan: _Plan) -> str:
@@ -763,12 +776,15 @@ class Reader:
         vector: Sequence[float],
         timeout: float,
     ) -> list[Hit]:
-        if not vector:
-            return await self._vector.search(tenant, flt, limit, query=dense, timeout=timeout)
-        try:
-            return await self._vector.search(tenant, flt, limit, vector=vector, timeout=timeout)
-        except InvalidArgument as exc:  # the size: only the vector service knows the model
-            raise InvalidArgument("embedding", exc.reason) from exc
+        with _embedding_named(vector):
+            return await self._vector.search(
+                tenant, flt, limit, **self._query_of(dense, vector), timeout=timeout
+            )
+
+    @staticmethod
+    def _query_of(dense: str, vector: Sequence[float]) -> dict[str, Any]:
+        """The client's own embedding when it gave one, else the text to embed."""
+        return {"vector": vector} if vector else {"query": dense}
 
     async def _with_pinned(
         self, tenant: str, plan: _Plan, candidates: list[Candidate], deadline: Deadline
@@ -893,9 +909,12 @@ class Reader:
             for w in seed_windows([s.memory for s in seeds], cfg.window_s)
             if (f := window_filter(flt, w)) is not None
         ]
-        found = await asyncio.gather(
-            *(self._vector_search(tenant, f, cfg.limit, dense, vector, timeout) for f in filters)
-        )
+        if not filters:
+            return candidates
+        with _embedding_named(vector):  # all windows in one call
+            found = await self._vector.search_many(
+                tenant, filters, cfg.limit, **self._query_of(dense, vector), timeout=timeout
+            )
         windows = [[h.memory for h in hits if h.memory is not None] for hits in found]
         return with_neighbours(candidates, windows, cfg.distance)
 

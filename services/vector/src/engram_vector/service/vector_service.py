@@ -17,6 +17,7 @@ leave no trace another can time.
 from __future__ import annotations
 
 import array
+import asyncio
 import hashlib
 import logging
 import math
@@ -130,6 +131,19 @@ class VectorService(GenerationRouted[VectorIndex]):
     ) -> list[Hit]:
         """Search the live generation by ``vector`` when given, else by the embedding of
         ``query`` with the live generation's model."""
+        [hits] = await self.search_many(tenant, [flt], limit, query=query, vector=vector)
+        return hits
+
+    async def search_many(
+        self,
+        tenant: str,
+        flts: Sequence[Filter],
+        limit: int,
+        *,
+        query: str = "",
+        vector: Sequence[float] = (),
+    ) -> list[list[Hit]]:
+        """One search per filter with one query: the query is embedded (or checked) once."""
         live = await self._generations.record()
         if vector:
             values = check_vector(vector, live.dimension, "vector")
@@ -137,7 +151,8 @@ class VectorService(GenerationRouted[VectorIndex]):
             values = await self.embed_query(tenant, query, live)
         else:
             raise InvalidArgument("query", "give a query text or a vector")
-        return await (await self._index("")).search(tenant, values, flt, limit)
+        index = await self._index("")
+        return list(await asyncio.gather(*(index.search(tenant, values, f, limit) for f in flts)))
 
     async def embed_query(
         self, tenant: str, text: str, live: GenerationRecord | None = None

@@ -195,6 +195,62 @@ class SearchResponse(_message.Message):
 Global___SearchResponse: _TypeAlias = SearchResponse  # noqa: Y015
 
 @_typing.final
+class SearchManyRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    QUERY_FIELD_NUMBER: _builtins.int
+    VECTOR_FIELD_NUMBER: _builtins.int
+    FILTERS_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    query: _builtins.str
+    limit: _builtins.int
+    """per filter"""
+    @_builtins.property
+    def vector(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]: ...
+    @_builtins.property
+    def filters(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Filter]:
+        """1..32"""
+
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        query: _builtins.str = ...,
+        vector: _abc.Iterable[_builtins.float] | None = ...,
+        filters: _abc.Iterable[_common_pb2.Filter] | None = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["filters", b"filters", "limit", b"limit", "query", b"query", "tenant", b"tenant", "vector", b"vector"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SearchManyRequest: _TypeAlias = SearchManyRequest  # noqa: Y015
+
+@_typing.final
+class SearchManyResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___SearchResponse]: ...
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___SearchResponse] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SearchManyResponse: _TypeAlias = SearchManyResponse  # noqa: Y015
+
+@_typing.final
 class GetRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -53,6 +53,11 @@ class VectorServiceStub:
                 request_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.SearchRequest.SerializeToString,
                 response_deserializer=engram_dot_vector_dot_v1_dot_vector__pb2.SearchResponse.FromString,
                 _registered_method=True)
+        self.SearchMany = channel.unary_unary(
+                '/engram.vector.v1.VectorService/SearchMany',
+                request_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.SearchManyRequest.SerializeToString,
+                response_deserializer=engram_dot_vector_dot_v1_dot_vector__pb2.SearchManyResponse.FromString,
+                _registered_method=True)
         self.Get = channel.unary_unary(
                 '/engram.vector.v1.VectorService/Get',
                 request_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.GetRequest.SerializeToString,
@@ -130,6 +135,16 @@ class VectorServiceServicer:
     def Search(self, request, context):
         """Embeds `query` (unless `vector` is given) and searches with the filter.
         Codes: OK, INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SearchMany(self, request, context):
+        """Several searches with one query in one call: one hit list per filter, in order, each
+        as Search would answer it with that filter (the gateway reads a recall's timeline
+        windows this way). Codes: OK, INVALID_ARGUMENT (tenant, query, vector, limit, filters,
+        filters[i].start), UNAVAILABLE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -235,6 +250,11 @@ def add_VectorServiceServicer_to_server(servicer, server):
                     servicer.Search,
                     request_deserializer=engram_dot_vector_dot_v1_dot_vector__pb2.SearchRequest.FromString,
                     response_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.SearchResponse.SerializeToString,
+            ),
+            'SearchMany': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchMany,
+                    request_deserializer=engram_dot_vector_dot_v1_dot_vector__pb2.SearchManyRequest.FromString,
+                    response_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.SearchManyResponse.SerializeToString,
             ),
             'Get': grpc.unary_unary_rpc_method_handler(
                     servicer.Get,
@@ -372,6 +392,33 @@ class VectorService:
             '/engram.vector.v1.VectorService/Search',
             engram_dot_vector_dot_v1_dot_vector__pb2.SearchRequest.SerializeToString,
             engram_dot_vector_dot_v1_dot_vector__pb2.SearchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchMany(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.vector.v1.VectorService/SearchMany',
+            engram_dot_vector_dot_v1_dot_vector__pb2.SearchManyRequest.SerializeToString,
+            engram_dot_vector_dot_v1_dot_vector__pb2.SearchManyResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -47,6 +47,12 @@ class VectorServiceStub:
     """Embeds `query` (unless `vector` is given) and searches with the filter.
     Codes: OK, INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
     """
+    SearchMany: _grpc.UnaryUnaryMultiCallable[_vector_pb2.SearchManyRequest, _vector_pb2.SearchManyResponse]
+    """Several searches with one query in one call: one hit list per filter, in order, each
+    as Search would answer it with that filter (the gateway reads a recall's timeline
+    windows this way). Codes: OK, INVALID_ARGUMENT (tenant, query, vector, limit, filters,
+    filters[i].start), UNAVAILABLE.
+    """
     Get: _grpc.UnaryUnaryMultiCallable[_vector_pb2.GetRequest, _vector_pb2.GetResponse]
     """Codes: OK, INVALID_ARGUMENT, UNAVAILABLE."""
     UpdateAccess: _grpc.UnaryUnaryMultiCallable[_vector_pb2.UpdateAccessRequest, _vector_pb2.UpdateAccessResponse]
@@ -105,6 +111,12 @@ class VectorServiceAsyncStub(VectorServiceStub):
     Search: _aio.UnaryUnaryMultiCallable[_vector_pb2.SearchRequest, _vector_pb2.SearchResponse]  # type: ignore[assignment]
     """Embeds `query` (unless `vector` is given) and searches with the filter.
     Codes: OK, INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
+    """
+    SearchMany: _aio.UnaryUnaryMultiCallable[_vector_pb2.SearchManyRequest, _vector_pb2.SearchManyResponse]  # type: ignore[assignment]
+    """Several searches with one query in one call: one hit list per filter, in order, each
+    as Search would answer it with that filter (the gateway reads a recall's timeline
+    windows this way). Codes: OK, INVALID_ARGUMENT (tenant, query, vector, limit, filters,
+    filters[i].start), UNAVAILABLE.
     """
     Get: _aio.UnaryUnaryMultiCallable[_vector_pb2.GetRequest, _vector_pb2.GetResponse]  # type: ignore[assignment]
     """Codes: OK, INVALID_ARGUMENT, UNAVAILABLE."""
@@ -179,6 +191,18 @@ class VectorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_vector_pb2.SearchResponse, _abc.Awaitable[_vector_pb2.SearchResponse]]:
         """Embeds `query` (unless `vector` is given) and searches with the filter.
         Codes: OK, INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
+        """
+
+    @_abc_1.abstractmethod
+    def SearchMany(
+        self,
+        request: _vector_pb2.SearchManyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vector_pb2.SearchManyResponse, _abc.Awaitable[_vector_pb2.SearchManyResponse]]:
+        """Several searches with one query in one call: one hit list per filter, in order, each
+        as Search would answer it with that filter (the gateway reads a recall's timeline
+        windows this way). Codes: OK, INVALID_ARGUMENT (tenant, query, vector, limit, filters,
+        filters[i].start), UNAVAILABLE.
         """
 
     @_abc_1.abstractmethod
