@@ -340,6 +340,7 @@ async def main() -> None:
                 "  "
                 + "; ".join(
                     f"{n} {p['duration_s']:.1f}s "
+                    + ("" if p["state"] == "PASS_STATE_SUCCEEDED" else f"{p['state']} ")
                     + " ".join(f"{k}={v}" for k, v in p["changes"].items())
                     for n, p in passes.items()
                 )
