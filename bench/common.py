@@ -107,13 +107,16 @@ async def wait_passes(
     timeout_s: float,
     poll_s: float = 2.0,
     every_s: float = 10.0,
+    idle_grace_s: float = 180.0,
 ) -> dict[str, dict[str, Any]]:
     """Wait until the consolidate worker has no pass running or pending and each scheduled
     pass has finished a run started at or after ``since`` (epoch seconds): a fresh tenant
     gets its first passes within a tick of the ingest, and recall measured beside them
-    measures them too. Returns each pass's last run (state, seconds, changes); a progress
-    line every ``every_s``; TimeoutError after ``timeout_s``."""
-    started = last_print = time.monotonic()
+    measures them too. A pass that has not started after ``idle_grace_s`` with none
+    running (three of the worker's ticks) is taken to be switched off. Returns each pass's
+    last run (state, seconds, changes); a progress line every ``every_s``; TimeoutError
+    after ``timeout_s``."""
+    started = last_print = idle_since = time.monotonic()
     while True:
         status = await admin.ConsolidationStatus(
             admin_pb2.ConsolidationStatusRequest(), metadata=metadata, timeout=30
@@ -128,7 +131,9 @@ async def wait_passes(
             or _seconds(runs[n].last_run.started_at) < since
         ]
         now = time.monotonic()
-        done = not busy and not waiting
+        if busy:
+            idle_since = now
+        done = not busy and (not waiting or now - idle_since >= idle_grace_s)
         if done or now - last_print >= every_s:
             line = ", ".join(
                 f"{n} {p.last_run.phase} {p.last_run.done}/{p.last_run.total}"
@@ -141,6 +146,8 @@ async def wait_passes(
                 flush=True,
             )
             last_print = now
+        if done and waiting:
+            print(f"  passes: {', '.join(waiting)} did not run: taken as switched off", flush=True)
         if done:
             return {
                 n: {
