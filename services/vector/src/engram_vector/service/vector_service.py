@@ -131,8 +131,8 @@ class VectorService(GenerationRouted[VectorIndex]):
     ) -> list[Hit]:
         """Search the live generation by ``vector`` when given, else by the embedding of
         ``query`` with the live generation's model."""
-        [hits] = await self.search_many(tenant, [flt], limit, query=query, vector=vector)
-        return hits
+        values = await self._query_vector(tenant, query, vector)
+        return await (await self._index("")).search(tenant, values, flt, limit)
 
     async def search_many(
         self,
@@ -144,15 +144,18 @@ class VectorService(GenerationRouted[VectorIndex]):
         vector: Sequence[float] = (),
     ) -> list[list[Hit]]:
         """One search per filter with one query: the query is embedded (or checked) once."""
-        live = await self._generations.record()
-        if vector:
-            values = check_vector(vector, live.dimension, "vector")
-        elif query.strip():
-            values = await self.embed_query(tenant, query, live)
-        else:
-            raise InvalidArgument("query", "give a query text or a vector")
+        values = await self._query_vector(tenant, query, vector)
         index = await self._index("")
         return list(await asyncio.gather(*(index.search(tenant, values, f, limit) for f in flts)))
+
+    async def _query_vector(self, tenant: str, query: str, vector: Sequence[float]) -> list[float]:
+        """``vector`` checked against the live generation, else ``query`` embedded by its model."""
+        live = await self._generations.record()
+        if vector:
+            return check_vector(vector, live.dimension, "vector")
+        if query.strip():
+            return await self.embed_query(tenant, query, live)
+        raise InvalidArgument("query", "give a query text or a vector")
 
     async def embed_query(
         self, tenant: str, text: str, live: GenerationRecord | None = None
