@@ -77,7 +77,8 @@ class Normalisation(Enum):
     RAW = "raw"
     # Every stream: 0.5 + z / Z_SPAN floored at 0, z the standard score among the
     # candidates the stream returned; a candidate it did not return gets the stream's
-    # lowest value (it ranked below all of them).
+    # lowest value (it ranked below all of them). When the returned scores do not spread
+    # (one hit, or all equal) each hit is the stream's best, 1, and the others get 0.
     ZSCORE = "zscore"
 
 
@@ -316,7 +317,9 @@ def _normalised_stream(c: Candidate, ctx: _Context, stream: str) -> float:
     if st is None:
         return 0.0
     if ctx.params.normalisation is Normalisation.ZSCORE:
-        return _zscore(st.low if hit is None else hit.score, st)
+        if hit is None:  # the lowest value, unless that is also the best
+            return 0.0 if st.std <= 0.0 else _zscore(st.low, st)
+        return _zscore(hit.score, st)
     if hit is None or st.top <= 0.0:
         return 0.0
     return _clamp(hit.score / st.top)

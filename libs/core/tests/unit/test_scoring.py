@@ -451,6 +451,22 @@ def test_zscore_gives_a_candidate_missing_a_stream_that_streams_floor() -> None:
     assert one[0].components["vector"] == 1.0
 
 
+def test_zscore_gives_nothing_to_a_miss_when_the_stream_has_no_spread() -> None:
+    # BM25 matched one memory of a small tenant: the vector-only candidate has no keyword
+    # match and must not share the hit's 1 (the stream's lowest value is its best here).
+    cands = [
+        cand(mem("hit"), keyword=(2.7, 1), vector=(0.7, 1)),
+        cand(mem("miss"), vector=(0.4, 2)),
+    ]
+    results = run(cands, weights=only(keyword=1.0), normalisation=Normalisation.ZSCORE)
+    assert {r.memory.id: r.components["keyword"] for r in results} == {"hit": 1.0, "miss": 0.0}
+    # Several hits with equal scores: each is the best, a miss still gets nothing.
+    tied = [cand(mem(i), keyword=(1.5, n)) for n, i in enumerate("ab", start=1)]
+    tied.append(cand(mem("c"), vector=(0.9, 1)))
+    ranked = run(tied, weights=only(keyword=1.0), normalisation=Normalisation.ZSCORE)
+    assert {r.memory.id: r.components["keyword"] for r in ranked} == {"a": 1.0, "b": 1.0, "c": 0.0}
+
+
 def test_zscore_keeps_an_outstanding_match_ahead_of_the_merely_good() -> None:
     def keyword_components(scores: list[float]) -> list[float]:
         cands = [cand(mem(f"m{i}"), keyword=(s, i + 1)) for i, s in enumerate(scores)]

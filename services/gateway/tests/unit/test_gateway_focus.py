@@ -95,15 +95,17 @@ async def test_focus_is_part_of_the_recall_cache_key(harness: Any) -> None:
 
 
 async def test_focus_and_recency_bias_over_grpc(client: Any) -> None:
-    _, runbook, unrelated = _corpus(client.harness)
+    strong, runbook, unrelated = _corpus(client.harness)
     request = gateway_pb2.RecallRequest(
         query="deploy",
         focus=common_pb2.Focus(tags=["runbook"], ids=[unrelated.id], pinned=True),
         recency_bias=common_pb2.RECENCY_BIAS_ON,
     )
     reply = await client.stub.Recall(request, metadata=client.auth())
-    # Both match the pinned focus (an id, a tag): first, in score order (id bonus 0.9).
-    assert [r.memory.id for r in reply.results][:2] == [unrelated.id, runbook.id]
+    # Both match the pinned focus (an id, a tag): first, in score order — the runbook also
+    # matches the query — and ahead of the better match that is not in focus.
+    assert [r.memory.id for r in reply.results][:3] == [runbook.id, unrelated.id, strong.id]
+    assert reply.results[1].score < reply.results[2].score
     [call] = client.harness.ranker.calls
     assert call["focus"] == Focus(tags=("runbook",), ids=(unrelated.id,), pinned=True)
     assert call["recency_bias"] is RecencyBias.ON
