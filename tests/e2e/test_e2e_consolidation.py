@@ -200,6 +200,50 @@ async def test_associate_links_near_duplicates_through_the_log(api: Api) -> None
     assert (b, "SIMILAR_TO") in [(r.memory.id, r.type) for r in related.related]
 
 
+async def test_scheduled_associate_runs_are_skipped_while_the_tenant_is_unchanged(
+    api: Api, quiet_worker: DevStack
+) -> None:
+    stack = quiet_worker
+    calm = dict(stack.env)
+    mode = admin_pb2.CONSOLIDATION_MODE_ASSOCIATE
+    every_2s = {
+        **calm,
+        "ENGRAM_CONSOLIDATE_SCHEDULE__ASSOCIATE_INTERVAL_S": "2",
+        "ENGRAM_CONSOLIDATE_SCHEDULE__TICK_S": "0.5",
+    }
+    before = (await pass_status(api, mode)).last_run.run_id
+    restart_worker(stack, every_2s)
+    try:
+        skipped = None
+        for _ in range(300):  # a run or two (the tenant moved since), then skips
+            run = (await pass_status(api, mode)).last_run
+            if run.run_id != before and run.HasField("unchanged_checked_at"):
+                skipped = run
+                break
+            await asyncio.sleep(0.1)
+        assert skipped is not None, "no scheduled associate run was skipped"
+        assert skipped.state == admin_pb2.PASS_STATE_SUCCEEDED
+        assert ts_from_proto(skipped.unchanged_checked_at) > ts_from_proto(skipped.finished_at)
+
+        # A new memory moves the tenant: the next due run runs.
+        reply = await api.memory.Store(
+            gateway_pb2.StoreRequest(
+                memory=common_pb2.MemoryInput(content="Mira pinned the browser version.")
+            ),
+            metadata=AUTH,
+        )
+        await wait_for_watermark(api.memory, reply.sequence)
+        for _ in range(300):
+            run = (await pass_status(api, mode)).last_run
+            if run.run_id != skipped.run_id and run.state == admin_pb2.PASS_STATE_SUCCEEDED:
+                break
+            await asyncio.sleep(0.1)
+        assert run.run_id != skipped.run_id
+        assert ts_from_proto(run.started_at) > ts_from_proto(skipped.unchanged_checked_at)
+    finally:
+        restart_worker(stack, calm)
+
+
 async def test_a_worker_killed_mid_pass_resumes_without_double_effects(
     api: Api, quiet_worker: DevStack
 ) -> None:

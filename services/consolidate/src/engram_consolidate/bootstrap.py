@@ -22,7 +22,12 @@ from engram_clients.graph import GraphClient
 from engram_clients.lexical import LexicalClient
 from engram_clients.vector import VectorClient
 from engram_consolidate.adapters.checkpoints import KvCheckpoints, open_bucket
-from engram_consolidate.adapters.log import LogEvents, LogTenants, ensure_request_stream
+from engram_consolidate.adapters.log import (
+    LogEvents,
+    LogMarks,
+    LogTenants,
+    ensure_request_stream,
+)
 from engram_consolidate.adapters.state import (
     KvKeeperCheckpoints,
     NatsKeeperSource,
@@ -50,7 +55,7 @@ from engram_consolidate.service import (
     pass_factory,
 )
 from engram_consolidate.service.passes.base import Pass
-from engram_consolidate.service.ports import AccessStore, AccessWriter
+from engram_consolidate.service.ports import AccessStore, AccessWriter, ChangeMarks
 from engram_consolidate.service.rebuild import (
     Generational,
     Maintenance,
@@ -146,6 +151,7 @@ def build(
     clock: Callable[[], datetime] = utcnow,
     ids: Callable[[], str] = new_id,
     maintenance: Callable[[Stores], Maintenance] | None = None,
+    marks: ChangeMarks | None = None,
 ) -> Consolidate:
     channels = Channels(settings.max_message_bytes)
     closers: list[Callable[[], Awaitable[None]]] = []
@@ -193,6 +199,7 @@ def build(
             samples=settings.samples,
         ),
         clock,
+        marks=marks,
     )
     extra: Callable[[Key], Pass | None] | None = None
     if maintenance is not None:
@@ -318,6 +325,7 @@ async def open_consolidate(settings: Settings, js: JetStreamContext) -> Consolid
         maintenance=lambda stores: open_maintenance(
             settings, stores, state, tenants, vector, lexical, graph
         ),
+        marks=LogMarks(js),
     )
     built.closers.append(channels.close)
     if settings.state.enabled:

@@ -122,13 +122,16 @@ _STATES = {
 _STATES_BACK = {v: k for k, v in _STATES.items()}
 
 
-_TimeField = Literal["now", "started_at", "finished_at", "heartbeat_at", "requested_at"]
+_TimeField = Literal[
+    "now", "started_at", "finished_at", "heartbeat_at", "requested_at", "checked_at"
+]
 _TIME_FIELDS: tuple[_TimeField, ...] = (
     "now",
     "started_at",
     "finished_at",
     "heartbeat_at",
     "requested_at",
+    "checked_at",
 )
 
 
@@ -157,6 +160,7 @@ def record_to_bytes(r: RunRecord) -> bytes:
         pending_run_id=r.pending_run_id,
         params=r.params,
         pending_params=r.pending_params,
+        input_mark=r.input_mark,
     )
     setattr(msg, "pass", r.key.pass_name.value)
     for name in _TIME_FIELDS:
@@ -189,4 +193,6 @@ def record_from_bytes(key: Key, data: bytes) -> RunRecord:
         requested_at=_ts(msg, "requested_at"),
         params=msg.params,
         pending_params=msg.pending_params,
+        input_mark=msg.input_mark,
+        checked_at=_ts(msg, "checked_at"),
     )

@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig
 
 from engram.events.v1 import events_pb2
 from engram_consolidate.adapters.checkpoints import KvCheckpoints, open_bucket
 from engram_consolidate.adapters.log import (
     STREAM_CONSOLIDATE,
     LogEvents,
+    LogMarks,
     LogTenants,
     ensure_request_stream,
 )
@@ -52,7 +54,16 @@ async def test_checkpoints_compare_and_set(js: JetStreamContext) -> None:
     assert await checkpoints.get(key) is None
     assert await checkpoints.keys() == set()
 
-    record = RunRecord(key, "r1", RunState.RUNNING, now=NOW, started_at=NOW, cursor="c")
+    record = RunRecord(
+        key,
+        "r1",
+        RunState.RUNNING,
+        now=NOW,
+        started_at=NOW,
+        cursor="c",
+        input_mark=41,
+        checked_at=NOW - timedelta(hours=1),
+    )
     first = await checkpoints.put(record, None)
     with pytest.raises(FenceLost):
         await checkpoints.put(record, None)  # created by someone else meanwhile
@@ -74,6 +85,30 @@ async def test_tenants_come_from_the_memory_stream(js: JetStreamContext) -> None
         await jsm.publish(js, jsm.subject(tenant, jsm.MEMORY_STORED), b"", msg_id=f"m{n}")
     await jsm.publish(js, jsm.subject("initech", jsm.MEMORY_DELETED), b"", msg_id="d")
     assert await LogTenants(js).tenants() == {"acme", "globex"}
+
+
+async def test_a_tenants_mark_is_its_newest_event_once_ingest_applied_it(
+    js: JetStreamContext,
+) -> None:
+    marks = LogMarks(js)
+    assert await marks.applied_mark("acme") == 0  # no event yet
+    sub = await js.pull_subscribe(
+        "",
+        durable=jsm.DURABLE_INGEST,
+        stream=jsm.STREAM_MEMORY,
+        config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT),
+    )
+    await jsm.publish(js, jsm.subject("acme", jsm.MEMORY_STORED), b"", msg_id="m1")
+    await jsm.publish(js, jsm.subject("globex", jsm.MEMORY_STORED), b"", msg_id="m2")
+    await jsm.publish(js, jsm.subject("acme", jsm.RELATION_ADDED), b"", msg_id="r3")
+    assert await marks.applied_mark("acme") == 0  # logged, not applied
+    first, second, third = await sub.fetch(3, timeout=5)
+    await first.ack_sync()
+    await second.ack_sync()
+    # Ingest has applied globex's only event, but not acme's newest (a relation).
+    assert (await marks.applied_mark("globex"), await marks.applied_mark("acme")) == (2, 0)
+    await third.ack_sync()
+    assert await marks.applied_mark("acme") == 3
 
 
 async def test_events_are_the_gateways_and_a_repeated_id_is_dropped(js: JetStreamContext) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -27,6 +28,7 @@ from engram_consolidate.service import (
     pass_names,
 )
 from engram_consolidate.service.scheduler import due
+from engram_core.errors import Unavailable
 from engram_core.model import Memory
 from engram_platform.coordination import MemoryLease
 
@@ -50,8 +52,28 @@ class Clock:
         return self.now
 
 
+class Marks:
+    """The tenant's applied log position: every write to the fake stores moves it (the
+    world applies at once; events the passes publish count once ``apply_log`` runs)."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.down = False
+
+    async def applied_mark(self, tenant: str) -> int:
+        if self.down:
+            raise Unavailable("log down")
+        return self.world.version
+
+
 def scheduler(
-    world: World, clock: Clock, *, max_concurrent: int = 4, lease: MemoryLease | None = None
+    world: World,
+    clock: Clock,
+    *,
+    max_concurrent: int = 4,
+    lease: MemoryLease | None = None,
+    intervals: Mapping[PassName, float] = DECAY_ONLY,
+    marks: Marks | None = None,
 ) -> Scheduler:
     stores = Stores(world.vector, world.lexical, world.graph, world.log, 5.0, 2)
     runner = PassRunner(
@@ -60,6 +82,7 @@ def scheduler(
         "h1",
         RunnerConfig(retry_base_s=0.001),
         clock,
+        marks=marks,
     )
     ids = (f"sched-{n}" for n in itertools.count(1))
     return Scheduler(
@@ -67,7 +90,7 @@ def scheduler(
         pass_factory(stores, PassSettings()),
         world.checkpoints,
         world.tenants(),
-        Schedule(tick_s=60, intervals=DECAY_ONLY, max_concurrent=max_concurrent),
+        Schedule(tick_s=60, intervals=intervals, max_concurrent=max_concurrent),
         clock,
         lambda: next(ids),
     )
@@ -99,6 +122,10 @@ def test_due() -> None:
     assert not due(done, 3600, 600, NOW + timedelta(seconds=3599))
     assert due(done, 3600, 600, NOW + timedelta(seconds=3600))
     assert due(failed, 3600, 600, NOW + timedelta(seconds=600))
+    # A run skipped half an hour later (the tenant unchanged): the interval counts from it.
+    checked = replace(done, checked_at=NOW + timedelta(seconds=1800))
+    assert not due(checked, 3600, 600, NOW + timedelta(seconds=5399))
+    assert due(checked, 3600, 600, NOW + timedelta(seconds=5400))
 
 
 async def test_a_tick_runs_due_passes_once_per_interval(world: World) -> None:
@@ -123,6 +150,91 @@ async def test_a_tick_runs_due_passes_once_per_interval(world: World) -> None:
     clock.now = NOW + timedelta(days=1, minutes=1)
     await tick(s)
     assert world.checkpoints.record(key).run_id != "sched-1"
+
+
+HOURLY_ASSOCIATE = {**DECAY_ONLY, PassName.DECAY: 0.0, PassName.ASSOCIATE: 3600.0}
+
+
+async def test_a_scheduled_associate_run_over_an_unchanged_tenant_is_skipped(
+    world: World,
+) -> None:
+    await stocked(world)  # three memories with one vector: SIMILAR_TO edges to propose
+    clock = Clock()
+    s = scheduler(world, clock, intervals=HOURLY_ASSOCIATE, marks=Marks(world))
+    key = Key(world.tenant, PassName.ASSOCIATE)
+
+    await tick(s)
+    first = world.checkpoints.record(key)
+    assert (first.run_id, first.state, first.input_mark) == ("sched-1", RunState.SUCCEEDED, 3)
+    assert world.log.of("relation_added")
+    await world.apply_log()  # ingest applies the edges: the tenant moved
+
+    clock.now = NOW + timedelta(hours=1)
+    await tick(s)  # changed since sched-1 began: it runs, and finds nothing to write
+    second = world.checkpoints.record(key)
+    assert (second.run_id, second.input_mark) == ("sched-2", world.version)
+    assert not {c.kind for c in second.changes} & {"similar_to_created", "preceded_by_created"}
+
+    scans = len(world.vector.scans)
+    clock.now = NOW + timedelta(hours=2)
+    await tick(s)  # unchanged since sched-2 began: skipped, nothing read
+    skipped = world.checkpoints.record(key)
+    assert len(world.vector.scans) == scans
+    assert skipped == replace(second, checked_at=clock.now)
+    assert s.finished[-1].run_id == "sched-2"
+
+    clock.now = NOW + timedelta(hours=2, minutes=59)
+    await tick(s)  # the interval counts from the check
+    assert world.checkpoints.record(key).checked_at == NOW + timedelta(hours=2)
+
+    await world.put(
+        Memory(id="00000000-0000-7000-8000-000000000009", tenant=world.tenant, content="new")
+    )
+    clock.now = NOW + timedelta(hours=3)
+    await tick(s)  # a new memory: the run is due and runs
+    third = world.checkpoints.record(key)
+    assert (third.state, third.checked_at) == (RunState.SUCCEEDED, None)
+    assert third.run_id not in {"sched-1", "sched-2"}
+    assert len(world.vector.scans) > scans
+
+
+async def test_requested_runs_decay_and_an_unknown_position_are_never_skipped(
+    world: World,
+) -> None:
+    await stocked(world)
+    clock = Clock()
+    marks = Marks(world)
+    hourly = {**HOURLY_ASSOCIATE, PassName.DECAY: 3600.0}
+    s = scheduler(world, clock, intervals=hourly, marks=marks)
+    associate, decay = Key(world.tenant, PassName.ASSOCIATE), Key(world.tenant, PassName.DECAY)
+    await tick(s)
+    await world.apply_log()
+    clock.now = NOW + timedelta(hours=1)
+    await tick(s)  # both run again and read the tenant as it now is
+    assert world.checkpoints.record(associate).input_mark == world.version
+    assert world.checkpoints.record(decay).input_mark == 0  # decay ages with the clock
+    decayed = world.checkpoints.record(decay).run_id
+
+    await s.request(Request(world.tenant, "asked", (PassName.ASSOCIATE,), False, clock.now))
+    await tick(s)  # an operator asked: it runs though nothing changed
+    assert world.checkpoints.record(associate).run_id == "asked"
+
+    clock.now = NOW + timedelta(hours=2, minutes=1)
+    marks.down = True  # the position cannot be read: run rather than guess
+    await tick(s)
+    ran = world.checkpoints.record(associate)
+    assert (ran.trigger, ran.input_mark, ran.checked_at) == (Trigger.SCHEDULE, 0, None)
+    assert world.checkpoints.record(decay).run_id != decayed  # decay is never skipped
+    marks.down = False
+    clock.now = NOW + timedelta(hours=3, minutes=2)
+    await tick(s)  # the last run's position was unknown: this one runs too
+    last = world.checkpoints.record(associate)
+    assert last.run_id != ran.run_id
+    decayed = world.checkpoints.record(decay).run_id
+    clock.now = NOW + timedelta(hours=4, minutes=3)
+    await tick(s)  # nothing changed: associate is skipped, decay runs all the same
+    assert world.checkpoints.record(associate) == replace(last, checked_at=clock.now)
+    assert world.checkpoints.record(decay).run_id != decayed
 
 
 async def test_a_request_runs_its_passes_with_its_run_id_once(world: World) -> None:

@@ -79,7 +79,10 @@ def _with_times(msg: _RunT, run: PassRun) -> _RunT:
 
 
 def pass_run_to_proto(run: PassRun) -> admin_pb2.PassRun:
-    return _with_times(admin_pb2.PassRun(mode=_MODE_OF[run.pass_name], **_run_fields(run)), run)
+    msg = _with_times(admin_pb2.PassRun(mode=_MODE_OF[run.pass_name], **_run_fields(run)), run)
+    if run.unchanged_checked_at is not None:
+        msg.unchanged_checked_at.CopyFrom(ts_to_proto(run.unchanged_checked_at))
+    return msg
 
 
 def consolidation_to_proto(out: Consolidation) -> admin_pb2.ConsolidateResponse:

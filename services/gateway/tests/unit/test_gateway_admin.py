@@ -23,7 +23,7 @@ from engram_gateway.auth import Authenticator
 from engram_gateway.bootstrap import build_admin
 from engram_gateway.service.admin import PASSES, Change, PassRun, PassStatus, RunState
 from engram_platform import jetstream
-from engram_platform.convert import ts_to_proto
+from engram_platform.convert import ts_from_proto, ts_to_proto
 from engram_platform.errors import FIELD_KEY
 from engram_platform.nats_server import NatsServer, start_nats
 from engram_platform.settings import NatsSettings
@@ -238,9 +238,19 @@ async def test_status_shows_each_pass(admin: Admin) -> None:
         changes=(Change("relevance", 400, ("x",)),),
         resumes=1,
     )
+    # Associate found the tenant unchanged when its next run was due, and skipped it.
+    unchanged = PassRun(
+        "associate",
+        "r7",
+        RunState.SUCCEEDED,
+        started_at=NOW - timedelta(hours=2),
+        finished_at=NOW - timedelta(hours=2) + timedelta(seconds=30),
+        unchanged_checked_at=NOW - timedelta(minutes=50),
+    )
     admin.control.statuses["acme"] = [
         PassStatus("decay", last_run=running, pending_run_id="r10"),
-        *(PassStatus(p) for p in PASSES[1:]),
+        PassStatus("associate", last_run=unchanged),
+        *(PassStatus(p) for p in PASSES[2:]),
     ]
     reply = await admin.stub.ConsolidationStatus(
         admin_pb2.ConsolidationStatusRequest(), metadata=ADMIN
@@ -265,7 +275,11 @@ async def test_status_shows_each_pass(admin: Admin) -> None:
     )
     assert run.duration_s == 5.0  # so far, by the gateway's clock
     assert not run.HasField("finished_at")
-    assert not reply.passes[1].HasField("last_run")
+    assert not run.HasField("unchanged_checked_at")
+    associate = reply.passes[1].last_run
+    assert associate.run_id == "r7"
+    assert ts_from_proto(associate.unchanged_checked_at) == NOW - timedelta(minutes=50)
+    assert not reply.passes[2].HasField("last_run")
 
 
 async def test_the_log_down_is_unavailable(admin: Admin) -> None:
@@ -319,6 +333,7 @@ async def test_nats_control_publishes_requests_and_reads_records(nats_server: Na
             total=10,
             changes=[events_pb2.ConsolidationChange(kind="relevance", count=7, sample=["m1"])],
             pending_run_id="r2",
+            checked_at=ts_to_proto(NOW + timedelta(hours=1)),
         )
         await kv.put("run.acme.decay", record.SerializeToString())
         control = NatsConsolidation(js, 2.0)
@@ -353,6 +368,7 @@ async def test_nats_control_publishes_requests_and_reads_records(nats_server: Na
         done=10,
         total=10,
         changes=(Change("relevance", 7, ("m1",)),),
+        unchanged_checked_at=NOW + timedelta(hours=1),
     )
     assert statuses[1].last_run is None
 

@@ -154,3 +154,23 @@ class LogTenants:
             raise Unavailable(f"cannot list the log's tenants: {exc}") from exc
         subjects = info.state.subjects or {}
         return {parts[1] for s in subjects if len(parts := s.split(".")) == 4}
+
+
+class LogMarks:
+    """A tenant's applied log position: the sequence of its newest event on the memory
+    stream (``engram.<tenant>.*.v1``: memories and relations), once the ingest consumer's
+    ack floor — the sequence at and below which every store has applied every event —
+    has reached it."""
+
+    def __init__(self, js: JetStreamContext) -> None:
+        self._js = js
+
+    async def applied_mark(self, tenant: str) -> int:
+        try:
+            newest = await self._js.get_last_msg(jsm.STREAM_MEMORY, jsm.subject(tenant, "*"))
+        except NotFoundError:
+            return 0  # no event of the tenant
+        except Exception as exc:
+            raise Unavailable(f"cannot read the log position of {tenant}: {exc}") from exc
+        seq = int(newest.seq or 0)
+        return seq if await jsm.watermark(self._js) >= seq else 0

@@ -93,3 +93,11 @@ class TenantSource(Protocol):
     async def tenants(self) -> set[str]:
         """Every tenant that has stored a memory."""
         ...
+
+
+class ChangeMarks(Protocol):
+    async def applied_mark(self, tenant: str) -> int:
+        """The log sequence of the tenant's newest memory or relation event once ingest
+        has applied it to every store; 0 when the tenant has none or it is not applied yet
+        (the passes then cannot tell the tenant is unchanged)."""
+        ...

@@ -42,6 +42,10 @@ REBUILDS: tuple[PassName, ...] = (
     PassName.REBUILD_LEXICAL,
     PassName.REBUILD_GRAPH,
 )
+# Passes whose result depends only on the tenant's memories and relations, not on the
+# clock (decay and forget age with it): a scheduled run of one over a tenant that has not
+# changed since its last successful run began would write nothing, so it is skipped.
+UNCHANGED_SKIPS: frozenset[PassName] = frozenset({PassName.ASSOCIATE, PassName.CLUSTER})
 # The tenant token of the records of runs over every tenant (rebuilds): valid in KV keys
 # and lease names, never a tenant (tenants match [A-Za-z0-9_-]).
 GLOBAL = EVERY_TENANT
@@ -116,6 +120,16 @@ class RunRecord:
     requested_at: datetime | None = None
     params: str = ""  # the run's parameters and what it learnt so far (JSON, the pass's own)
     pending_params: str = ""  # those of the pending request
+    # The tenant's applied log position when the run began (ChangeMarks; 0: not known).
+    input_mark: int = 0
+    checked_at: datetime | None = None  # a scheduled run was last skipped then (unchanged)
+
+    @property
+    def last_active(self) -> datetime | None:
+        """When the run finished, or a later skipped one was due: what intervals count from."""
+        if self.finished_at is None or self.checked_at is None:
+            return self.finished_at
+        return max(self.finished_at, self.checked_at)
 
     def with_pending(self, run_id: str, at: datetime, params: str = "") -> RunRecord:
         return replace(self, pending_run_id=run_id, requested_at=at, pending_params=params)

@@ -10,6 +10,10 @@
   most one step — of the same writes, as both use the run's ``now``.
 - **Resume**: a record left RUNNING (its holder died or stopped) is continued by whoever
   takes the lease next: same run id, same ``now``, from the checkpointed cursor.
+- **Unchanged tenants**: a pass of ``UNCHANGED_SKIPS`` records the tenant's applied log
+  position (``ChangeMarks``) when it starts; a scheduled run that finds the position where
+  the last successful run found it does not run (it would write nothing) and only notes the
+  check (``checked_at``). Requested and dry runs always run.
 - **Failures**: a retriable error (a store or the log down) redoes the step from the last
   checkpoint after a backoff, ``step_retries`` times; then the run is FAILED, and the
   scheduler starts a new one later.
@@ -27,8 +31,15 @@ from datetime import datetime
 from typing import Any
 
 from engram_consolidate.service.passes.base import Pass, Run
-from engram_consolidate.service.ports import Checkpoints, FenceLost
-from engram_consolidate.service.records import Key, RunRecord, RunState, Tally, Trigger
+from engram_consolidate.service.ports import ChangeMarks, Checkpoints, FenceLost
+from engram_consolidate.service.records import (
+    UNCHANGED_SKIPS,
+    Key,
+    RunRecord,
+    RunState,
+    Tally,
+    Trigger,
+)
 from engram_core.errors import RETRIABLE
 from engram_core.ports import Lease
 
@@ -78,8 +89,10 @@ class PassRunner:
         clock: Callable[[], datetime],
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         monotonic: Callable[[], float] = time.monotonic,
+        marks: ChangeMarks | None = None,
     ) -> None:
         self._checkpoints = checkpoints
+        self._marks = marks
         self._monotonic = monotonic
         self._lease = lease
         self._holder = holder
@@ -154,6 +167,16 @@ class PassRunner:
             start = decide(record)
             if start is None:
                 return None
+            mark = await self._mark(key)
+            if record is not None and _unchanged(record, start, mark):
+                await self._checkpoints.put(replace(record, checked_at=now), revision)
+                log.info(
+                    "%s: tenant unchanged since run %s (log position %d); skipped",
+                    key,
+                    record.run_id,
+                    mark,
+                )
+                return None
             base = record or RunRecord(key)
             pending = "" if base.pending_run_id == start.run_id else base.pending_run_id
             requested = base.pending_params if base.pending_run_id == start.run_id else ""
@@ -178,11 +201,33 @@ class PassRunner:
                 requested_at=base.requested_at if pending else None,
                 params=requested,
                 pending_params=base.pending_params if pending else "",
+                input_mark=mark,
+                checked_at=None,
             )
             log.info("%s: run %s starts (%s)", key, start.run_id, start.trigger.value)
         revision = await self._checkpoints.put(record, revision)
         job = _Job(self, key, make(), record, revision, stop, lost)
         return await job.run()
+
+    async def _mark(self, key: Key) -> int:
+        """The tenant's applied log position for a pass that may skip (0: not known)."""
+        if self._marks is None or key.dry_run or key.pass_name not in UNCHANGED_SKIPS:
+            return 0
+        try:
+            return await self._marks.applied_mark(key.tenant)
+        except Exception as exc:  # the run goes ahead: skipping is only a saving
+            log.warning("%s: cannot read the tenant's log position: %s", key, exc)
+            return 0
+
+
+def _unchanged(record: RunRecord, start: Start, mark: int) -> bool:
+    """Whether a scheduled run would read what the last successful run read."""
+    return (
+        start.trigger is Trigger.SCHEDULE
+        and record.state is RunState.SUCCEEDED
+        and mark > 0
+        and record.input_mark == mark
+    )
 
 
 class _Job:

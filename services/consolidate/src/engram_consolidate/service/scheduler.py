@@ -9,7 +9,10 @@ every known tenant — the tenants of the log, plus those with a record — in r
    its holder died or stopped);
 2. a request waiting (``pending_run_id``) → start it;
 3. otherwise, if the pass has an interval (0 = off) and its last run finished at least
-   that long ago (a failed one: ``failure_retry_s``), or it never ran → start a new run.
+   that long ago (a failed one: ``failure_retry_s``), or it never ran → start a new run —
+   unless the pass reads only memories and relations (associate, cluster) and the tenant
+   is where the last successful run found it (the runner checks, under the lease): then
+   the record notes the check and the interval counts from it.
 
 Dry runs have records of their own (``Key.dry_run``) and only run on request. At most
 ``max_concurrent`` runs at a time per replica; what does not fit waits for a later tick.
@@ -74,10 +77,11 @@ def due(record: RunRecord | None, interval_s: float, failure_retry_s: float, now
     """Whether a scheduled run of a pass with ``interval_s`` (0 = off) is due at ``now``."""
     if interval_s <= 0:
         return False
-    if record is None or record.state is RunState.NEVER or record.finished_at is None:
+    last = None if record is None or record.state is RunState.NEVER else record.last_active
+    if record is None or last is None:
         return True
     wait = failure_retry_s if record.state is RunState.FAILED else interval_s
-    return record.finished_at + timedelta(seconds=wait) <= now
+    return last + timedelta(seconds=wait) <= now
 
 
 class Scheduler:

@@ -52,6 +52,7 @@ def _run(pass_name: str, msg: events_pb2.ConsolidationRun) -> PassRun | None:
         error=msg.error,
         resumes=msg.resumes,
         params=msg.params,
+        unchanged_checked_at=ts_from_proto(msg.checked_at) if msg.HasField("checked_at") else None,
     )
 
 

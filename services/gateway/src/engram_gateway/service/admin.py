@@ -66,6 +66,8 @@ class PassRun:
     error: str = ""
     resumes: int = 0
     params: str = ""  # JSON: a rebuild's generation, previous generation, embedding_model
+    # associate, cluster: a scheduled run was last skipped then, the tenant unchanged
+    unchanged_checked_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

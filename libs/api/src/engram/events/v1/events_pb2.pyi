@@ -388,6 +388,8 @@ class ConsolidationRun(_message.Message):
     REQUESTED_AT_FIELD_NUMBER: _builtins.int
     PARAMS_FIELD_NUMBER: _builtins.int
     PENDING_PARAMS_FIELD_NUMBER: _builtins.int
+    INPUT_MARK_FIELD_NUMBER: _builtins.int
+    CHECKED_AT_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     tenant: _builtins.str
     state: Global___RunState.ValueType
@@ -414,6 +416,10 @@ class ConsolidationRun(_message.Message):
     """the run's parameters and progress state (JSON)"""
     pending_params: _builtins.str
     """the parameters of the pending request"""
+    input_mark: _builtins.int
+    """The tenant's log position its stores had applied when the run began (the sequence of
+    its newest memory or relation event; 0: not known, or not all applied yet).
+    """
     @_builtins.property
     def now(self) -> _timestamp_pb2.Timestamp:
         """the run's clock: a resumed run computes the same"""
@@ -428,6 +434,12 @@ class ConsolidationRun(_message.Message):
     def heartbeat_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def requested_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def checked_at(self) -> _timestamp_pb2.Timestamp:
+        """The last time a scheduled run of a pass that reads only memories and relations
+        (associate, cluster) was due and skipped: the tenant was still at input_mark.
+        """
+
     def __init__(
         self,
         *,
@@ -452,10 +464,12 @@ class ConsolidationRun(_message.Message):
         requested_at: _timestamp_pb2.Timestamp | None = ...,
         params: _builtins.str = ...,
         pending_params: _builtins.str = ...,
+        input_mark: _builtins.int = ...,
+        checked_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "heartbeat_at", b"heartbeat_at", "now", b"now", "requested_at", b"requested_at", "started_at", b"started_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["checked_at", b"checked_at", "finished_at", b"finished_at", "heartbeat_at", b"heartbeat_at", "now", b"now", "requested_at", b"requested_at", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "cursor", b"cursor", "done", b"done", "dry_run", b"dry_run", "error", b"error", "finished_at", b"finished_at", "heartbeat_at", b"heartbeat_at", "holder", b"holder", "now", b"now", "params", b"params", "pass", b"pass", "pending_params", b"pending_params", "pending_run_id", b"pending_run_id", "phase", b"phase", "requested_at", b"requested_at", "resumes", b"resumes", "run_id", b"run_id", "started_at", b"started_at", "state", b"state", "tenant", b"tenant", "total", b"total", "trigger", b"trigger"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "checked_at", b"checked_at", "cursor", b"cursor", "done", b"done", "dry_run", b"dry_run", "error", b"error", "finished_at", b"finished_at", "heartbeat_at", b"heartbeat_at", "holder", b"holder", "input_mark", b"input_mark", "now", b"now", "params", b"params", "pass", b"pass", "pending_params", b"pending_params", "pending_run_id", b"pending_run_id", "phase", b"phase", "requested_at", b"requested_at", "resumes", b"resumes", "run_id", b"run_id", "started_at", b"started_at", "state", b"state", "tenant", b"tenant", "total", b"total", "trigger", b"trigger"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -445,6 +445,7 @@ class PassRun(_message.Message):
     CHANGES_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     RESUMES_FIELD_NUMBER: _builtins.int
+    UNCHANGED_CHECKED_AT_FIELD_NUMBER: _builtins.int
     mode: Global___ConsolidationMode.ValueType
     """the pass (never ALL)"""
     run_id: _builtins.str
@@ -472,6 +473,12 @@ class PassRun(_message.Message):
 
     @_builtins.property
     def changes(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConsolidationChange]: ...
+    @_builtins.property
+    def unchanged_checked_at(self) -> _timestamp_pb2.Timestamp:
+        """associate and cluster: the last time a scheduled run was due and skipped because the
+        tenant had not changed since this run began (unset: none skipped since)
+        """
+
     def __init__(
         self,
         *,
@@ -489,10 +496,11 @@ class PassRun(_message.Message):
         changes: _abc.Iterable[Global___ConsolidationChange] | None = ...,
         error: _builtins.str = ...,
         resumes: _builtins.int = ...,
+        unchanged_checked_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "started_at", b"started_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "started_at", b"started_at", "unchanged_checked_at", b"unchanged_checked_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "done", b"done", "dry_run", b"dry_run", "duration_s", b"duration_s", "error", b"error", "finished_at", b"finished_at", "mode", b"mode", "phase", b"phase", "resumes", b"resumes", "run_id", b"run_id", "started_at", b"started_at", "state", b"state", "total", b"total", "trigger", b"trigger"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "done", b"done", "dry_run", b"dry_run", "duration_s", b"duration_s", "error", b"error", "finished_at", b"finished_at", "mode", b"mode", "phase", b"phase", "resumes", b"resumes", "run_id", b"run_id", "started_at", b"started_at", "state", b"state", "total", b"total", "trigger", b"trigger", "unchanged_checked_at", b"unchanged_checked_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
