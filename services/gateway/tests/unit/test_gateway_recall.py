@@ -280,6 +280,33 @@ async def test_recall_cache_is_invalidated_by_a_write(client: Any) -> None:
     assert searches() == 3  # the second globex recall was still cached
 
 
+async def test_a_write_is_recalled_once_applied_not_a_cached_answer_from_before(
+    client: Any,
+) -> None:
+    h = client.harness
+    seed(h)
+    await client.stub.Recall(recall(), metadata=client.auth())  # cached
+    h.log.apply, h.log.auto_watermark = False, False  # ingest is behind
+    stored = await client.stub.Store(
+        gateway_pb2.StoreRequest(memory=common_pb2.MemoryInput(content="sarah drinks tea daily")),
+        metadata=client.auth(),
+    )
+    before = await client.stub.Recall(recall(), metadata=client.auth())
+    assert stored.id not in [r.memory.id for r in before.results]  # not applied yet
+    assert stream_searches(h) == 2
+    again = await client.stub.Recall(recall(), metadata=client.auth())
+    assert stream_searches(h) == 3  # that answer lacked the write: it was not cached
+
+    [event] = h.log.of("stored")  # ingest catches up
+    h.log._apply(event.event, event.env, event.sequence, event.payload)
+    h.log.applied = h.log.last
+    after = await client.stub.Recall(recall(), metadata=client.auth())
+    assert stored.id in [r.memory.id for r in after.results]
+    assert [r.memory.id for r in again.results] != [r.memory.id for r in after.results]
+    await client.stub.Recall(recall(), metadata=client.auth())
+    assert stream_searches(h) == 4  # computed once applied: cached again
+
+
 async def test_degraded_answers_are_not_cached(client: Any) -> None:
     h = client.harness
     seed(h)

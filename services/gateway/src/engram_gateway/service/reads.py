@@ -447,10 +447,17 @@ class Reader:
         started = time.perf_counter()
         plan = self._plan(req)
         key = self._recall_cache.key(tenant, plan.fingerprint())
-        result = await self._recall_cache.get(key, plan.min_sequence)
+        # Not an answer from before this gateway's own writes were applied (recall_cache).
+        written = self._recall_cache.written(tenant)
+        result = await self._recall_cache.get(key, max(plan.min_sequence, written))
         if result is None:
             epoch = self._recall_cache.epoch(tenant)
-            watermark = await self._wait(plan.min_sequence, deadline) if plan.min_sequence else 0
+            if plan.min_sequence:
+                watermark = await self._wait(plan.min_sequence, deadline)
+            elif written:
+                watermark = await self._applied()
+            else:
+                watermark = 0
             async with self._admission.turn(tenant, deadline) as waited:
                 annotate("engram.recall.queue_wait_s", waited)
                 if plan.sort is not None:
@@ -462,6 +469,14 @@ class Reader:
         result = replace(result, query_ms=(time.perf_counter() - started) * 1000.0)
         self._access.record(tenant, [s.memory.id for s in result.results])
         return result
+
+    async def _applied(self) -> int:
+        """The watermark now, 0 when it cannot be read (the answer is then not cached)."""
+        try:
+            return await self._watermark.get()
+        except Unavailable as exc:
+            log.warning("watermark read failed: %s", exc)
+            return 0
 
     async def _wait(self, min_sequence: int, deadline: Deadline) -> int:
         seen = 0

@@ -3,6 +3,15 @@
 An entry remembers the watermark it was computed at, so a recall asking for a newer
 ``min_sequence`` does not get an answer from before it. A per-tenant epoch, bumped by
 each write, stops a recall that raced a write from caching what it saw before it.
+
+A write is logged before ingest applies it, so a recall in between reads the stores
+without it. The cache remembers the newest sequence this gateway wrote for each tenant
+(``written``): until the watermark covers it an answer is not cached, and an entry
+computed at an older watermark is not served — an agent that stores a fact and asks
+about it a moment later gets it as soon as it is applied, not a cached answer from
+before. (A write through another gateway replica only drops the shared entries: there a
+recall may see an answer from before it for up to the TTL, unless it asks for the
+write's ``min_sequence``.)
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ class RecallCache:
         self._codec = codec
         self._ttl = ttl_s
         self._epochs: defaultdict[str, int] = defaultdict(int)
+        self._written: defaultdict[str, int] = defaultdict(int)
 
     @property
     def enabled(self) -> bool:
@@ -43,6 +53,10 @@ class RecallCache:
 
     def epoch(self, tenant: str) -> int:
         return self._epochs[tenant]
+
+    def written(self, tenant: str) -> int:
+        """The newest log sequence this gateway wrote for ``tenant`` (0: none yet)."""
+        return self._written[tenant]
 
     async def get(self, key: str, min_sequence: int) -> RecallResult | None:
         if not self.enabled:
@@ -66,7 +80,11 @@ class RecallCache:
     async def put(
         self, tenant: str, key: str, epoch: int, watermark: int, result: RecallResult
     ) -> None:
+        """Cache ``result``, computed at ``watermark`` in ``epoch``: unless a write came
+        since, or one of this gateway's writes was not applied when it was computed."""
         if not self.enabled or self._epochs[tenant] != epoch:
+            return
+        if watermark < self._written[tenant]:
             return
         data = _WATERMARK.pack(watermark) + self._codec.encode(result)
         try:
@@ -74,8 +92,10 @@ class RecallCache:
         except Exception as exc:
             log.warning("recall cache set failed: %s", exc)
 
-    async def invalidate(self, tenant: str) -> None:
+    async def invalidate(self, tenant: str, sequence: int = 0) -> None:
+        """A write of ``tenant`` was logged at ``sequence``: drop the tenant's answers."""
         self._epochs[tenant] += 1
+        self._written[tenant] = max(self._written[tenant], sequence)
         if not self.enabled:
             return
         try:

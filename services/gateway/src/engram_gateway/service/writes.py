@@ -135,7 +135,7 @@ class Writer:
             span.set_attribute("engram.events", len(pending))
             outcomes = await asyncio.gather(*(publish(p) for p in pending), return_exceptions=True)
         if pending and any(p.sequence for p in pending):
-            await self._recall_cache.invalidate(tenant)
+            await self._recall_cache.invalidate(tenant, max(p.sequence for p in pending))
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
@@ -194,14 +194,14 @@ class Writer:
         current = await self._lookup.one(tenant, mid, deadline.cap(self._config.backend_timeout_s))
         merged = v.merge_update(current, inp, paths, prefix="memory", now=now, limits=limits)
         ack = await self._log.updated(Envelope(self._new_id(), tenant, now), merged, paths)
-        await self._recall_cache.invalidate(tenant)
+        await self._recall_cache.invalidate(tenant, ack.sequence)
         return mid, ack.sequence
 
     async def delete(self, tenant: str, id: str, deadline: Deadline) -> tuple[str, int]:
         mid = v.check_id(id, "id")
         await self._lookup.one(tenant, mid, deadline.cap(self._config.backend_timeout_s))
         ack = await self._log.deleted(Envelope(self._new_id(), tenant, self._clock()), mid)
-        await self._recall_cache.invalidate(tenant)
+        await self._recall_cache.invalidate(tenant, ack.sequence)
         return mid, ack.sequence
 
     async def associate(
@@ -239,5 +239,5 @@ class Writer:
             created_at=now,
         )
         ack = await self._log.relation_added(Envelope(self._new_id(), tenant, now), relation)
-        await self._recall_cache.invalidate(tenant)
+        await self._recall_cache.invalidate(tenant, ack.sequence)
         return ack.sequence
