@@ -202,7 +202,7 @@ class Settings(ServiceSettings):
     )
 
     # Recall filters and post-ranking (service/postrank.py); off by default except duplicate
-    # ids, so a plain recall ranks as before.
+    # ids and duplicate content, so a plain recall ranks as before.
     default_timezone: str = Field(
         "", description="IANA zone (or ±hh:mm) for a time_query whose request names none; '' = UTC."
     )
@@ -210,10 +210,13 @@ class Settings(ServiceSettings):
         4, ge=0, description="Rounds of relation fetches that extend supersession chains."
     )
     near_duplicates: bool = Field(
-        False, description="Drop results whose content nearly duplicates a better one."
+        True, description="Drop results whose content nearly duplicates a better one."
     )
     near_duplicate_threshold: float = Field(
-        0.9, ge=0, le=1, description="Shingle Jaccard at which two results count as one."
+        0.0,
+        ge=0,
+        le=1,
+        description="Shingle Jaccard at which two results count as one; 0 = the same words.",
     )
     shingle_size: int = Field(3, ge=1, description="Words per shingle (near duplicates).")
     floor_ratio: float = Field(

@@ -197,8 +197,8 @@ async def test_rerank_scores_the_top_n_memory_contents(harness: Any) -> None:
     assert result.models == ("rerank",)
 
 
-async def test_rerank_asks_scoring_for_its_whole_top_n(harness: Any) -> None:
-    h = harness
+async def test_rerank_asks_scoring_for_its_whole_top_n(new_harness: Any) -> None:
+    h = new_harness(near_duplicates=False)
     _wire(h, ModelsConfig(rerank_top_n=30))
     await _recall(h, limit=2, include_archived=True)  # nothing cuts, nothing widens it
     assert h.ranker.calls[-1]["limit"] == 2

@@ -256,13 +256,35 @@ async def test_grpc_response_carries_context_and_cuts(client: Any) -> None:
     assert not reply.escalated
 
 
-async def test_overfetch_never_asks_scoring_beyond_its_max_limit(harness: Any) -> None:
-    h = harness
+async def test_a_default_recall_shows_the_same_content_once(new_harness: Any) -> None:
+    def stocked(**settings: Any) -> Any:
+        h = new_harness(**settings)
+        h.world.put(
+            h.memory(_id(1), "Sarah takes green tea at breakfast."),
+            h.memory(_id(2), "sarah takes GREEN tea at breakfast"),  # the same, stored twice
+            h.memory(_id(3), "Sarah takes green tea at lunch."),  # one word apart: another fact
+        )
+        return h
+
+    result = await _recall(stocked(), "green tea")
+    assert len(result.results) == 2
+    assert _id(3) in _ids(result)
+    assert result.cut["near_duplicate"] == 1
+    every = await _recall(stocked(near_duplicates=False), "green tea")
+    assert sorted(_ids(every)) == [_id(1), _id(2), _id(3)]
+
+
+async def test_overfetch_never_asks_scoring_beyond_its_max_limit(new_harness: Any) -> None:
+    h = new_harness(near_duplicates=False)
     _corpus(h)
     await _recall(h, "green tea", limit=100, min_score=0.01)
     assert h.ranker.calls[-1]["limit"] == 100
     await _recall(h, "green tea", limit=5, state_mode=StateMode.ALL)
     assert h.ranker.calls[-1]["limit"] == 5  # nothing to cut: exactly the limit
+    h = new_harness()  # duplicate content is dropped by default: it may cut, so overfetch
+    _corpus(h)
+    await _recall(h, "green tea", limit=5, state_mode=StateMode.ALL)
+    assert h.ranker.calls[-1]["limit"] == 15
 
 
 # --- tier escalation ---------------------------------------------------------------------

@@ -253,8 +253,8 @@ class ReadConfig:
 class PostRank:
     """Settings of post-ranking; the request adds limit, min_score, diversify_by, …."""
 
-    near_duplicates: bool = False  # drop near-identical content (off: ids only)
-    near_duplicate_threshold: float = 0.9
+    near_duplicates: bool = True  # drop near-identical content (off: ids only)
+    near_duplicate_threshold: float = 0.0  # 0: the same words only
     shingle_size: int = 3
     floor_ratio: float = 0.0  # 0: off
     max_gap: float = 0.0  # 0: off
