@@ -38,8 +38,8 @@ STACK = {
     "ENGRAM_CONSOLIDATE_PAGE_SIZE": "4",
     "ENGRAM_CONSOLIDATE_PAGE_PAUSE_S": "0.1",
 }
-CONTENTS = [
-    f"{subject} {detail}"
+CONTENTS = [  # four notes of each (the same words would be one result: near duplicates)
+    f"{subject} {detail} ({week} week)"
     for subject, detail in [
         ("The lighthouse keeper", "logs the fog horn schedule every evening"),
         ("The harbour office", "pays the invoices on the first Monday"),
@@ -48,7 +48,7 @@ CONTENTS = [
         ("The bakery", "delivers rye bread to the island school"),
         ("The museum", "restores the old whaling boat in winter"),
     ]
-    for _ in range(4)
+    for week in ("first", "second", "third", "fourth")
 ]
 QUERY = "lighthouse keeper fog horn schedule"
 
