@@ -15,6 +15,7 @@ from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2
 from engram_core.errors import Internal, Unavailable
 from engram_core.model import Hit, Relation, TagMatch
+from engram_gateway.bootstrap import Backends, build_gateway
 from engram_gateway.service import Deadline, RecallMode, RecallRequest
 
 
@@ -305,6 +306,33 @@ async def test_a_write_is_recalled_once_applied_not_a_cached_answer_from_before(
     assert [r.memory.id for r in again.results] != [r.memory.id for r in after.results]
     await client.stub.Recall(recall(), metadata=client.auth())
     assert stream_searches(h) == 4  # computed once applied: cached again
+
+
+async def test_a_write_through_another_replica_holds_back_the_shared_cache(
+    client: Any,
+) -> None:
+    h = client.harness
+    seed(h)
+    # A second gateway replica on the same log, stores and shared cache (Redis in production).
+    other = build_gateway(
+        h.settings, Backends(h.vector, h.lexical, h.graph, h.ranker), h.log, h.cache
+    )
+
+    async def via_other() -> list[str]:
+        result = await other.reader.recall(h.tenant, _req("sarah tea"), _deadline(5))
+        return [s.memory.id for s in result.results]
+
+    await via_other()
+    h.log.apply, h.log.auto_watermark = False, False
+    stored = await client.stub.Store(  # through this replica
+        gateway_pb2.StoreRequest(memory=common_pb2.MemoryInput(content="sarah drinks tea daily")),
+        metadata=client.auth(),
+    )
+    assert stored.id not in await via_other()  # not applied yet; its answer is not kept
+    [event] = h.log.of("stored")
+    h.log._apply(event.event, event.env, event.sequence, event.payload)
+    h.log.applied = h.log.last
+    assert stored.id in await via_other()
 
 
 async def test_degraded_answers_are_not_cached(client: Any) -> None:

@@ -448,7 +448,7 @@ class Reader:
         plan = self._plan(req)
         key = self._recall_cache.key(tenant, plan.fingerprint())
         # Not an answer from before this gateway's own writes were applied (recall_cache).
-        written = self._recall_cache.written(tenant)
+        written = await self._recall_cache.written(tenant)
         result = await self._recall_cache.get(key, max(plan.min_sequence, written))
         if result is None:
             epoch = self._recall_cache.epoch(tenant)
@@ -465,7 +465,7 @@ class Reader:
                 else:
                     result = await self._modelled(tenant, plan, deadline)
             if not result.degraded:
-                await self._recall_cache.put(tenant, key, epoch, watermark, result)
+                await self._recall_cache.put(tenant, key, epoch, watermark, result, written)
         result = replace(result, query_ms=(time.perf_counter() - started) * 1000.0)
         self._access.record(tenant, [s.memory.id for s in result.results])
         return result

@@ -9,9 +9,11 @@ without it. The cache remembers the newest sequence this gateway wrote for each 
 (``written``): until the watermark covers it an answer is not cached, and an entry
 computed at an older watermark is not served — an agent that stores a fact and asks
 about it a moment later gets it as soon as it is applied, not a cached answer from
-before. (A write through another gateway replica only drops the shared entries: there a
-recall may see an answer from before it for up to the TTL, unless it asks for the
-write's ``min_sequence``.)
+before. The sequence is also kept in the cache beside the entries (``WRITTEN``, outside
+the tenant's prefix so invalidation keeps it), so with a shared cache a write through one
+gateway replica holds back the answers of every replica. (Two replicas writing the same
+tenant at the same moment may leave the older of their sequences there; each still holds
+back its own.)
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from engram_gateway.service.ports import RecallCodec, RecallResult
 
 log = logging.getLogger(__name__)
 PREFIX = "recall:"
+WRITTEN = "recall-written:"  # + tenant: the newest sequence a gateway wrote for it
 _WATERMARK = struct.Struct(">Q")
 
 
@@ -54,9 +57,21 @@ class RecallCache:
     def epoch(self, tenant: str) -> int:
         return self._epochs[tenant]
 
-    def written(self, tenant: str) -> int:
-        """The newest log sequence this gateway wrote for ``tenant`` (0: none yet)."""
-        return self._written[tenant]
+    async def written(self, tenant: str) -> int:
+        """The newest log sequence a gateway wrote for ``tenant`` (0: none known): this
+        one's, or the one the shared cache holds."""
+        local = self._written[tenant]
+        if not self.enabled:
+            return local
+        try:
+            data = await self._cache.get(WRITTEN + tenant)
+        except Exception as exc:  # a cache that is down caches nothing anyway
+            log.warning("recall cache get failed: %s", exc)
+            return local
+        if data is None or len(data) != _WATERMARK.size:
+            return local
+        (shared,) = _WATERMARK.unpack(data)
+        return max(local, int(shared))
 
     async def get(self, key: str, min_sequence: int) -> RecallResult | None:
         if not self.enabled:
@@ -78,13 +93,20 @@ class RecallCache:
             return None
 
     async def put(
-        self, tenant: str, key: str, epoch: int, watermark: int, result: RecallResult
+        self,
+        tenant: str,
+        key: str,
+        epoch: int,
+        watermark: int,
+        result: RecallResult,
+        written: int = 0,
     ) -> None:
-        """Cache ``result``, computed at ``watermark`` in ``epoch``: unless a write came
-        since, or one of this gateway's writes was not applied when it was computed."""
+        """Cache ``result``, computed at ``watermark`` in ``epoch``, when ``written`` (as
+        read before) was the newest write: unless a write came since here, or one was not
+        applied when it was computed."""
         if not self.enabled or self._epochs[tenant] != epoch:
             return
-        if watermark < self._written[tenant]:
+        if watermark < max(written, self._written[tenant]):
             return
         data = _WATERMARK.pack(watermark) + self._codec.encode(result)
         try:
@@ -98,6 +120,12 @@ class RecallCache:
         self._written[tenant] = max(self._written[tenant], sequence)
         if not self.enabled:
             return
+        if sequence:  # first, so an entry a racing replica puts after the drop is refused
+            marker = _WATERMARK.pack(self._written[tenant])
+            try:  # outlives every entry computed before the write was applied
+                await self._cache.set(WRITTEN + tenant, marker, 2 * self._ttl)
+            except Exception as exc:
+                log.error("recall cache marker for %s failed: %s", tenant, exc)
         try:
             await self._cache.delete_prefix(tenant_prefix(tenant))
         except Exception as exc:
