@@ -78,10 +78,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     b.add_argument("store", choices=(*_STORES, "status"))
     b.add_argument("--embedding-model", default="")
+    c = sub.add_parser(
+        "consolidate",
+        help="run consolidation passes now, or show each pass's last run and progress (admin)",
+    )
+    c.add_argument("mode", choices=(*_PASSES, "all", "status"))
+    c.add_argument("--dry-run", action="store_true", help="report what would change")
+    c.add_argument("--tenant", default="", help="another tenant (a token of tenant '*')")
     return p
 
 
 _STORES = ("vector", "lexical", "graph")
+_PASSES = ("decay", "associate", "cluster", "forget")
 _M = TypeVar("_M", bound=Message)
 _MODES = {
     m: gateway_pb2.RecallMode.Value(f"RECALL_MODE_{m.upper()}")
@@ -153,6 +161,13 @@ def _admin_call(
 ) -> Any:
     stub = admin_pb2_grpc.AdminServiceStub(channel)
     store = {n: admin_pb2.Store.Value(f"STORE_{n.upper()}") for n in _STORES}
+    if args.cmd == "consolidate":
+        if args.mode == "status":
+            status = admin_pb2.ConsolidationStatusRequest(tenant=args.tenant)
+            return stub.ConsolidationStatus(status, metadata=metadata)
+        mode = admin_pb2.ConsolidationMode.Value(f"CONSOLIDATION_MODE_{args.mode.upper()}")
+        run = admin_pb2.ConsolidateRequest(mode=mode, dry_run=args.dry_run, tenant=args.tenant)
+        return stub.Consolidate(run, metadata=metadata)
     if args.cmd == "sync":
         request = admin_pb2.SyncRequest(
             tenant=args.tenant, stores=[store[s] for s in args.store], dry_run=args.dry_run
@@ -171,7 +186,7 @@ async def _run(args: argparse.Namespace) -> Message:
     async with grpc.aio.insecure_channel(args.addr) as channel:
         stub = gateway_pb2_grpc.MemoryServiceStub(channel)
         call: Any
-        if args.cmd in ("sync", "rebuild"):
+        if args.cmd in ("sync", "rebuild", "consolidate"):
             call = _admin_call(args, channel, metadata)
         elif args.cmd == "store":
             call = stub.Store(args.built, metadata=metadata)

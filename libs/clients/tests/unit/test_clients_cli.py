@@ -1,5 +1,5 @@
-"""`engram recall` and `engram store`: the requests their flags make, and how they report
-what went wrong."""
+"""`engram recall`, `engram store` and `engram consolidate`: the requests their flags make,
+and how they report what went wrong."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from engram.common.v1 import common_pb2
-from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from engram.gateway.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 from engram_clients.cli import main
 
 
@@ -31,6 +31,61 @@ class Gateway(gateway_pb2_grpc.MemoryServiceServicer):
         return gateway_pb2.RecallResponse(
             results=[common_pb2.ScoredMemory(memory=memory, score=0.5)]
         )
+
+
+class Admin(admin_pb2_grpc.AdminServiceServicer):
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def Consolidate(self, request: Any, context: Any) -> Any:  # noqa: N802
+        self.seen.append(request)
+        return admin_pb2.ConsolidateResponse(run_id="r1", passes=[request.mode])
+
+    def ConsolidationStatus(self, request: Any, context: Any) -> Any:  # noqa: N802
+        self.seen.append(request)
+        run = admin_pb2.PassRun(
+            mode=admin_pb2.CONSOLIDATION_MODE_ASSOCIATE, run_id="r0", done=64, total=128
+        )
+        return admin_pb2.ConsolidationStatusResponse(
+            tenant="acme",
+            passes=[
+                admin_pb2.PassStatus(mode=admin_pb2.CONSOLIDATION_MODE_ASSOCIATE, last_run=run)
+            ],
+        )
+
+
+@pytest.fixture
+def admin() -> Iterator[tuple[str, Admin]]:
+    fake = Admin()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    admin_pb2_grpc.add_AdminServiceServicer_to_server(fake, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"127.0.0.1:{port}", fake
+    finally:
+        server.stop(0)
+
+
+def test_consolidate_runs_a_pass_or_shows_their_progress(
+    admin: tuple[str, Admin], capsys: pytest.CaptureFixture[str]
+) -> None:
+    addr, fake = admin
+    assert main(["--addr", addr, "consolidate", "associate", "--dry-run", "--tenant", "t2"]) == 0
+    assert '"runId": "r1"' in capsys.readouterr().out
+    assert main(["--addr", addr, "consolidate", "all"]) == 0
+    assert main(["--addr", addr, "consolidate", "status"]) == 0
+    assert '"done": "64"' in capsys.readouterr().out
+    run, every, status = fake.seen
+    assert (run.mode, run.dry_run, run.tenant) == (
+        admin_pb2.CONSOLIDATION_MODE_ASSOCIATE,
+        True,
+        "t2",
+    )
+    assert (every.mode, every.dry_run) == (admin_pb2.CONSOLIDATION_MODE_ALL, False)
+    assert isinstance(status, admin_pb2.ConsolidationStatusRequest)
+    with pytest.raises(SystemExit):  # argparse: not a pass
+        main(["--addr", addr, "consolidate", "sleep"])
 
 
 @pytest.fixture
