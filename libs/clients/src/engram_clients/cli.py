@@ -226,7 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     except grpc.aio.AioRpcError as err:
         print(f"{err.code().name}: {err.details()}", file=sys.stderr)
         return 1
-    print(json.dumps(json_format.MessageToDict(reply), indent=2))
+    text = json.dumps(json_format.MessageToDict(reply), indent=2)
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # the reader stopped early (`| head`): not a failure here
+        # stdout now goes nowhere, so the interpreter's last flush does not fail either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

@@ -3,6 +3,8 @@ and how they report what went wrong."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from concurrent import futures
 from typing import Any
@@ -27,6 +29,10 @@ class Gateway(gateway_pb2_grpc.MemoryServiceServicer):
         self.seen.append(request)
         if request.time_query == "someday":
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "time_query: not a time phrase")
+        if request.query == "everything":  # more than a pipe holds
+            big = common_pb2.Memory(id="m9", content="x" * 4000)
+            many = [common_pb2.ScoredMemory(memory=big, score=0.1)] * 100
+            return gateway_pb2.RecallResponse(results=many)
         memory = common_pb2.Memory(id="m1", content="Sarah prefers Postgres")
         return gateway_pb2.RecallResponse(
             results=[common_pb2.ScoredMemory(memory=memory, score=0.5)]
@@ -132,6 +138,20 @@ def test_recall_flags_and_request_json_make_one_request(
     assert sent.expand_relations
     assert sent.state_mode == common_pb2.STATE_MODE_ALL
     assert '"content": "Sarah prefers Postgres"' in capsys.readouterr().out
+
+
+def test_output_piped_into_a_reader_that_stops_early_is_no_error(
+    gateway: tuple[str, Gateway],
+) -> None:
+    addr, _ = gateway
+    cli = [sys.executable, "-m", "engram_clients.cli", "--addr", addr, "recall", "everything"]
+    proc = subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    assert proc.stdout.read(10)  # like `| head -c 10`: read a little, then go away
+    proc.stdout.close()
+    assert proc.wait(timeout=30) == 0
+    assert b"Traceback" not in proc.stderr.read()
 
 
 def test_recall_leaves_unset_what_no_flag_sets(gateway: tuple[str, Gateway]) -> None:
