@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent import futures
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import pytest
@@ -60,17 +60,24 @@ class Admin(admin_pb2_grpc.AdminServiceServicer):
         )
 
 
-@pytest.fixture
-def admin() -> Iterator[tuple[str, Admin]]:
-    fake = Admin()
+_S = TypeVar("_S")
+
+
+def _serving(fake: _S, add: Callable[[_S, grpc.Server], None]) -> Iterator[tuple[str, _S]]:
+    """``fake`` served on a free port: its address, and the fake."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    admin_pb2_grpc.add_AdminServiceServicer_to_server(fake, server)
+    add(fake, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
         yield f"127.0.0.1:{port}", fake
     finally:
         server.stop(0)
+
+
+@pytest.fixture
+def admin() -> Iterator[tuple[str, Admin]]:
+    yield from _serving(Admin(), admin_pb2_grpc.add_AdminServiceServicer_to_server)
 
 
 def test_consolidate_runs_a_pass_or_shows_their_progress(
@@ -96,15 +103,7 @@ def test_consolidate_runs_a_pass_or_shows_their_progress(
 
 @pytest.fixture
 def gateway() -> Iterator[tuple[str, Gateway]]:
-    fake = Gateway()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    gateway_pb2_grpc.add_MemoryServiceServicer_to_server(fake, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        yield f"127.0.0.1:{port}", fake
-    finally:
-        server.stop(0)
+    yield from _serving(Gateway(), gateway_pb2_grpc.add_MemoryServiceServicer_to_server)
 
 
 def test_recall_flags_and_request_json_make_one_request(
