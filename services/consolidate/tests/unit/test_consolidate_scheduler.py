@@ -27,6 +27,7 @@ from engram_consolidate.service import (
     pass_factory,
     pass_names,
 )
+from engram_consolidate.service.records import GLOBAL
 from engram_consolidate.service.scheduler import due
 from engram_core.errors import Unavailable
 from engram_core.model import Memory
@@ -196,6 +197,48 @@ async def test_a_scheduled_associate_run_over_an_unchanged_tenant_is_skipped(
     assert (third.state, third.checked_at) == (RunState.SUCCEEDED, None)
     assert third.run_id not in {"sched-1", "sched-2"}
     assert len(world.vector.scans) > scans
+
+
+async def test_a_vector_rebuild_or_a_sync_since_the_last_run_is_a_change(world: World) -> None:
+    await stocked(world)
+    clock = Clock()
+    s = scheduler(world, clock, intervals=HOURLY_ASSOCIATE, marks=Marks(world))
+    key = Key(world.tenant, PassName.ASSOCIATE)
+    await tick(s)
+    await world.apply_log()
+    clock.now = NOW + timedelta(hours=1)
+    await tick(s)  # reads the tenant as it now is
+    last = world.checkpoints.record(key)
+    assert last.started_at == clock.now
+
+    # A rebuild onto another model writes no event, but every neighbour may have moved.
+    rebuilt = RunRecord(
+        Key(GLOBAL, PassName.REBUILD_VECTOR),
+        "rb",
+        RunState.SUCCEEDED,
+        finished_at=clock.now + timedelta(minutes=30),
+    )
+    await world.checkpoints.put(rebuilt, None)
+    clock.now = NOW + timedelta(hours=2)
+    await tick(s)
+    after_rebuild = world.checkpoints.record(key)
+    assert after_rebuild.run_id != last.run_id
+    assert after_rebuild.checked_at is None
+
+    clock.now = NOW + timedelta(hours=3)
+    await tick(s)  # nothing since that run began: skipped
+    assert world.checkpoints.record(key).checked_at == clock.now
+
+    synced = RunRecord(
+        Key(world.tenant, PassName.SYNC_GRAPH),
+        "sy",
+        RunState.SUCCEEDED,
+        finished_at=clock.now + timedelta(minutes=1),
+    )
+    await world.checkpoints.put(synced, None)
+    clock.now = NOW + timedelta(hours=4)
+    await tick(s)  # a repair of the graph's edges since: it runs
+    assert world.checkpoints.record(key).run_id != after_rebuild.run_id
 
 
 async def test_requested_runs_decay_and_an_unknown_position_are_never_skipped(

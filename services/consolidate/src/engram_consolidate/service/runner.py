@@ -12,8 +12,9 @@
   takes the lease next: same run id, same ``now``, from the checkpointed cursor.
 - **Unchanged tenants**: a pass of ``UNCHANGED_SKIPS`` records the tenant's applied log
   position (``ChangeMarks``) when it starts; a scheduled run that finds the position where
-  the last successful run found it does not run (it would write nothing) and only notes the
-  check (``checked_at``). Requested and dry runs always run.
+  the last successful run found it, and no sync or rebuild of vector or graph finished
+  since that run began, does not run (it would write nothing) and only notes the check
+  (``checked_at``). Requested and dry runs always run.
 - **Failures**: a retriable error (a store or the log down) redoes the step from the last
   checkpoint after a backoff, ``step_retries`` times; then the run is FAILED, and the
   scheduler starts a new one later.
@@ -33,8 +34,10 @@ from typing import Any
 from engram_consolidate.service.passes.base import Pass, Run
 from engram_consolidate.service.ports import ChangeMarks, Checkpoints, FenceLost
 from engram_consolidate.service.records import (
+    GLOBAL,
     UNCHANGED_SKIPS,
     Key,
+    PassName,
     RunRecord,
     RunState,
     Tally,
@@ -168,7 +171,11 @@ class PassRunner:
             if start is None:
                 return None
             mark = await self._mark(key)
-            if record is not None and _unchanged(record, start, mark):
+            if (
+                record is not None
+                and _unchanged(record, start, mark)
+                and not await self._repaired_since(key.tenant, record.started_at)
+            ):
                 await self._checkpoints.put(replace(record, checked_at=now), revision)
                 log.info(
                     "%s: tenant unchanged since run %s (log position %d); skipped",
@@ -218,6 +225,26 @@ class PassRunner:
         except Exception as exc:  # the run goes ahead: skipping is only a saving
             log.warning("%s: cannot read the tenant's log position: %s", key, exc)
             return 0
+
+    async def _repaired_since(self, tenant: str, since: datetime | None) -> bool:
+        """Whether a sync or rebuild of the stores these passes read (vector, graph) has
+        finished since ``since``: it writes no event, yet a rebuild onto another model
+        changes every neighbour, so the tenant's log position alone cannot tell."""
+        for key in _repairs(tenant):
+            got = await self._checkpoints.get(key)
+            done = got[0].finished_at if got is not None else None
+            if done is not None and (since is None or done >= since):
+                return True
+        return False
+
+
+def _repairs(tenant: str) -> tuple[Key, ...]:
+    return (
+        Key(GLOBAL, PassName.REBUILD_VECTOR),
+        Key(GLOBAL, PassName.REBUILD_GRAPH),
+        Key(tenant, PassName.SYNC_VECTOR),
+        Key(tenant, PassName.SYNC_GRAPH),
+    )
 
 
 def _unchanged(record: RunRecord, start: Start, mark: int) -> bool:
