@@ -199,6 +199,33 @@ async def test_a_scheduled_associate_run_over_an_unchanged_tenant_is_skipped(
     assert len(world.vector.scans) > scans
 
 
+async def test_the_first_run_after_the_worker_starts_is_never_skipped(world: World) -> None:
+    await stocked(world)
+    clock = Clock()
+    marks = Marks(world)
+    s = scheduler(world, clock, intervals=HOURLY_ASSOCIATE, marks=marks)
+    key = Key(world.tenant, PassName.ASSOCIATE)
+    await tick(s)
+    await world.apply_log()
+    clock.now = NOW + timedelta(hours=1)
+    await tick(s)
+    clock.now = NOW + timedelta(hours=2)
+    await tick(s)
+    skipped = world.checkpoints.record(key)
+    assert skipped.checked_at == clock.now
+
+    # A new worker process (other settings, say) on the same records: it runs once, ...
+    restarted = scheduler(world, clock, intervals=HOURLY_ASSOCIATE, marks=marks)
+    clock.now = NOW + timedelta(hours=3)
+    await tick(restarted)
+    ran = world.checkpoints.record(key)
+    assert (ran.checked_at, ran.input_mark) == (None, world.version)
+    assert ran.run_id != skipped.run_id
+    clock.now = NOW + timedelta(hours=4)
+    await tick(restarted)  # ... then skips like the one before it
+    assert world.checkpoints.record(key) == replace(ran, checked_at=clock.now)
+
+
 async def test_a_vector_rebuild_or_a_sync_since_the_last_run_is_a_change(world: World) -> None:
     await stocked(world)
     clock = Clock()

@@ -14,7 +14,8 @@
   position (``ChangeMarks``) when it starts; a scheduled run that finds the position where
   the last successful run found it, and no sync or rebuild of vector or graph finished
   since that run began, does not run (it would write nothing) and only notes the check
-  (``checked_at``). Requested and dry runs always run.
+  (``checked_at``). Requested and dry runs always run, and so does the first run of each
+  pass after the worker starts (its settings or code may have changed).
 - **Failures**: a retriable error (a store or the log down) redoes the step from the last
   checkpoint after a backoff, ``step_retries`` times; then the run is FAILED, and the
   scheduler starts a new one later.
@@ -96,6 +97,9 @@ class PassRunner:
     ) -> None:
         self._checkpoints = checkpoints
         self._marks = marks
+        # Keys this process has run: the first scheduled run of each after a start (new
+        # settings, new code) always runs, whatever the tenant's log position.
+        self._ran: set[Key] = set()
         self._monotonic = monotonic
         self._lease = lease
         self._holder = holder
@@ -173,6 +177,7 @@ class PassRunner:
             mark = await self._mark(key)
             if (
                 record is not None
+                and key in self._ran
                 and _unchanged(record, start, mark)
                 and not await self._repaired_since(key.tenant, record.started_at)
             ):
@@ -213,6 +218,7 @@ class PassRunner:
             )
             log.info("%s: run %s starts (%s)", key, start.run_id, start.trigger.value)
         revision = await self._checkpoints.put(record, revision)
+        self._ran.add(key)
         job = _Job(self, key, make(), record, revision, stop, lost)
         return await job.run()
 
