@@ -471,7 +471,7 @@ class Reader:
         return result
 
     async def _applied(self) -> int:
-        """The watermark now, 0 when it cannot be read (the answer is then not cached)."""
+        """The watermark now, 0 when it cannot be read (logged)."""
         try:
             return await self._watermark.get()
         except Unavailable as exc:
@@ -479,11 +479,7 @@ class Reader:
             return 0
 
     async def _wait(self, min_sequence: int, deadline: Deadline) -> int:
-        seen = 0
-        try:
-            seen = await self._watermark.get()
-        except Unavailable as exc:
-            log.warning("watermark read failed: %s", exc)
+        seen = await self._applied()
         if seen >= min_sequence:
             return seen
         # A sequence the log never issued would only burn the caller's whole deadline.
