@@ -40,9 +40,29 @@ class MemoryCache:
         await self.set(key, value, ttl_s)
         return None
 
+    async def set_max(self, key: str, value: int, ttl_s: float) -> int:
+        held = decode_int(self._live(key))
+        expires = time.monotonic() + ttl_s
+        if held is None or held < value:
+            await self.set(key, str(value).encode(), ttl_s)
+            return value
+        old_expires, data = self._data[key]
+        self._data[key] = (max(old_expires, expires), data)
+        return held
+
     async def delete_prefix(self, prefix: str) -> None:
         for key in [k for k in self._data if k.startswith(prefix)]:
             del self._data[key]
 
     async def close(self) -> None:
         self._data.clear()
+
+
+def decode_int(data: bytes | None) -> int | None:
+    """A ``set_max`` value (ASCII decimal), or None when absent or not one."""
+    if data is None:
+        return None
+    try:
+        return int(data.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        return None

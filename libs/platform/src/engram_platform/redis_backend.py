@@ -38,6 +38,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from engram_core.ports import RateDecision
+from engram_platform.cache import decode_int
 from engram_platform.settings import RedisSettings
 
 log = logging.getLogger(__name__)
@@ -164,9 +165,11 @@ if not v or string.sub(v, 1, #stamp) ~= stamp then return false end
 return string.sub(v, #stamp + 1)
 """
 
-# ARGV: value, ttl in ms, a fresh token for a namespace without a generation yet, and
-# 'nx' to keep (and return) a current entry. A namespace's generation key is made to
-# outlive every entry written under it, so when it expires nothing of it is left.
+# ARGV: value, ttl in ms, a fresh token for a namespace without a generation yet, and a
+# mode: 'nx' keeps (and returns) a current entry; 'max' keeps a current entry holding a
+# number ≥ the value (its TTL only lengthened) and returns the number kept. A namespace's
+# generation key is made to outlive every entry written under it, so when it expires
+# nothing of it is left.
 _CACHE_SET = """
 local ttl = tonumber(ARGV[2])
 local stamp = ''
@@ -184,6 +187,17 @@ stamp = stamp .. '|'
 if ARGV[4] == 'nx' then
   local v = redis.call('GET', KEYS[1])
   if v and string.sub(v, 1, #stamp) == stamp then return string.sub(v, #stamp + 1) end
+elseif ARGV[4] == 'max' then
+  local v = redis.call('GET', KEYS[1])
+  if v and string.sub(v, 1, #stamp) == stamp then
+    local held = tonumber(string.sub(v, #stamp + 1))
+    if held and held >= tonumber(ARGV[1]) then
+      redis.call('PEXPIRE', KEYS[1], ttl, 'GT')
+      return string.sub(v, #stamp + 1)
+    end
+  end
+  redis.call('SET', KEYS[1], stamp .. ARGV[1], 'PX', ttl)
+  return ARGV[1]
 end
 redis.call('SET', KEYS[1], stamp .. ARGV[1], 'PX', ttl)
 return false
@@ -241,6 +255,10 @@ class RedisCache:
     async def set_if_absent(self, key: str, value: bytes, ttl_s: float) -> bytes | None:
         held = await self._store(key, value, ttl_s, "nx")
         return bytes(held) if held is not None else None
+
+    async def set_max(self, key: str, value: int, ttl_s: float) -> int:
+        held = decode_int(await self._store(key, str(value).encode(), ttl_s, "max"))
+        return value if held is None else held
 
     async def delete_prefix(self, prefix: str) -> None:
         if prefix.endswith(":"):

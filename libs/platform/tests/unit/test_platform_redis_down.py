@@ -36,6 +36,7 @@ async def test_nothing_listening_degrades_without_raising(
             assert await cache.get("recall:acme:1") is None
             await cache.set("recall:acme:1", b"v", 10)
             assert await cache.set_if_absent("idem:acme:1", b"v", 10) is None
+            assert await cache.set_max("recall-written:acme", 4, 10) == 4
             await cache.delete_prefix("recall:acme:")
             await cache.delete_prefix("recall:ac")
             assert not await lease.try_acquire("l", "a", 10)

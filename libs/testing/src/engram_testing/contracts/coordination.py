@@ -90,6 +90,33 @@ class CacheContract:
         assert all(h == winners[0] for h in held if h is not None)
         assert await cache.get("idem:acme:race") == winners[0]
 
+    async def test_set_max_keeps_the_largest(self, cache: Cache) -> None:
+        assert await cache.set_max("recall-written:acme", 7, LONG_S) == 7
+        assert await cache.set_max("recall-written:acme", 3, LONG_S) == 7
+        assert await cache.set_max("recall-written:acme", 2**40, LONG_S) == 2**40
+        assert await cache.get("recall-written:acme") == str(2**40).encode()
+
+    async def test_set_max_replaces_what_is_not_a_number(self, cache: Cache) -> None:
+        await cache.set("recall-written:acme", b"\x00\x01", LONG_S)
+        assert await cache.set_max("recall-written:acme", 5, LONG_S) == 5
+        assert await cache.set_max("recall-written:acme", 4, LONG_S) == 5
+
+    async def test_set_max_does_not_shorten_a_kept_value(self, cache: Cache) -> None:
+        await cache.set_max("recall-written:acme", 9, LONG_S)
+        assert await cache.set_max("recall-written:acme", 1, SHORT_S) == 9
+        await _wait_past(SHORT_S)
+        assert await cache.get("recall-written:acme") == b"9"
+
+    async def test_set_max_starts_again_after_expiry(self, cache: Cache) -> None:
+        await cache.set_max("recall-written:acme", 9, SHORT_S)
+        await _wait_past(SHORT_S)
+        assert await cache.set_max("recall-written:acme", 1, LONG_S) == 1
+
+    async def test_concurrent_set_max_leaves_the_largest(self, cache: Cache) -> None:
+        values = [17, 3, 42, 8, 41, 1] * 4
+        await asyncio.gather(*(cache.set_max("recall-written:race", v, LONG_S) for v in values))
+        assert await cache.get("recall-written:race") == b"42"
+
     async def _fill(self, cache: Cache, keys: list[str]) -> None:
         for k in keys:
             await cache.set(k, k.encode(), LONG_S)

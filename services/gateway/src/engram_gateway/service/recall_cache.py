@@ -10,10 +10,9 @@ without it. The cache remembers the newest sequence this gateway wrote for each 
 computed at an older watermark is not served — an agent that stores a fact and asks
 about it a moment later gets it as soon as it is applied, not a cached answer from
 before. The sequence is also kept in the cache beside the entries (``WRITTEN``, outside
-the tenant's prefix so invalidation keeps it), so with a shared cache a write through one
-gateway replica holds back the answers of every replica. (Two replicas writing the same
-tenant at the same moment may leave the older of their sequences there; each still holds
-back its own.)
+the tenant's prefix so invalidation keeps it, raised with ``set_max`` so replicas writing
+the same tenant at once leave the newest), so with a shared cache a write through one
+gateway replica holds back the answers of every replica.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from collections import defaultdict
 
 from engram_core.ports import Cache
 from engram_gateway.service.ports import RecallCodec, RecallResult
+from engram_platform.cache import decode_int
 
 log = logging.getLogger(__name__)
 PREFIX = "recall:"
@@ -68,10 +68,8 @@ class RecallCache:
         except Exception as exc:  # a cache that is down caches nothing anyway
             log.warning("recall cache get failed: %s", exc)
             return local
-        if data is None or len(data) != _WATERMARK.size:
-            return local
-        (shared,) = _WATERMARK.unpack(data)
-        return max(local, int(shared))
+        shared = decode_int(data)
+        return local if shared is None else max(local, shared)
 
     async def get(self, key: str, min_sequence: int) -> RecallResult | None:
         if not self.enabled:
@@ -121,9 +119,8 @@ class RecallCache:
         if not self.enabled:
             return
         if sequence:  # first, so an entry a racing replica puts after the drop is refused
-            marker = _WATERMARK.pack(self._written[tenant])
             try:  # outlives every entry computed before the write was applied
-                await self._cache.set(WRITTEN + tenant, marker, 2 * self._ttl)
+                await self._cache.set_max(WRITTEN + tenant, self._written[tenant], 2 * self._ttl)
             except Exception as exc:
                 log.error("recall cache marker for %s failed: %s", tenant, exc)
         try:
