@@ -120,6 +120,7 @@ def pass_settings(settings: Settings) -> PassSettings:
         associate=settings.associate.core(near),
         cluster=settings.cluster.core(near),
         cluster_neighbours=settings.cluster.neighbours,
+        associate_incremental_max=settings.associate.incremental_max,
     )
 
 
@@ -184,6 +185,7 @@ def build(
         settings.page_size,
         settings.publish_concurrency,
         settings.read_chunk,
+        marks,
     )
     passes = pass_settings(settings)
     runner = PassRunner(
@@ -197,6 +199,7 @@ def build(
             step_retries=settings.page_retries,
             retry_base_s=settings.page_retry_base_s,
             samples=settings.samples,
+            full_every_s=settings.schedule.associate_full_interval_s,
         ),
         clock,
         marks=marks,

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from engram_consolidate.service.passes.associate import DEFAULT_INCREMENTAL_MAX
 from engram_core.associations import AssociationSettings
 from engram_core.clusters import ClusterSettings
 from engram_core.forgetting import ForgetSettings
@@ -110,6 +111,15 @@ class Associate(_Rules):
         _A.preceded_min_strength, description=_AD["preceded_min_strength"]
     )
     strength_epsilon: float = Field(_A.strength_epsilon, description=_AD["strength_epsilon"])
+    incremental_max: int = Field(
+        DEFAULT_INCREMENTAL_MAX,
+        ge=0,
+        description="Most memory events an incremental run reads from the log; a tenant "
+        "that took more since the last run gets a full run.",
+    )
+
+    def _fields(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"incremental_max"})
 
     def core(self, model_cosine: float | None = None) -> AssociationSettings:
         """The rules, with ``model_cosine`` (the embedding model's) when the cosine is unset."""
@@ -158,6 +168,12 @@ class Schedule(_Section):
     )
     associate_interval_s: float = Field(
         3_600.0, ge=0, description="Associate runs this long after its last run ended (0: off)."
+    )
+    associate_full_interval_s: float = Field(
+        86_400.0,
+        ge=0,
+        description="A full associate run at least this often; the scheduled runs in between "
+        "read only the memories written since the run before (0: every run is full).",
     )
     cluster_interval_s: float = Field(
         604_800.0, ge=0, description="Cluster runs this long after its last run ended (0: off)."

@@ -123,7 +123,7 @@ _STATES_BACK = {v: k for k, v in _STATES.items()}
 
 
 _TimeField = Literal[
-    "now", "started_at", "finished_at", "heartbeat_at", "requested_at", "checked_at"
+    "now", "started_at", "finished_at", "heartbeat_at", "requested_at", "checked_at", "full_at"
 ]
 _TIME_FIELDS: tuple[_TimeField, ...] = (
     "now",
@@ -132,6 +132,7 @@ _TIME_FIELDS: tuple[_TimeField, ...] = (
     "heartbeat_at",
     "requested_at",
     "checked_at",
+    "full_at",
 )
 
 
@@ -195,4 +196,5 @@ def record_from_bytes(key: Key, data: bytes) -> RunRecord:
         pending_params=msg.pending_params,
         input_mark=msg.input_mark,
         checked_at=_ts(msg, "checked_at"),
+        full_at=_ts(msg, "full_at"),
     )

@@ -13,7 +13,7 @@ import pytest
 
 from engram_consolidate.service import FenceLost, Key, PassRunner, RunnerConfig, RunRecord
 from engram_core.errors import InvalidArgument, Unavailable
-from engram_core.model import AccessUpdate, Memory, Relation, RelevanceUpdate, ScanPage
+from engram_core.model import AccessUpdate, Hit, Memory, Relation, RelevanceUpdate, ScanPage
 from engram_core.ports import Lease
 from engram_platform.coordination import MemoryLease
 from engram_platform.nats_server import NatsServer, start_nats
@@ -198,6 +198,7 @@ class Spy:
         self._store = store
         self.relevance: list[list[RelevanceUpdate]] = []
         self.scans: list[str | None] = []
+        self.neighbour_queries: list[list[str]] = []  # the ids of each neighbours call
         self.fail_scan_at: int | None = None  # the n-th scan (0-based) raises Unavailable
 
     def __getattr__(self, name: str) -> Any:
@@ -215,6 +216,13 @@ class Spy:
         page: ScanPage = await self._store.scan(tenant, cursor, limit)
         return page
 
+    async def neighbours(
+        self, tenant: str, ids: Sequence[str], limit: int, min_score: float
+    ) -> dict[str, list[Hit]]:
+        self.neighbour_queries.append(list(ids))
+        found: dict[str, list[Hit]] = await self._store.neighbours(tenant, ids, limit, min_score)
+        return found
+
     @property
     def written(self) -> dict[str, float]:
         return {u.id: u.relevance_score for batch in self.relevance for u in batch}
@@ -231,6 +239,7 @@ class World:
     log: MemoryLog = field(default_factory=MemoryLog)
     checkpoints: MemoryCheckpoints = field(default_factory=MemoryCheckpoints)
     version: int = 0
+    writes: list[tuple[int, str]] = field(default_factory=list)  # (version, id) of each put
 
     def stores(self) -> tuple[Spy, Spy, Spy]:
         return (self.vector, self.lexical, self.graph)
@@ -241,6 +250,7 @@ class World:
 
     async def put(self, memory: Memory, vector: Sequence[float] = (1.0, 0.0, 0.0, 0.0)) -> None:
         self.version += 1
+        self.writes.append((self.version, memory.id))
         m = replace(memory, version=self.version)
         await self.vector.upsert(self.tenant, [(m, list(vector))])
         await self.lexical.upsert(self.tenant, [m])

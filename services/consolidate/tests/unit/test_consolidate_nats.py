@@ -13,6 +13,7 @@ import pytest
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
 
+from engram.common.v1 import common_pb2
 from engram.events.v1 import events_pb2
 from engram_consolidate.adapters.checkpoints import KvCheckpoints, open_bucket
 from engram_consolidate.adapters.log import (
@@ -63,6 +64,7 @@ async def test_checkpoints_compare_and_set(js: JetStreamContext) -> None:
         cursor="c",
         input_mark=41,
         checked_at=NOW - timedelta(hours=1),
+        full_at=NOW - timedelta(hours=20),
     )
     first = await checkpoints.put(record, None)
     with pytest.raises(FenceLost):
@@ -109,6 +111,40 @@ async def test_a_tenants_mark_is_its_newest_event_once_ingest_applied_it(
     assert (await marks.applied_mark("globex"), await marks.applied_mark("acme")) == (2, 0)
     await third.ack_sync()
     assert await marks.applied_mark("acme") == 3
+
+
+def _written(event: str, id_: str) -> bytes:
+    memory = events_pb2.MemoryStored(memory=common_pb2.Memory(id=id_, content="x"))
+    if event == jsm.MEMORY_STORED:
+        return memory.SerializeToString()
+    return events_pb2.MemoryUpdated(memory=memory.memory).SerializeToString()
+
+
+async def test_the_memories_written_between_two_positions_of_a_tenant(
+    js: JetStreamContext,
+) -> None:
+    log = [
+        ("acme", jsm.MEMORY_STORED, _written(jsm.MEMORY_STORED, "a1")),  # 1
+        ("acme", jsm.MEMORY_STORED, _written(jsm.MEMORY_STORED, "a2")),  # 2
+        ("globex", jsm.MEMORY_STORED, _written(jsm.MEMORY_STORED, "g1")),  # 3
+        ("acme", jsm.RELATION_ADDED, b""),  # 4
+        ("acme", jsm.MEMORY_UPDATED, _written(jsm.MEMORY_UPDATED, "a1")),  # 5
+        ("acme", jsm.MEMORY_STORED, _written(jsm.MEMORY_STORED, "a3")),  # 6
+        ("acme", jsm.MEMORY_DELETED, b""),  # 7
+        ("acme", jsm.MEMORY_STORED, _written(jsm.MEMORY_STORED, "a4")),  # 8
+    ]
+    for n, (tenant, event, data) in enumerate(log, start=1):
+        await jsm.publish(js, jsm.subject(tenant, event), data, msg_id=f"e{n}")
+    marks = LogMarks(js)
+    assert await marks.written_ids("acme", 1, 6, 100) == ["a2", "a1", "a3"]
+    assert await marks.written_ids("acme", 0, 8, 100) == ["a1", "a2", "a3", "a4"]
+    assert await marks.written_ids("acme", 6, 6, 100) == []
+    assert await marks.written_ids("acme", 7, 100, 100) == ["a4"]  # to the end
+    assert await marks.written_ids("globex", 3, 8, 100) == []
+    assert await marks.written_ids("acme", 0, 8, 4) is None  # five events: over the limit
+    assert await marks.written_ids("acme", 0, 8, 5) == ["a1", "a2", "a3", "a4"]
+    consumers = await js.consumers_info(jsm.STREAM_MEMORY)
+    assert not consumers  # each read's consumer is gone
 
 
 async def test_events_are_the_gateways_and_a_repeated_id_is_dropped(js: JetStreamContext) -> None:

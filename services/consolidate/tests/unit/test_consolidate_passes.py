@@ -22,6 +22,8 @@ from engram_consolidate.service import (
     Trigger,
     pass_factory,
 )
+from engram_consolidate.service.passes.base import Run
+from engram_consolidate.service.records import Tally
 from engram_consolidate.service.runner import Start
 from engram_core import relevance
 from engram_core.associations import AssociationSettings
@@ -368,6 +370,71 @@ async def test_associate_removes_system_edges_its_rules_no_longer_propose(world:
     third = await run_pass(world, PassName.ASSOCIATE, run_id="third")
     assert not world.log.events
     assert not any(c.kind.endswith("_removed") for c in third.changes)
+
+
+class Written:
+    """ChangeMarks whose log range holds ``ids`` (what ingest wrote since the last run)."""
+
+    def __init__(self, *ids: str) -> None:
+        self.ids = list(ids)
+
+    async def applied_mark(self, tenant: str) -> int:
+        return 0
+
+    async def written_ids(self, tenant: str, after: int, upto: int, limit: int) -> list[str] | None:
+        return None if len(self.ids) > limit else self.ids
+
+
+async def run_incremental(world: World, written: Written) -> Run:
+    """Every phase of an associate run with an incremental run's params."""
+    stores = Stores(world.vector, world.lexical, world.graph, world.log, 5.0, 2, marks=written)
+    pass_ = pass_factory(stores, PassSettings())(Key(TENANT, PassName.ASSOCIATE))
+    run = Run(Key(TENANT, PassName.ASSOCIATE), "incr", NOW, Tally(10), '{"after":1,"upto":9}')
+    for phase in pass_.phases:
+        await pass_.total(run, phase)
+        async for _ in pass_.steps(run, phase, ""):
+            pass
+    return run
+
+
+async def test_an_incremental_associate_links_what_was_written_and_its_successors(
+    world: World,
+) -> None:
+    await associations_world(world)
+    await run_pass(world, PassName.ASSOCIATE, run_id="first")
+    await world.apply_log()
+    # 6 is new, near 1, and slots into session s1 between 4 and 5.
+    six = replace(
+        memory(6, 10, tags=("session:s1",)), timestamp=NOW - timedelta(days=10, minutes=-30)
+    )
+    await world.put(six, (1.0, 0.01, 0.0, 0.0))
+    world.vector.neighbour_queries.clear()
+
+    run = await run_incremental(world, Written(mid(6)))
+
+    assert world.vector.neighbour_queries == [[mid(6)]]
+    added = {
+        (e.payload.source_id, e.payload.target_id, e.payload.type)
+        for e in world.log.of("relation_added")
+    }
+    assert (mid(6), mid(4), "PRECEDED_BY") in added
+    assert (mid(5), mid(6), "PRECEDED_BY") in added  # 5's predecessor is now 6
+    assert any(mid(6) in (a, b) and t == "SIMILAR_TO" for a, b, t in added)
+    removed = {(e.payload.source_id, e.payload.target_id) for e in world.log.of("relation_removed")}
+    assert removed == {(mid(5), mid(4))}  # 5 was reread for its new predecessor
+    assert run.tally.count("similar_to_removed") == 0
+
+
+async def test_an_incremental_associate_over_its_limit_reads_everything(world: World) -> None:
+    await associations_world(world)
+    world.vector.neighbour_queries.clear()
+
+    run = await run_incremental(world, Written(*(mid(n) for n in range(1, 5000 + 2))))
+
+    assert run.params == ""
+    assert sorted(i for q in world.vector.neighbour_queries for i in q) == [
+        mid(n) for n in range(1, 6)
+    ]
 
 
 async def test_associate_dry_run_publishes_nothing(world: World) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -60,11 +61,19 @@ class Marks:
     def __init__(self, world: World) -> None:
         self.world = world
         self.down = False
+        self.reads: list[tuple[int, int]] = []  # the (after, upto) of each written_ids
 
     async def applied_mark(self, tenant: str) -> int:
         if self.down:
             raise Unavailable("log down")
         return self.world.version
+
+    async def written_ids(self, tenant: str, after: int, upto: int, limit: int) -> list[str] | None:
+        if self.down:
+            raise Unavailable("log down")
+        writes = [id_ for v, id_ in self.world.writes if after < v <= upto]
+        self.reads.append((after, upto))
+        return None if len(writes) > limit else list(dict.fromkeys(writes))
 
 
 def scheduler(
@@ -75,20 +84,22 @@ def scheduler(
     lease: MemoryLease | None = None,
     intervals: Mapping[PassName, float] = DECAY_ONLY,
     marks: Marks | None = None,
+    full_every_s: float = 0.0,
+    incremental_max: int = 5_000,
 ) -> Scheduler:
-    stores = Stores(world.vector, world.lexical, world.graph, world.log, 5.0, 2)
+    stores = Stores(world.vector, world.lexical, world.graph, world.log, 5.0, 2, marks=marks)
     runner = PassRunner(
         world.checkpoints,
         lease or MemoryLease(),
         "h1",
-        RunnerConfig(retry_base_s=0.001),
+        RunnerConfig(retry_base_s=0.001, full_every_s=full_every_s),
         clock,
         marks=marks,
     )
     ids = (f"sched-{n}" for n in itertools.count(1))
     return Scheduler(
         runner,
-        pass_factory(stores, PassSettings()),
+        pass_factory(stores, PassSettings(associate_incremental_max=incremental_max)),
         world.checkpoints,
         world.tenants(),
         Schedule(tick_s=60, intervals=intervals, max_concurrent=max_concurrent),
@@ -197,6 +208,74 @@ async def test_a_scheduled_associate_run_over_an_unchanged_tenant_is_skipped(
     assert (third.state, third.checked_at) == (RunState.SUCCEEDED, None)
     assert third.run_id not in {"sched-1", "sched-2"}
     assert len(world.vector.scans) > scans
+
+
+def _memory(n: int) -> Memory:
+    return Memory(id=f"00000000-0000-7000-8000-{n:012d}", tenant="t1", content=f"m{n}")
+
+
+async def test_between_full_runs_a_scheduled_associate_reads_only_what_was_written(
+    world: World,
+) -> None:
+    await stocked(world)
+    clock = Clock()
+    marks = Marks(world)
+    s = scheduler(world, clock, intervals=HOURLY_ASSOCIATE, marks=marks, full_every_s=86_400.0)
+    key = Key(world.tenant, PassName.ASSOCIATE)
+    await tick(s)
+    await world.apply_log()
+    full = world.checkpoints.record(key)
+    assert (full.params, full.full_at) == ("", NOW)  # the first run after a start is full
+    assert sorted(q for qs in world.vector.neighbour_queries for q in qs) == [
+        _memory(n).id for n in range(3)
+    ]
+
+    await world.put(_memory(7))
+    world.vector.neighbour_queries.clear()
+    clock.now = NOW + timedelta(hours=1)
+    await tick(s)
+    step = world.checkpoints.record(key)
+    assert step.state is RunState.SUCCEEDED
+    # From where the last run began: the edges it wrote are after that too.
+    assert json.loads(step.params) == {"after": full.input_mark, "upto": world.version}
+    assert step.full_at == NOW  # carried on from the full run
+    assert world.vector.neighbour_queries == [[_memory(7).id]]  # the new memory alone
+    assert marks.reads == [(full.input_mark, world.version)]
+    created = {c.kind: c.sample for c in step.changes}["similar_to_created"]
+    assert all(_memory(7).id in edge for edge in created)
+
+    await world.apply_log()
+    await world.put(_memory(8))
+    clock.now = NOW + timedelta(days=1, minutes=1)  # the last full run is a day old
+    await tick(s)
+    again = world.checkpoints.record(key)
+    assert (again.params, again.full_at) == ("", clock.now)
+    assert len(world.vector.neighbour_queries) > 1
+
+
+async def test_more_writes_than_incremental_max_make_a_full_run(world: World) -> None:
+    await stocked(world)
+    clock = Clock()
+    s = scheduler(
+        world,
+        clock,
+        intervals=HOURLY_ASSOCIATE,
+        marks=Marks(world),
+        full_every_s=86_400.0,
+        incremental_max=1,
+    )
+    key = Key(world.tenant, PassName.ASSOCIATE)
+    await tick(s)
+    await world.apply_log()
+    await world.put(_memory(7))
+    await world.put(_memory(8))
+    world.vector.neighbour_queries.clear()
+    clock.now = NOW + timedelta(hours=1)
+    await tick(s)
+    ran = world.checkpoints.record(key)
+    assert (ran.state, ran.params) == (RunState.SUCCEEDED, "")  # it said it went full
+    asked = sorted(q for qs in world.vector.neighbour_queries for q in qs)
+    assert asked == sorted([*(_memory(n).id for n in range(3)), _memory(7).id, _memory(8).id])
 
 
 async def test_the_first_run_after_the_worker_starts_is_never_skipped(world: World) -> None:

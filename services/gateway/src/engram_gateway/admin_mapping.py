@@ -79,7 +79,15 @@ def _with_times(msg: _RunT, run: PassRun) -> _RunT:
 
 
 def pass_run_to_proto(run: PassRun) -> admin_pb2.PassRun:
-    msg = _with_times(admin_pb2.PassRun(mode=_MODE_OF[run.pass_name], **_run_fields(run)), run)
+    after = _params(run.params).get("after", 0)
+    msg = _with_times(
+        admin_pb2.PassRun(
+            mode=_MODE_OF[run.pass_name],
+            incremental_after=after if isinstance(after, int) and after > 0 else 0,
+            **_run_fields(run),
+        ),
+        run,
+    )
     if run.unchanged_checked_at is not None:
         msg.unchanged_checked_at.CopyFrom(ts_to_proto(run.unchanged_checked_at))
     return msg

@@ -246,6 +246,7 @@ async def test_status_shows_each_pass(admin: Admin) -> None:
         started_at=NOW - timedelta(hours=2),
         finished_at=NOW - timedelta(hours=2) + timedelta(seconds=30),
         unchanged_checked_at=NOW - timedelta(minutes=50),
+        params='{"after": 4120, "upto": 4377}',  # it read what was written since 4120
     )
     admin.control.statuses["acme"] = [
         PassStatus("decay", last_run=running, pending_run_id="r10"),
@@ -279,6 +280,7 @@ async def test_status_shows_each_pass(admin: Admin) -> None:
     associate = reply.passes[1].last_run
     assert associate.run_id == "r7"
     assert ts_from_proto(associate.unchanged_checked_at) == NOW - timedelta(minutes=50)
+    assert (associate.incremental_after, run.incremental_after) == (4120, 0)
     assert not reply.passes[2].HasField("last_run")
 
 

@@ -13,9 +13,16 @@ import logging
 from collections.abc import Callable, Sequence
 
 from google.protobuf.field_mask_pb2 import FieldMask
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 from nats.js import JetStreamContext
-from nats.js.api import RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
 from nats.js.errors import NotFoundError
 
 from engram.events.v1 import events_pb2
@@ -160,7 +167,8 @@ class LogMarks:
     """A tenant's applied log position: the sequence of its newest event on the memory
     stream (``engram.<tenant>.*.v1``: memories and relations), once the ingest consumer's
     ack floor — the sequence at and below which every store has applied every event —
-    has reached it."""
+    has reached it; and the memories written between two such positions (an ephemeral
+    consumer on the tenant's stored and updated subjects, from the first one on)."""
 
     def __init__(self, js: JetStreamContext) -> None:
         self._js = js
@@ -174,3 +182,71 @@ class LogMarks:
             raise Unavailable(f"cannot read the log position of {tenant}: {exc}") from exc
         seq = int(newest.seq or 0)
         return seq if await jsm.watermark(self._js) >= seq else 0
+
+    async def written_ids(self, tenant: str, after: int, upto: int, limit: int) -> list[str] | None:
+        if upto <= after:
+            return []
+        config = ConsumerConfig(
+            ack_policy=AckPolicy.NONE,
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=after + 1,
+            filter_subjects=[jsm.subject(tenant, e) for e in _WRITTEN],
+            inactive_threshold=60.0,
+            mem_storage=True,
+        )
+        try:
+            info = await self._js.add_consumer(jsm.STREAM_MEMORY, config)
+            sub = await self._js.pull_subscribe_bind(info.name, stream=jsm.STREAM_MEMORY)
+        except Exception as exc:
+            raise Unavailable(f"cannot read the log of {tenant}: {exc!r}") from exc
+        ids: dict[str, None] = {}
+        events = 0
+        try:
+            while True:
+                try:
+                    msgs = await sub.fetch(_FETCH, timeout=2.0)
+                except TimeoutError:
+                    return list(ids)  # nothing after: the end of the stream
+                for m in msgs:
+                    meta = m.metadata
+                    if meta.sequence.consumer != events + 1:
+                        raise Unavailable(f"the log read of {tenant} lost a message")
+                    if meta.sequence.stream > upto:
+                        return list(ids)
+                    events += 1
+                    if events > limit:
+                        return None
+                    if (id_ := _memory_id(m.subject, m.data)) is not None:
+                        ids[id_] = None
+                    if meta.sequence.stream >= upto or not meta.num_pending:
+                        return list(ids)
+                if not msgs:
+                    return list(ids)
+        except Unavailable:
+            raise
+        except Exception as exc:
+            raise Unavailable(f"cannot read the log of {tenant}: {exc!r}") from exc
+        finally:
+            try:  # else it lingers until inactive_threshold
+                await sub.unsubscribe()
+                await self._js.delete_consumer(jsm.STREAM_MEMORY, info.name)
+            except Exception as exc:
+                log.debug("log reader cleanup: %s", exc)
+
+
+_WRITTEN = (jsm.MEMORY_STORED, jsm.MEMORY_UPDATED)
+_FETCH = 256
+
+
+def _memory_id(subject: str, data: bytes) -> str | None:
+    """The id of the memory a stored or updated event writes (None: undecodable; ingest
+    dead-letters such an event, so no store holds it)."""
+    try:
+        if jsm.event_of(subject) == jsm.MEMORY_STORED:
+            msg: Message = events_pb2.MemoryStored.FromString(data)
+        else:
+            msg = events_pb2.MemoryUpdated.FromString(data)
+    except DecodeError:
+        return None
+    memory = getattr(msg, "memory", None)
+    return str(memory.id) if memory is not None and memory.id else None

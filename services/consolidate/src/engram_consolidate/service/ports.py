@@ -101,3 +101,9 @@ class ChangeMarks(Protocol):
         has applied it to every store; 0 when the tenant has none or it is not applied yet
         (the passes then cannot tell the tenant is unchanged)."""
         ...
+
+    async def written_ids(self, tenant: str, after: int, upto: int, limit: int) -> list[str] | None:
+        """Ids of the tenant's memories stored or updated by the log's events in
+        (``after``, ``upto``], each once, in log order; None when there are more than
+        ``limit`` events (a full pass is then the cheaper read)."""
+        ...

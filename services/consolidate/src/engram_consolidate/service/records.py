@@ -46,6 +46,8 @@ REBUILDS: tuple[PassName, ...] = (
 # clock (decay and forget age with it): a scheduled run of one over a tenant that has not
 # changed since its last successful run began would write nothing, so it is skipped.
 UNCHANGED_SKIPS: frozenset[PassName] = frozenset({PassName.ASSOCIATE, PassName.CLUSTER})
+# Passes whose scheduled runs may read only the memories written since the last run.
+INCREMENTAL: frozenset[PassName] = frozenset({PassName.ASSOCIATE})
 # The tenant token of the records of runs over every tenant (rebuilds): valid in KV keys
 # and lease names, never a tenant (tenants match [A-Za-z0-9_-]).
 GLOBAL = EVERY_TENANT
@@ -123,6 +125,8 @@ class RunRecord:
     # The tenant's applied log position when the run began (ChangeMarks; 0: not known).
     input_mark: int = 0
     checked_at: datetime | None = None  # a scheduled run was last skipped then (unchanged)
+    # INCREMENTAL passes: when the last full run began (an incremental run carries it on).
+    full_at: datetime | None = None
 
     @property
     def last_active(self) -> datetime | None:

@@ -16,6 +16,11 @@
   since that run began, does not run (it would write nothing) and only notes the check
   (``checked_at``). Requested and dry runs always run, and so does the first run of each
   pass after the worker starts (its settings or code may have changed).
+- **Incremental runs**: where the tenant has changed, a scheduled run of an
+  ``INCREMENTAL`` pass on those same conditions gets params ``{"after", "upto"}`` (the last
+  run's position and its own) and reads only the memories written in between, as long as
+  the last full run began less than ``full_every_s`` ago (``full_at``); otherwise it is a
+  full run.
 - **Failures**: a retriable error (a store or the log down) redoes the step from the last
   checkpoint after a backoff, ``step_retries`` times; then the run is FAILED, and the
   scheduler starts a new one later.
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -36,6 +42,7 @@ from engram_consolidate.service.passes.base import Pass, Run
 from engram_consolidate.service.ports import ChangeMarks, Checkpoints, FenceLost
 from engram_consolidate.service.records import (
     GLOBAL,
+    INCREMENTAL,
     UNCHANGED_SKIPS,
     Key,
     PassName,
@@ -61,6 +68,9 @@ class RunnerConfig:
     step_retries: int = 3
     retry_base_s: float = 1.0
     samples: int = 10
+    # INCREMENTAL passes: a full run at least this often; scheduled runs in between read
+    # only what was written since the run before (0: every run is full).
+    full_every_s: float = 0.0
 
     def pause_after(self, worked_s: float) -> float:
         return max(self.step_pause_s, worked_s * (1 - self.duty) / self.duty)
@@ -175,12 +185,13 @@ class PassRunner:
             if start is None:
                 return None
             mark = await self._mark(key)
-            if (
+            carried = (
                 record is not None
                 and key in self._ran
-                and _unchanged(record, start, mark)
+                and _carried_on(record, start, mark)
                 and not await self._repaired_since(key.tenant, record.started_at)
-            ):
+            )
+            if carried and record is not None and record.input_mark == mark:
                 await self._checkpoints.put(replace(record, checked_at=now), revision)
                 log.info(
                     "%s: tenant unchanged since run %s (log position %d); skipped",
@@ -192,6 +203,9 @@ class PassRunner:
             base = record or RunRecord(key)
             pending = "" if base.pending_run_id == start.run_id else base.pending_run_id
             requested = base.pending_params if base.pending_run_id == start.run_id else ""
+            after = base.input_mark if carried and self._incremental(key, base, now) else 0
+            if after:
+                requested = incremental_params(after, mark)
             record = replace(
                 base,
                 run_id=start.run_id,
@@ -215,12 +229,30 @@ class PassRunner:
                 pending_params=base.pending_params if pending else "",
                 input_mark=mark,
                 checked_at=None,
+                full_at=base.full_at if after else now,
             )
-            log.info("%s: run %s starts (%s)", key, start.run_id, start.trigger.value)
+            log.info(
+                "%s: run %s starts (%s%s)",
+                key,
+                start.run_id,
+                start.trigger.value,
+                f", what was written after log position {after}" if after else "",
+            )
         revision = await self._checkpoints.put(record, revision)
         self._ran.add(key)
         job = _Job(self, key, make(), record, revision, stop, lost)
         return await job.run()
+
+    def _incremental(self, key: Key, record: RunRecord, now: datetime) -> bool:
+        """Whether a run of ``key`` carrying on from ``record`` may read only what was
+        written since: a pass that can, with a full run recent enough."""
+        every = self._config.full_every_s
+        return (
+            key.pass_name in INCREMENTAL
+            and every > 0
+            and record.full_at is not None
+            and (now - record.full_at).total_seconds() < every
+        )
 
     async def _mark(self, key: Key) -> int:
         """The tenant's applied log position for a pass that may skip (0: not known)."""
@@ -253,14 +285,20 @@ def _repairs(tenant: str) -> tuple[Key, ...]:
     )
 
 
-def _unchanged(record: RunRecord, start: Start, mark: int) -> bool:
-    """Whether a scheduled run would read what the last successful run read."""
+def _carried_on(record: RunRecord, start: Start, mark: int) -> bool:
+    """Whether a scheduled run reads the stores as the last successful run left them plus
+    the log's events after its position: both positions are known and in order."""
     return (
         start.trigger is Trigger.SCHEDULE
         and record.state is RunState.SUCCEEDED
-        and mark > 0
-        and record.input_mark == mark
+        and record.input_mark > 0
+        and mark >= record.input_mark
     )
+
+
+def incremental_params(after: int, upto: int) -> str:
+    """The params of an incremental run: the memories written in (after, upto]."""
+    return json.dumps({"after": after, "upto": upto})
 
 
 class _Job:

@@ -390,6 +390,7 @@ class ConsolidationRun(_message.Message):
     PENDING_PARAMS_FIELD_NUMBER: _builtins.int
     INPUT_MARK_FIELD_NUMBER: _builtins.int
     CHECKED_AT_FIELD_NUMBER: _builtins.int
+    FULL_AT_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     tenant: _builtins.str
     state: Global___RunState.ValueType
@@ -440,6 +441,12 @@ class ConsolidationRun(_message.Message):
         (associate, cluster) was due and skipped: the tenant was still at input_mark.
         """
 
+    @_builtins.property
+    def full_at(self) -> _timestamp_pb2.Timestamp:
+        """associate: when the last full run began. Scheduled runs in between read only the
+        memories written since the run before (params {"after", "upto"}: log positions).
+        """
+
     def __init__(
         self,
         *,
@@ -466,10 +473,11 @@ class ConsolidationRun(_message.Message):
         pending_params: _builtins.str = ...,
         input_mark: _builtins.int = ...,
         checked_at: _timestamp_pb2.Timestamp | None = ...,
+        full_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["checked_at", b"checked_at", "finished_at", b"finished_at", "heartbeat_at", b"heartbeat_at", "now", b"now", "requested_at", b"requested_at", "started_at", b"started_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["checked_at", b"checked_at", "finished_at", b"finished_at", "full_at", b"full_at", "heartbeat_at", b"heartbeat_at", "now", b"now", "requested_at", b"requested_at", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "checked_at", b"checked_at", "cursor", b"cursor", "done", b"done", "dry_run", b"dry_run", "error", b"error", "finished_at", b"finished_at", "heartbeat_at", b"heartbeat_at", "holder", b"holder", "input_mark", b"input_mark", "now", b"now", "params", b"params", "pass", b"pass", "pending_params", b"pending_params", "pending_run_id", b"pending_run_id", "phase", b"phase", "requested_at", b"requested_at", "resumes", b"resumes", "run_id", b"run_id", "started_at", b"started_at", "state", b"state", "tenant", b"tenant", "total", b"total", "trigger", b"trigger"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "checked_at", b"checked_at", "cursor", b"cursor", "done", b"done", "dry_run", b"dry_run", "error", b"error", "finished_at", b"finished_at", "full_at", b"full_at", "heartbeat_at", b"heartbeat_at", "holder", b"holder", "input_mark", b"input_mark", "now", b"now", "params", b"params", "pass", b"pass", "pending_params", b"pending_params", "pending_run_id", b"pending_run_id", "phase", b"phase", "requested_at", b"requested_at", "resumes", b"resumes", "run_id", b"run_id", "started_at", b"started_at", "state", b"state", "tenant", b"tenant", "total", b"total", "trigger", b"trigger"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -446,6 +446,7 @@ class PassRun(_message.Message):
     ERROR_FIELD_NUMBER: _builtins.int
     RESUMES_FIELD_NUMBER: _builtins.int
     UNCHANGED_CHECKED_AT_FIELD_NUMBER: _builtins.int
+    INCREMENTAL_AFTER_FIELD_NUMBER: _builtins.int
     mode: Global___ConsolidationMode.ValueType
     """the pass (never ALL)"""
     run_id: _builtins.str
@@ -465,6 +466,10 @@ class PassRun(_message.Message):
     """why it failed"""
     resumes: _builtins.int
     """times it was taken over after its holder died"""
+    incremental_after: _builtins.int
+    """associate: 0 for a full run; else the run read only the memories written after this
+    log position (a scheduled run between full runs, CONSOLIDATE_SCHEDULE__ASSOCIATE_FULL_INTERVAL_S)
+    """
     @_builtins.property
     def started_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -497,10 +502,11 @@ class PassRun(_message.Message):
         error: _builtins.str = ...,
         resumes: _builtins.int = ...,
         unchanged_checked_at: _timestamp_pb2.Timestamp | None = ...,
+        incremental_after: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "started_at", b"started_at", "unchanged_checked_at", b"unchanged_checked_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "done", b"done", "dry_run", b"dry_run", "duration_s", b"duration_s", "error", b"error", "finished_at", b"finished_at", "mode", b"mode", "phase", b"phase", "resumes", b"resumes", "run_id", b"run_id", "started_at", b"started_at", "state", b"state", "total", b"total", "trigger", b"trigger", "unchanged_checked_at", b"unchanged_checked_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "done", b"done", "dry_run", b"dry_run", "duration_s", b"duration_s", "error", b"error", "finished_at", b"finished_at", "incremental_after", b"incremental_after", "mode", b"mode", "phase", b"phase", "resumes", b"resumes", "run_id", b"run_id", "started_at", b"started_at", "state", b"state", "total", b"total", "trigger", b"trigger", "unchanged_checked_at", b"unchanged_checked_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from engram_consolidate.service.passes.associate import AssociatePass
+from engram_consolidate.service.passes.associate import DEFAULT_INCREMENTAL_MAX, AssociatePass
 from engram_consolidate.service.passes.base import Pass, Run, Step, Stores
 from engram_consolidate.service.passes.cluster import ClusterPass
 from engram_consolidate.service.passes.decay import DecayPass
@@ -24,6 +24,7 @@ class PassSettings:
     associate: AssociationSettings = field(default_factory=AssociationSettings)
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
     cluster_neighbours: int = 10  # neighbours asked per memory when looking for clusters
+    associate_incremental_max: int = DEFAULT_INCREMENTAL_MAX  # events; more: a full run
 
 
 def pass_factory(
@@ -42,7 +43,7 @@ def pass_factory(
         if key.pass_name is PassName.FORGET:
             return ForgetPass(stores, settings.decay, settings.forget)
         if key.pass_name is PassName.ASSOCIATE:
-            return AssociatePass(stores, settings.associate)
+            return AssociatePass(stores, settings.associate, settings.associate_incremental_max)
         return ClusterPass(stores, settings.cluster, settings.cluster_neighbours)
 
     return make

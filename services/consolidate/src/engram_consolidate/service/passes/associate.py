@@ -17,6 +17,16 @@ publishes them, so ingest applies them with versions and a rebuild replays them.
 event id is derived from the run and the edge, so a page redone after a crash republishes
 the same ids and the log drops the copies.
 
+An incremental run (params ``{"after", "upto"}``, set by the runner for a scheduled run
+of a tenant that changed since a recent full run) reads the ids of the memories stored or
+updated by the log's events in that range (``ChangeMarks.written_ids``; more than
+``incremental_max`` of them: a full run). ``similar`` then proposes for those memories
+only, page by page in id order (the cursor is the last id done), and removes nothing;
+``sequence`` still reads the index but proposes only for those memories and the
+``preceded_max`` after each in its key (the ones whose predecessors they may be), and
+removes what those no longer justify. Removals a change implies elsewhere (an edge the
+new memory displaced from an old one's nearest) wait for the next full run.
+
 A system edge the rules no longer propose is removed (``RelationRemoved``, origin system,
 so a user edge written meanwhile stays): a PRECEDED_BY from a memory of this page that is
 not among its proposals; a SIMILAR_TO once both of its ends have been proposed for in this
@@ -47,6 +57,7 @@ from engram_core.associations import (
 from engram_core.model import META_PATTERN, Hit, Memory, Relation
 from engram_core.relations import ORIGIN_SYSTEM, RelationType
 
+DEFAULT_INCREMENTAL_MAX = 5_000  # events an incremental run reads before it goes full
 SIMILAR = "similar"
 SEQUENCE = "sequence"
 USER_EDGE_KEPT = "user_edge_kept"
@@ -71,9 +82,17 @@ class AssociatePass(Pass):
     name = PassName.ASSOCIATE
     phases = (SIMILAR, SEQUENCE)
 
-    def __init__(self, stores: Stores, settings: AssociationSettings) -> None:
+    def __init__(
+        self,
+        stores: Stores,
+        settings: AssociationSettings,
+        incremental_max: int = DEFAULT_INCREMENTAL_MAX,
+    ) -> None:
         super().__init__(stores)
         self.settings = settings
+        self.incremental_max = incremental_max
+        self._scope: list[str] | None = None  # an incremental run's memories, in id order
+        self._scope_read = False
         # Edges this run wrote: a similar pair is proposed from both ends, on two pages,
         # before ingest has applied the first write (after a crash this is lost, and such
         # a pair may be counted twice; the log still drops the second event).
@@ -86,33 +105,79 @@ class AssociatePass(Pass):
 
     async def total(self, run: Run, phase: str) -> int:
         if phase == SIMILAR:
+            scope = await self._scoped(run)
+            if scope is not None:
+                return len(scope)
             return await self.stores.bounded(self.stores.vector.count(run.tenant), "vector count")
         return 0  # the sequence index's size, once it is built
 
     def steps(self, run: Run, phase: str, cursor: str) -> AsyncIterator[Step]:
         return self._similar(run, cursor) if phase == SIMILAR else self._sequence(run, cursor)
 
+    async def _scoped(self, run: Run) -> list[str] | None:
+        """An incremental run's memories (ids in order), or None: a full run. Read once per
+        process; a resumed run reads the same range of the log again."""
+        if self._scope_read:
+            return self._scope
+        window = incremental_window(run.params)
+        marks = self.stores.marks
+        if window is not None and marks is not None:
+            ids = await self.stores.bounded(
+                marks.written_ids(run.tenant, *window, self.incremental_max), "log read"
+            )
+            self._scope = None if ids is None else sorted(ids)
+        self._scope_read = True
+        return self._scope
+
     # --- SIMILAR_TO --------------------------------------------------------------------
 
     async def _similar(self, run: Run, cursor: str) -> AsyncIterator[Step]:
+        scope = await self._scoped(run)
+        if scope is None and incremental_window(run.params) is not None:
+            # Over incremental_max events: a full run, and its params say so from here on.
+            run.params = ""
+            yield Step(cursor, 0, params="")
+        if scope is not None:
+            async for step in self._similar_of(run, scope, cursor):
+                yield step
+            return
         async for memories, after in self.stores.pages(run.tenant, cursor):
-            sources = [m.id for m in memories if m.type != META_PATTERN]
-            if sources and self.settings.similar_max_per_memory > 0:
-                found = await self.stores.bounded(
-                    self.stores.vector.neighbours(
-                        run.tenant,
-                        sources,
-                        self.settings.similar_max_per_memory,
-                        self.settings.similar_min_cosine,
-                    ),
-                    "vector neighbours",
-                )
-                hits = await self._kept(run, memories, found)
-                proposals = similar_to(hits, run.now, self.settings)
-                self._similar_seen.update(sources)
-                self._similar_proposed.update(edge_key(p) for p in proposals)
-                await self._write(run, sources, proposals, self._stale_similar)
+            await self._similar_page(run, memories, self._stale_similar)
             yield Step(after, len(memories))
+
+    async def _similar_of(self, run: Run, ids: list[str], cursor: str) -> AsyncIterator[Step]:
+        """Proposals for ``ids`` only, after ``cursor`` (the last id done); nothing removed."""
+        start = bisect.bisect_right(ids, cursor) if cursor else 0
+        if start >= len(ids):
+            yield Step(None, 0)
+            return
+        page = self.stores.page_size
+        for at in range(start, len(ids), page):
+            chunk = ids[at : at + page]
+            held = await self.stores.get(run.tenant, chunk)
+            await self._similar_page(run, [held[i] for i in chunk if i in held], _never)
+            yield Step(None if at + page >= len(ids) else chunk[-1], len(chunk))
+
+    async def _similar_page(
+        self, run: Run, memories: list[Memory], stale: Callable[[Relation], bool]
+    ) -> None:
+        sources = [m.id for m in memories if m.type != META_PATTERN]
+        if not sources or self.settings.similar_max_per_memory <= 0:
+            return
+        found = await self.stores.bounded(
+            self.stores.vector.neighbours(
+                run.tenant,
+                sources,
+                self.settings.similar_max_per_memory,
+                self.settings.similar_min_cosine,
+            ),
+            "vector neighbours",
+        )
+        hits = await self._kept(run, memories, found)
+        proposals = similar_to(hits, run.now, self.settings)
+        self._similar_seen.update(sources)
+        self._similar_proposed.update(edge_key(p) for p in proposals)
+        await self._write(run, sources, proposals, stale)
 
     async def _kept(
         self, run: Run, memories: list[Memory], found: dict[str, list[Hit]]
@@ -156,25 +221,34 @@ class AssociatePass(Pass):
                 yield Step(cursor, 0)  # reading: checkpoint nothing new, renew the lease
             else:
                 entries = built
-        start = bisect.bisect_right(entries, _Entry.parse(cursor)) if cursor else 0
+        scope = await self._scoped(run)
+        todo = (
+            list(range(len(entries)))
+            if scope is None
+            else affected(entries, set(scope), self.settings.preceded_max)
+        )
+        total = len(todo)
+        if cursor:
+            done = _Entry.parse(cursor)
+            todo = todo[bisect.bisect_right([entries[i] for i in todo], done) :]
         page = self.stores.page_size
-        if start >= len(entries):
-            yield Step(None, 0, total=len(entries))
+        if not todo:
+            yield Step(None, 0, total=total)
             return
-        for at in range(start, len(entries), page):
-            batch = entries[at : at + page]
-            await self._preceded(run, entries, at, batch)
-            last = at + len(batch) >= len(entries)
-            yield Step(None if last else batch[-1].cursor(), len(batch), total=len(entries))
+        for at in range(0, len(todo), page):
+            batch = todo[at : at + page]
+            await self._preceded(run, entries, batch)
+            last = at + len(batch) >= len(todo)
+            cursor_after = None if last else entries[batch[-1]].cursor()
+            yield Step(cursor_after, len(batch), total=total)
 
-    async def _preceded(
-        self, run: Run, entries: Sequence[_Entry], at: int, batch: Sequence[_Entry]
-    ) -> None:
-        """PRECEDED_BY proposals of ``batch`` (entries[at:at+len(batch)]): each memory's
+    async def _preceded(self, run: Run, entries: Sequence[_Entry], batch: Sequence[int]) -> None:
+        """PRECEDED_BY proposals of the entries at positions ``batch``: each memory's
         ``preceded_max`` nearest predecessors of the same key are its candidates."""
         n = self.settings.preceded_max
         wanted: dict[str, list[str]] = {}
-        for i, entry in enumerate(batch, start=at):
+        for i in batch:
+            entry = entries[i]
             before = [e.id for e in entries[max(0, i - n) : i] if e.key == entry.key]
             wanted[entry.id] = before
         ids = set(wanted) | {c for cs in wanted.values() for c in cs}
@@ -265,3 +339,33 @@ class AssociatePass(Pass):
 
     def _remover(self, run: Run, r: Relation, event_id: str) -> Callable[[], Awaitable[bool]]:
         return lambda: self.stores.events.relation_removed(run.tenant, r, event_id)
+
+
+def _never(r: Relation) -> bool:
+    return False
+
+
+def incremental_window(params: str) -> tuple[int, int] | None:
+    """(after, upto) of an incremental run's params, else None."""
+    if not params:
+        return None
+    try:
+        raw = json.loads(params)
+        after, upto = int(raw["after"]), int(raw["upto"])
+    except (ValueError, TypeError, KeyError):
+        return None
+    return (after, upto) if 0 < after <= upto else None
+
+
+def affected(entries: Sequence[_Entry], ids: set[str], n: int) -> list[int]:
+    """Positions in ``entries`` (sorted by key, then time) whose predecessors may have
+    changed: each memory of ``ids`` and the ``n`` after it in its key."""
+    out: set[int] = set()
+    for i, entry in enumerate(entries):
+        if entry.id not in ids:
+            continue
+        for j in range(i, min(len(entries), i + n + 1)):
+            if entries[j].key != entry.key:
+                break
+            out.add(j)
+    return sorted(out)

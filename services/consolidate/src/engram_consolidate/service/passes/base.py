@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
-from engram_consolidate.service.ports import EventSink, GraphStore, RelevanceWriter, VectorStore
+from engram_consolidate.service.ports import (
+    ChangeMarks,
+    EventSink,
+    GraphStore,
+    RelevanceWriter,
+    VectorStore,
+)
 from engram_consolidate.service.records import Key, PassName, Tally
 from engram_core.errors import DeadlineExceeded
 from engram_core.model import Memory, Relation, RelevanceUpdate
@@ -75,6 +81,7 @@ class Stores:
     page_size: int = 256
     publish_concurrency: int = 64
     read_chunk: int = 100  # ids per get/relations call, each with its own deadline
+    marks: ChangeMarks | None = None  # the log's positions and what was written between
 
     async def all(self, calls: Sequence[Callable[[], Awaitable[object]]], what: str) -> None:
         """Run ``calls`` (e.g. a page's publishes) ``publish_concurrency`` at a time, each
