@@ -232,9 +232,11 @@ async def test_between_full_runs_a_scheduled_associate_reads_only_what_was_writt
 
     await world.put(_memory(7))
     world.vector.neighbour_queries.clear()
+    scans = len(world.vector.scans)
     clock.now = NOW + timedelta(hours=1)
     await tick(s)
     step = world.checkpoints.record(key)
+    assert len(world.vector.scans) == scans  # 7 is in no session: no sequence index read
     assert step.state is RunState.SUCCEEDED
     # From where the last run began: the edges it wrote are after that too.
     assert json.loads(step.params) == {"after": full.input_mark, "upto": world.version}

@@ -22,10 +22,11 @@ of a tenant that changed since a recent full run) reads the ids of the memories 
 updated by the log's events in that range (``ChangeMarks.written_ids``; more than
 ``incremental_max`` of them: a full run). ``similar`` then proposes for those memories
 only, page by page in id order (the cursor is the last id done), and removes nothing;
-``sequence`` still reads the index but proposes only for those memories and the
-``preceded_max`` after each in its key (the ones whose predecessors they may be), and
-removes what those no longer justify. Removals a change implies elsewhere (an edge the
-new memory displaced from an old one's nearest) wait for the next full run.
+``sequence`` reads the index only when one of them has a sequence key, keeps only their
+keys, and proposes only for those memories and the ``preceded_max`` after each in its key
+(the ones whose predecessors they may be), removing what those no longer justify.
+Removals a change implies elsewhere (an edge the new memory displaced from an old one's
+nearest) wait for the next full run.
 
 A system edge the rules no longer propose is removed (``RelationRemoved``, origin system,
 so a user edge written meanwhile stays): a PRECEDED_BY from a memory of this page that is
@@ -198,14 +199,17 @@ class AssociatePass(Pass):
 
     # --- PRECEDED_BY -------------------------------------------------------------------
 
-    async def _index(self, run: Run) -> AsyncIterator[list[_Entry] | None]:
-        """Yields None per page read (a heartbeat), then the sorted index."""
-        spec = self.settings.key
+    def _key(self, m: Memory) -> str | None:
+        return self.settings.key.of(m) if m.type != META_PATTERN else None
+
+    async def _index(self, run: Run, keys: set[str] | None) -> AsyncIterator[list[_Entry] | None]:
+        """Yields None per page read (a heartbeat), then the sorted index (of ``keys``
+        only, unless None)."""
         entries: list[_Entry] = []
         async for memories, _ in self.stores.pages(run.tenant, ""):
             for m in memories:
-                key = spec.of(m) if m.type != META_PATTERN else None
-                if key is not None:
+                key = self._key(m)
+                if key is not None and (keys is None or key in keys):
                     entries.append(_Entry(key, m.timestamp, m.id))
             yield None
         entries.sort()
@@ -215,13 +219,20 @@ class AssociatePass(Pass):
         if self.settings.preceded_max == 0:
             yield Step(None, 0)
             return
+        scope = await self._scoped(run)
+        keys: set[str] | None = None
+        if scope is not None:  # only the sequences of what was written can change
+            held = await self.stores.get(run.tenant, scope)
+            keys = {k for m in held.values() if (k := self._key(m)) is not None}
+            if not keys:
+                yield Step(None, 0, total=0)  # none in a sequence: no index to read
+                return
         entries: list[_Entry] = []
-        async for built in self._index(run):
+        async for built in self._index(run, keys):
             if built is None:
                 yield Step(cursor, 0)  # reading: checkpoint nothing new, renew the lease
             else:
                 entries = built
-        scope = await self._scoped(run)
         todo = (
             list(range(len(entries)))
             if scope is None
