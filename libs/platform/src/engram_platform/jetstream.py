@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 import nats
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
 from nats.js.errors import NotFoundError
 
 from engram_core.errors import Unavailable
@@ -133,3 +141,64 @@ async def last_sequence(js: JetStreamContext) -> int:
     except Exception as exc:
         raise Unavailable(f"cannot read the log: {exc}") from exc
     return int(info.state.last_seq)
+
+
+async def read_range(
+    js: JetStreamContext,
+    stream: str,
+    subjects: Sequence[str],
+    after: int,
+    until: int,
+    batch: int,
+) -> AsyncIterator[list[Msg]]:
+    """The messages of ``stream`` on ``subjects`` with sequences in (``after``, ``until``],
+    in order, ``batch`` at a time (the end of the stream ends it early), through an
+    ephemeral consumer deleted afterwards. A read that fails or skips a message raises
+    Unavailable: read the range again."""
+    if until <= after:
+        return
+    config = ConsumerConfig(
+        ack_policy=AckPolicy.NONE,
+        deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+        opt_start_seq=after + 1,
+        filter_subjects=list(subjects),
+        inactive_threshold=60.0,
+        mem_storage=True,
+    )
+    try:
+        info = await js.add_consumer(stream, config)
+        sub = await js.pull_subscribe_bind(info.name, stream=stream)
+    except Exception as exc:
+        raise Unavailable(f"cannot read {stream}: {exc!r}") from exc
+    delivered = 0
+    try:
+        while True:
+            try:
+                msgs = await sub.fetch(batch, timeout=2.0)
+            except TimeoutError:
+                return  # nothing after: the end of the stream
+            except Exception as exc:
+                raise Unavailable(f"cannot read {stream}: {exc!r}") from exc
+            page: list[Msg] = []
+            done = not msgs
+            for m in msgs:
+                meta = m.metadata
+                if meta.sequence.consumer != delivered + 1:
+                    raise Unavailable(f"{stream} read lost a message; read again")
+                delivered = meta.sequence.consumer
+                if meta.sequence.stream > until:
+                    done = True
+                    break
+                page.append(m)
+                if meta.sequence.stream >= until or not meta.num_pending:
+                    done = True
+            if page:
+                yield page
+            if done:
+                return
+    finally:
+        try:  # else it lingers until inactive_threshold
+            await sub.unsubscribe()
+            await js.delete_consumer(stream, info.name)
+        except Exception as exc:
+            log.debug("range reader cleanup on %s: %s", stream, exc)

@@ -15,14 +15,7 @@ from collections.abc import Callable, Sequence
 from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.message import DecodeError, Message
 from nats.js import JetStreamContext
-from nats.js.api import (
-    AckPolicy,
-    ConsumerConfig,
-    DeliverPolicy,
-    RetentionPolicy,
-    StorageType,
-    StreamConfig,
-)
+from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
 from engram.events.v1 import events_pb2
@@ -184,58 +177,20 @@ class LogMarks:
         return seq if await jsm.watermark(self._js) >= seq else 0
 
     async def written_ids(self, tenant: str, after: int, upto: int, limit: int) -> list[str] | None:
-        if upto <= after:
-            return []
-        config = ConsumerConfig(
-            ack_policy=AckPolicy.NONE,
-            deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-            opt_start_seq=after + 1,
-            filter_subjects=[jsm.subject(tenant, e) for e in _WRITTEN],
-            inactive_threshold=60.0,
-            mem_storage=True,
-        )
-        try:
-            info = await self._js.add_consumer(jsm.STREAM_MEMORY, config)
-            sub = await self._js.pull_subscribe_bind(info.name, stream=jsm.STREAM_MEMORY)
-        except Exception as exc:
-            raise Unavailable(f"cannot read the log of {tenant}: {exc!r}") from exc
+        subjects = [jsm.subject(tenant, e) for e in _WRITTEN]
         ids: dict[str, None] = {}
         events = 0
-        try:
-            while True:
-                try:
-                    msgs = await sub.fetch(_FETCH, timeout=2.0)
-                except TimeoutError:
-                    return list(ids)  # nothing after: the end of the stream
-                for m in msgs:
-                    meta = m.metadata
-                    if meta.sequence.consumer != events + 1:
-                        raise Unavailable(f"the log read of {tenant} lost a message")
-                    if meta.sequence.stream > upto:
-                        return list(ids)
-                    events += 1
-                    if events > limit:
-                        return None
-                    if (id_ := _memory_id(m.subject, m.data)) is not None:
-                        ids[id_] = None
-                    if meta.sequence.stream >= upto or not meta.num_pending:
-                        return list(ids)
-                if not msgs:
-                    return list(ids)
-        except Unavailable:
-            raise
-        except Exception as exc:
-            raise Unavailable(f"cannot read the log of {tenant}: {exc!r}") from exc
-        finally:
-            try:  # else it lingers until inactive_threshold
-                await sub.unsubscribe()
-                await self._js.delete_consumer(jsm.STREAM_MEMORY, info.name)
-            except Exception as exc:
-                log.debug("log reader cleanup: %s", exc)
+        async for page in jsm.read_range(self._js, jsm.STREAM_MEMORY, subjects, after, upto, 256):
+            events += len(page)
+            if events > limit:
+                return None
+            for m in page:
+                if (id_ := _memory_id(m.subject, m.data)) is not None:
+                    ids[id_] = None
+        return list(ids)
 
 
 _WRITTEN = (jsm.MEMORY_STORED, jsm.MEMORY_UPDATED)
-_FETCH = 256
 
 
 def _memory_id(subject: str, data: bytes) -> str | None:

@@ -318,55 +318,18 @@ class NatsStateLog:
     async def records(
         self, tenant: str | None, kind: str, after: int, until: int, batch: int
     ) -> AsyncIterator[list[Positioned]]:
-        if until <= after:
-            return
-        config = ConsumerConfig(
-            ack_policy=AckPolicy.NONE,
-            deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-            opt_start_seq=after + 1,
-            inactive_threshold=60.0,
-            mem_storage=True,
-        )
-        try:
-            sub = await self._js.pull_subscribe(
-                filter_subject(tenant, kind), stream=jsm.STREAM_STATE, config=config
-            )
-        except Exception as exc:
-            raise Unavailable(f"cannot read {jsm.STREAM_STATE}: {exc!r}") from exc
-        delivered = 0
-        try:
-            while True:
+        subjects = [filter_subject(tenant, kind)]
+        async for msgs in jsm.read_range(self._js, jsm.STREAM_STATE, subjects, after, until, batch):
+            page: list[Positioned] = []
+            for m in msgs:
                 try:
-                    msgs = await sub.fetch(batch, timeout=2.0)
-                except TimeoutError:
-                    return  # nothing after: the end of the stream
-                page: list[Positioned] = []
-                done = False
-                for m in msgs:
-                    meta = m.metadata
-                    if meta.sequence.consumer != delivered + 1:
-                        raise Unavailable(f"{jsm.STREAM_STATE} read lost a message; read again")
-                    delivered = meta.sequence.consumer
-                    if meta.sequence.stream > until:
-                        done = True
-                        break
-                    try:
-                        record = record_from_bytes(m.subject, m.data)
-                    except (DecodeError, ValueError, IndexError) as exc:
-                        log.warning("bad state record on %s: %s", m.subject, exc)
-                        continue
-                    page.append(Positioned(meta.sequence.stream, record))
-                    if meta.sequence.stream >= until or not meta.num_pending:
-                        done = True
-                if page:
-                    yield page
-                if done or not msgs:
-                    return
-        finally:
-            try:
-                await sub.unsubscribe()
-            except Exception as exc:
-                log.debug("state reader unsubscribe: %s", exc)
+                    record = record_from_bytes(m.subject, m.data)
+                except (DecodeError, ValueError, IndexError) as exc:
+                    log.warning("bad state record on %s: %s", m.subject, exc)
+                    continue
+                page.append(Positioned(m.metadata.sequence.stream, record))
+            if page:
+                yield page
 
     async def _last(self, tenant: str, id_: str) -> MemoryRecord | None:
         record = await last_record(self._js, self._gate, state_subject(tenant, MEMORIES, id_))
