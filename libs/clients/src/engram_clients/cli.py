@@ -85,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("mode", choices=(*_PASSES, "all", "status"))
     c.add_argument("--dry-run", action="store_true", help="report what would change")
     c.add_argument("--tenant", default="", help="another tenant (a token of tenant '*')")
+    c.add_argument(
+        "--wait",
+        action="store_true",
+        help="follow the run: progress on stderr until every pass has finished, then its "
+        "runs (exit 1 if one failed)",
+    )
+    c.add_argument("--poll", type=float, default=2.0, help="seconds between two looks (--wait)")
     return p
 
 
@@ -181,11 +188,64 @@ def _admin_call(
     return stub.Rebuild(rebuild, metadata=metadata)
 
 
+_FINISHED = (admin_pb2.PASS_STATE_SUCCEEDED, admin_pb2.PASS_STATE_FAILED)
+
+
+def _progress(name: str, run: admin_pb2.PassRun | None) -> str:
+    """One pass of the followed run, as a line."""
+    if run is None or run.state == admin_pb2.PASS_STATE_PENDING:
+        return f"{name}: pending"
+    state = admin_pb2.PassState.Name(run.state).removeprefix("PASS_STATE_").lower()
+    if run.state == admin_pb2.PASS_STATE_RUNNING:
+        of = f"/{run.total}" if run.total else ""
+        return f"{name}: running, {run.phase or 'starting'} {run.done}{of} ({run.duration_s:.0f}s)"
+    changes = ", ".join(f"{c.kind} {c.count}" for c in run.changes) or "no change"
+    why = f": {run.error}" if run.error else ""
+    return f"{name}: {state} in {run.duration_s:.1f}s ({changes}){why}"
+
+
+async def _follow(
+    stub: Any,  # the aio AdminServiceStub
+    started: admin_pb2.ConsolidateResponse,
+    args: argparse.Namespace,
+    metadata: tuple[tuple[str, str], ...],
+) -> tuple[admin_pb2.ConsolidationStatusResponse, bool]:
+    """Poll until every pass of the run has finished, a line on stderr whenever one moves
+    on; the status of those passes, and whether all succeeded."""
+    request = admin_pb2.ConsolidationStatusRequest(tenant=args.tenant)
+    shown: dict[int, tuple[int, str, int]] = {}
+    while True:
+        status = await stub.ConsolidationStatus(request, metadata=metadata)
+        mine = {
+            p.mode: p.last_run
+            for p in status.passes
+            if p.mode in started.passes and p.last_run.run_id == started.run_id
+        }
+        for mode in started.passes:
+            run = mine.get(mode)
+            seen = (run.state, run.phase, run.done) if run is not None else (0, "", 0)
+            if shown.get(mode) != seen:
+                shown[mode] = seen
+                name = admin_pb2.ConsolidationMode.Name(mode).removeprefix("CONSOLIDATION_MODE_")
+                print(_progress(name.lower(), run), file=sys.stderr, flush=True)
+        if len(mine) == len(started.passes) and all(r.state in _FINISHED for r in mine.values()):
+            del status.passes[:]
+            status.passes.extend(admin_pb2.PassStatus(mode=m, last_run=r) for m, r in mine.items())
+            ok = all(r.state == admin_pb2.PASS_STATE_SUCCEEDED for r in mine.values())
+            return status, ok
+        await asyncio.sleep(args.poll)
+
+
 async def _run(args: argparse.Namespace) -> Message:
     metadata = (("authorization", f"Bearer {args.token}"),)
     async with grpc.aio.insecure_channel(args.addr) as channel:
         stub = gateway_pb2_grpc.MemoryServiceStub(channel)
         call: Any
+        if args.cmd == "consolidate" and args.wait:
+            admin = admin_pb2_grpc.AdminServiceStub(channel)
+            started = await _admin_call(args, channel, metadata)
+            status, args.ok = await _follow(admin, started, args, metadata)
+            return status
         if args.cmd in ("sync", "rebuild", "consolidate"):
             call = _admin_call(args, channel, metadata)
         elif args.cmd == "store":
@@ -215,6 +275,11 @@ async def _run(args: argparse.Namespace) -> Message:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.cmd == "consolidate" and args.wait and (args.dry_run or args.mode == "status"):
+        parser.error(
+            "--wait follows a run: not with --dry-run (its report comes at once) or status"
+        )
+    args.ok = True
     build = {"store": store_request, "recall": recall_request}.get(args.cmd)
     if build is not None:
         try:
@@ -232,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader stopped early (`| head`): not a failure here
         # stdout now goes nowhere, so the interpreter's last flush does not fail either.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0
+    return 0 if args.ok else 1
 
 
 if __name__ == "__main__":

@@ -101,6 +101,68 @@ def test_consolidate_runs_a_pass_or_shows_their_progress(
         main(["--addr", addr, "consolidate", "sleep"])
 
 
+class Scripted(Admin):
+    """An all-passes run: decay waits its turn, runs, succeeds; associate fails at once.
+    Each status call moves the script on one step (the last one stays)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        decay = admin_pb2.CONSOLIDATION_MODE_DECAY
+        associate = admin_pb2.CONSOLIDATION_MODE_ASSOCIATE
+        failed = admin_pb2.PassRun(
+            run_id="r1", state=admin_pb2.PASS_STATE_FAILED, duration_s=0.5, error="vector down"
+        )
+        older = admin_pb2.PassRun(run_id="r0", state=admin_pb2.PASS_STATE_RUNNING, done=5)
+        running = admin_pb2.PassRun(
+            run_id="r1", state=admin_pb2.PASS_STATE_RUNNING, phase="scan", done=64, total=128
+        )
+        done = admin_pb2.PassRun(
+            run_id="r1",
+            state=admin_pb2.PASS_STATE_SUCCEEDED,
+            duration_s=3.25,
+            changes=[admin_pb2.ConsolidationChange(kind="relevance", count=90)],
+        )
+        self.script = [
+            [(decay, older), (associate, failed)],  # another run still going: r1 pending
+            [(decay, running), (associate, failed)],
+            [(decay, running), (associate, failed)],  # no progress: no new line
+            [(decay, done), (associate, failed)],
+        ]
+
+    def Consolidate(self, request: Any, context: Any) -> Any:  # noqa: N802
+        self.seen.append(request)
+        passes = [admin_pb2.CONSOLIDATION_MODE_DECAY, admin_pb2.CONSOLIDATION_MODE_ASSOCIATE]
+        return admin_pb2.ConsolidateResponse(run_id="r1", passes=passes)
+
+    def ConsolidationStatus(self, request: Any, context: Any) -> Any:  # noqa: N802
+        self.seen.append(request)
+        step = self.script.pop(0) if len(self.script) > 1 else self.script[0]
+        return admin_pb2.ConsolidationStatusResponse(
+            tenant="acme",
+            passes=[admin_pb2.PassStatus(mode=m, last_run=r) for m, r in step],
+        )
+
+
+def test_consolidate_wait_follows_the_run_until_every_pass_has_finished(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for addr, fake in _serving(Scripted(), admin_pb2_grpc.add_AdminServiceServicer_to_server):
+        code = main(["--addr", addr, "consolidate", "all", "--wait", "--poll", "0.01"])
+        out, err = capsys.readouterr()
+        assert code == 1  # associate failed
+        assert err.splitlines() == [
+            "decay: pending",
+            "associate: failed in 0.5s (no change): vector down",
+            "decay: running, scan 64/128 (0s)",
+            "decay: succeeded in 3.2s (relevance 90)",
+        ]
+        assert '"runId": "r1"' in out
+        assert '"r0"' not in out
+        assert len(fake.seen) == 5  # the request, then four looks
+    with pytest.raises(SystemExit):
+        main(["consolidate", "decay", "--dry-run", "--wait"])
+
+
 @pytest.fixture
 def gateway() -> Iterator[tuple[str, Gateway]]:
     yield from _serving(Gateway(), gateway_pb2_grpc.add_MemoryServiceServicer_to_server)
