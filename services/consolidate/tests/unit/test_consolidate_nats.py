@@ -145,6 +145,9 @@ async def test_the_memories_written_between_two_positions_of_a_tenant(
     assert await marks.written_ids("acme", 0, 8, 5) == ["a1", "a2", "a3", "a4"]
     consumers = await js.consumers_info(jsm.STREAM_MEMORY)
     assert not consumers  # each read's consumer is gone
+    await js.purge_stream(jsm.STREAM_MEMORY, seq=3)  # a retention limit dropped 1 and 2
+    assert await marks.written_ids("acme", 0, 8, 100) is None  # not all there: full run
+    assert await marks.written_ids("acme", 2, 8, 100) == ["a1", "a3", "a4"]
 
 
 async def test_events_are_the_gateways_and_a_repeated_id_is_dropped(js: JetStreamContext) -> None:

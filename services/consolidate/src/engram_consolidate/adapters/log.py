@@ -177,6 +177,12 @@ class LogMarks:
         return seq if await jsm.watermark(self._js) >= seq else 0
 
     async def written_ids(self, tenant: str, after: int, upto: int, limit: int) -> list[str] | None:
+        try:
+            first = int((await self._js.stream_info(jsm.STREAM_MEMORY)).state.first_seq or 0)
+        except Exception as exc:
+            raise Unavailable(f"cannot read the log of {tenant}: {exc!r}") from exc
+        if first > after + 1:
+            return None  # events after `after` were purged: the range cannot be read whole
         subjects = [jsm.subject(tenant, e) for e in _WRITTEN]
         ids: dict[str, None] = {}
         events = 0

@@ -105,5 +105,6 @@ class ChangeMarks(Protocol):
     async def written_ids(self, tenant: str, after: int, upto: int, limit: int) -> list[str] | None:
         """Ids of the tenant's memories stored or updated by the log's events in
         (``after``, ``upto``], each once, in log order; None when there are more than
-        ``limit`` events (a full pass is then the cheaper read)."""
+        ``limit`` events (a full pass is then the cheaper read) or the log no longer holds
+        them all (purged by a retention limit)."""
         ...
