@@ -200,7 +200,7 @@ async def test_associate_links_near_duplicates_through_the_log(api: Api) -> None
     assert (b, "SIMILAR_TO") in [(r.memory.id, r.type) for r in related.related]
 
 
-async def test_scheduled_associate_runs_are_skipped_while_the_tenant_is_unchanged(
+async def test_scheduled_associate_runs_skip_an_unchanged_tenant_and_read_only_what_changed(
     api: Api, quiet_worker: DevStack
 ) -> None:
     stack = quiet_worker
@@ -240,6 +240,8 @@ async def test_scheduled_associate_runs_are_skipped_while_the_tenant_is_unchange
             await asyncio.sleep(0.1)
         assert run.run_id != skipped.run_id
         assert ts_from_proto(run.started_at) > ts_from_proto(skipped.unchanged_checked_at)
+        # Within a day of the last full run: it read only what was written since.
+        assert run.incremental_after > 0
     finally:
         restart_worker(stack, calm)
 

@@ -19,11 +19,23 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from engram.gateway.v1 import gateway_pb2
+from engram.graph.v1 import graph_pb2
+from engram.lexical.v1 import lexical_pb2
+from engram.scoring.v1 import scoring_pb2
+from engram.vector.v1 import vector_pb2
 from engram_platform import localservers
-from engram_platform.nats_server import NatsServer, free_port, start_nats
+from engram_platform.nats_server import NatsServer, free_ports, start_nats
 from engram_platform.settings import engram_home
 
 GRPC_SERVICES = ("vector", "lexical", "graph", "scoring", "gateway")
+SERVICE_NAMES = {  # the gRPC service each serves, as its health service names it
+    "vector": vector_pb2.DESCRIPTOR.services_by_name["VectorService"].full_name,
+    "lexical": lexical_pb2.DESCRIPTOR.services_by_name["LexicalService"].full_name,
+    "graph": graph_pb2.DESCRIPTOR.services_by_name["GraphService"].full_name,
+    "scoring": scoring_pb2.DESCRIPTOR.services_by_name["ScoringService"].full_name,
+    "gateway": gateway_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
+}
 WORKERS = ("ingest", "consolidate")
 DEV_TOKEN = "dev-token"
 READY_MARK = "ready"  # workers log "engram-<name> ready" once consuming
@@ -94,14 +106,17 @@ def _fail(proc: Process, why: str) -> RuntimeError:
 
 
 def _wait_serving(proc: Process, timeout_s: float) -> None:
+    """Until the process serves its own service on its port (asked by name: another
+    server that took the port answers NOT_FOUND, so it is never taken for this one)."""
     deadline = time.monotonic() + timeout_s
+    request = health_pb2.HealthCheckRequest(service=SERVICE_NAMES[proc.name])
     with grpc.insecure_channel(f"127.0.0.1:{proc.port}") as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while time.monotonic() < deadline:
             if proc.popen.poll() is not None:
                 raise _fail(proc, f"exited with code {proc.popen.returncode}")
             try:
-                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
+                reply = stub.Check(request, timeout=1.0)
                 if reply.status == health_pb2.HealthCheckResponse.SERVING:
                     return
             except grpc.RpcError:
@@ -155,8 +170,8 @@ def start_stack(
     home = home or engram_home()
     nats = None if nats_url else start_nats(home / "data" / "nats", port=nats_port)
     url = nats.url if nats else str(nats_url)
-    ports = {name: free_port() for name in GRPC_SERVICES}
-    ports["gateway"] = gateway_port or free_port()
+    ports = dict(zip(GRPC_SERVICES, free_ports(len(GRPC_SERVICES)), strict=True))
+    ports["gateway"] = gateway_port or ports["gateway"]
     env = stack_env(home, url, ports, DEV_TOKEN, extra_env or {})
     stack = DevStack(home=home, nats_url=url, nats=nats, ports=ports, env=env)
     try:

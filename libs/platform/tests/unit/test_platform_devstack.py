@@ -1,0 +1,64 @@
+"""How `make run` and the e2e stacks start services: ports that cannot clash, and a
+service counted as up only when it is the one answering on its port."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from engram_platform.devstack import SERVICE_NAMES, Process, _wait_serving
+from engram_platform.nats_server import free_ports
+
+
+def test_free_ports_are_distinct() -> None:
+    ports = free_ports(64)
+    assert len(set(ports)) == 64
+
+
+def _health_server(serving: str) -> tuple[grpc.Server, int]:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    for name in ("", serving):
+        servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, port
+
+
+def _process(name: str, port: int, tmp_path: Path, seconds: float) -> Process:
+    log = tmp_path / f"{name}.log"
+    log.write_text("engram-lexical: cannot bind\n")
+    popen = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"])
+    return Process(name=name, popen=popen, log_path=log, port=port)
+
+
+def test_another_service_on_the_port_is_not_taken_for_this_one(tmp_path: Path) -> None:
+    # The vector service holds the port the lexical service was given; lexical's own
+    # process dies (it could not bind), and the stack must say so.
+    server, port = _health_server(SERVICE_NAMES["vector"])
+    proc = _process("lexical", port, tmp_path, 1.0)
+    try:
+        with pytest.raises(RuntimeError, match="engram-lexical exited with code 0"):
+            _wait_serving(proc, timeout_s=10.0)
+    finally:
+        server.stop(0)
+        proc.popen.wait()
+
+
+def test_the_service_itself_on_its_port_is_up(tmp_path: Path) -> None:
+    server, port = _health_server(SERVICE_NAMES["lexical"])
+    proc = _process("lexical", port, tmp_path, 30.0)
+    try:
+        _wait_serving(proc, timeout_s=10.0)
+        assert proc.popen.poll() is None
+    finally:
+        server.stop(0)
+        proc.popen.kill()
+        proc.popen.wait()
