@@ -87,6 +87,18 @@ async def ages(world: World) -> list[Memory]:
 # --- decay ---------------------------------------------------------------------------------
 
 
+async def test_a_phase_that_outgrows_its_count_reports_what_it_did(world: World) -> None:
+    await ages(world)  # six memories, counted when the phase begins ...
+    real_count = world.vector.count
+
+    async def counted_early(tenant: str) -> int:
+        return int(await real_count(tenant)) - 2  # ... before ingest applied the last two
+
+    world.vector.count = counted_early
+    record = await run_pass(world, PassName.DECAY)
+    assert (record.done, record.total) == (6, 6)  # not 6 of 4
+
+
 async def test_decay_writes_only_changed_scores_to_all_three_stores(world: World) -> None:
     memories = await ages(world)
     await world.relate(Relation(mid(1), mid(2), "RELATES_TO"))

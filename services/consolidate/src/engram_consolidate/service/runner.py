@@ -410,11 +410,14 @@ class _Job:
             async for step in steps:
                 if step.params is not None:
                     self.run_state.params = step.params
+                done = self.record.done + step.items
+                total = self.record.total if step.total is None else step.total
                 await self.save(
                     params=self.run_state.params,
                     cursor="" if step.cursor is None else step.cursor,
-                    done=self.record.done + step.items,
-                    total=self.record.total if step.total is None else step.total,
+                    done=done,
+                    # Counted when the phase began: memories written since may pass it.
+                    total=max(total, done) if total else 0,
                     changes=self.run_state.tally.snapshot(),
                 )
                 self.guard()

@@ -404,7 +404,7 @@ class ConsolidationRun(_message.Message):
     done: _builtins.int
     """items of the phase finished (memories, clusters)"""
     total: _builtins.int
-    """items of the phase (memories: counted at its start)"""
+    """items of the phase (memories: counted at its start; ≥ done)"""
     error: _builtins.str
     """why it failed"""
     holder: _builtins.str
