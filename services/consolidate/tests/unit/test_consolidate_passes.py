@@ -26,7 +26,7 @@ from engram_consolidate.service.passes.base import Run
 from engram_consolidate.service.records import Tally
 from engram_consolidate.service.runner import Start
 from engram_core import relevance
-from engram_core.associations import AssociationSettings
+from engram_core.associations import AssociationSettings, edge_key
 from engram_core.forgetting import ForgetSettings
 from engram_core.model import Memory, Relation
 from engram_core.relevance import DecaySettings
@@ -397,10 +397,12 @@ class Written:
         return None if len(self.ids) > limit else self.ids
 
 
-async def run_incremental(world: World, written: Written) -> Run:
+async def run_incremental(
+    world: World, written: Written, settings: PassSettings | None = None
+) -> Run:
     """Every phase of an associate run with an incremental run's params."""
     stores = Stores(world.vector, world.lexical, world.graph, world.log, 5.0, 2, marks=written)
-    pass_ = pass_factory(stores, PassSettings())(Key(TENANT, PassName.ASSOCIATE))
+    pass_ = pass_factory(stores, settings or PassSettings())(Key(TENANT, PassName.ASSOCIATE))
     run = Run(Key(TENANT, PassName.ASSOCIATE), "incr", NOW, Tally(10), '{"after":1,"upto":9}')
     for phase in pass_.phases:
         await pass_.total(run, phase)
@@ -435,6 +437,28 @@ async def test_an_incremental_associate_links_what_was_written_and_its_successor
     removed = {(e.payload.source_id, e.payload.target_id) for e in world.log.of("relation_removed")}
     assert removed == {(mid(5), mid(4))}  # 5 was reread for its new predecessor
     assert run.tally.count("similar_to_removed") == 0
+
+
+async def test_an_incremental_associate_removes_what_neither_end_proposes(world: World) -> None:
+    # One neighbour per memory: 7's nearest is 8, but 9's nearest is 7, so 7–9 stands on
+    # 9's side alone. 2 then moves away from 1 and 3.
+    nearest = PassSettings(associate=AssociationSettings(similar_max_per_memory=1))
+    await associations_world(world)
+    await world.put(memory(7, 10), (0.0, 0.0, 0.0, 1.0))
+    await world.put(memory(8, 10), (0.0, 0.0, -0.1, 0.995))
+    await world.put(memory(9, 10), (0.0, 0.2, 0.0, 0.98))
+    await run_pass(world, PassName.ASSOCIATE, run_id="first", settings=nearest)
+    await world.apply_log()
+    before = {edge_key(r) for r in await world.graph.relations(TENANT, [mid(2), mid(7)])}
+    assert {(mid(1), mid(2), "SIMILAR_TO"), (mid(7), mid(9), "SIMILAR_TO")} <= before
+    await world.put(memory(2, 10), (0.0, 0.0, 1.0, 0.0))
+
+    await run_incremental(world, Written(mid(2), mid(7)), nearest)
+
+    removed = {edge_key(e.payload) for e in world.log.of("relation_removed")}
+    assert (mid(1), mid(2), "SIMILAR_TO") in removed  # neither 1 nor 2 proposes it now
+    assert (mid(7), mid(9), "SIMILAR_TO") not in removed  # 9 still does
+    assert all(mid(2) in k[:2] for k in removed if k[2] == "SIMILAR_TO")
 
 
 async def test_an_incremental_associate_over_its_limit_reads_everything(world: World) -> None:

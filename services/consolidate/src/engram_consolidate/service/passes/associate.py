@@ -21,12 +21,13 @@ An incremental run (params ``{"after", "upto"}``, set by the runner for a schedu
 of a tenant that changed since a recent full run) reads the ids of the memories stored or
 updated by the log's events in that range (``ChangeMarks.written_ids``; more than
 ``incremental_max`` of them: a full run). ``similar`` then proposes for those memories
-only, page by page in id order (the cursor is the last id done), and removes nothing;
-``sequence`` reads the index only when one of them has a sequence key, keeps only their
+only, page by page in id order (the cursor is the last id done), and removes a system
+edge of theirs that neither end proposes (the other end is searched too, as in a full
+run); ``sequence`` reads the index only when one of them has a sequence key, keeps only their
 keys, and proposes only for those memories and the ``preceded_max`` after each in its key
 (the ones whose predecessors they may be), removing what those no longer justify.
 Removals a change implies elsewhere (an edge the new memory displaced from an old one's
-nearest) wait for the next full run.
+nearest, neither of whose ends was written) wait for the next full run.
 
 A system edge the rules no longer propose is removed (``RelationRemoved``, origin system,
 so a user edge written meanwhile stays): a PRECEDED_BY from a memory of this page that is
@@ -147,7 +148,7 @@ class AssociatePass(Pass):
             yield Step(after, len(memories))
 
     async def _similar_of(self, run: Run, ids: list[str], cursor: str) -> AsyncIterator[Step]:
-        """Proposals for ``ids`` only, after ``cursor`` (the last id done); nothing removed."""
+        """Proposals for ``ids`` only, after ``cursor`` (the last id done)."""
         start = bisect.bisect_right(ids, cursor) if cursor else 0
         if start >= len(ids):
             yield Step(None, 0)
@@ -156,15 +157,29 @@ class AssociatePass(Pass):
         for at in range(start, len(ids), page):
             chunk = ids[at : at + page]
             held = await self.stores.get(run.tenant, chunk)
-            await self._similar_page(run, [held[i] for i in chunk if i in held], _never)
+            sources, proposals = await self._proposals(run, [held[i] for i in chunk if i in held])
+            if sources:
+                existing = await self.stores.relations(run.tenant, sources)
+                stale = await self._stale_around(run, set(sources), proposals, existing)
+                await self._write(run, sources, proposals, stale, existing)
             yield Step(None if at + page >= len(ids) else chunk[-1], len(chunk))
 
     async def _similar_page(
         self, run: Run, memories: list[Memory], stale: Callable[[Relation], bool]
     ) -> None:
+        sources, proposals = await self._proposals(run, memories)
+        if sources:
+            self._similar_seen.update(sources)
+            self._similar_proposed.update(edge_key(p) for p in proposals)
+            await self._write(run, sources, proposals, stale)
+
+    async def _proposals(
+        self, run: Run, memories: list[Memory]
+    ) -> tuple[list[str], list[Relation]]:
+        """The memories searched (MetaPatterns are not) and their SIMILAR_TO proposals."""
         sources = [m.id for m in memories if m.type != META_PATTERN]
         if not sources or self.settings.similar_max_per_memory <= 0:
-            return
+            return [], []
         found = await self.stores.bounded(
             self.stores.vector.neighbours(
                 run.tenant,
@@ -175,10 +190,33 @@ class AssociatePass(Pass):
             "vector neighbours",
         )
         hits = await self._kept(run, memories, found)
-        proposals = similar_to(hits, run.now, self.settings)
-        self._similar_seen.update(sources)
-        self._similar_proposed.update(edge_key(p) for p in proposals)
-        await self._write(run, sources, proposals, stale)
+        return sources, similar_to(hits, run.now, self.settings)
+
+    async def _stale_around(
+        self,
+        run: Run,
+        sources: set[str],
+        proposals: Sequence[Relation],
+        existing: Sequence[Relation],
+    ) -> Callable[[Relation], bool]:
+        """An incremental run's stale SIMILAR_TO: a system edge of a memory written since
+        that neither end proposes — its other end is searched too, as a full run would."""
+        proposed = {edge_key(p) for p in proposals}
+        suspects = [
+            r
+            for r in existing
+            if r.type == RelationType.SIMILAR_TO.value
+            and r.origin == ORIGIN_SYSTEM
+            and edge_key(r) not in proposed
+        ]
+        ends = {r.source_id for r in suspects} | {r.target_id for r in suspects}
+        others = sorted(ends - sources)
+        if others:
+            held = await self.stores.get(run.tenant, others)
+            _, theirs = await self._proposals(run, [held[i] for i in others if i in held])
+            proposed |= {edge_key(p) for p in theirs}
+        stale = {edge_key(r) for r in suspects} - proposed
+        return lambda r: r.type == RelationType.SIMILAR_TO.value and edge_key(r) in stale
 
     async def _kept(
         self, run: Run, memories: list[Memory], found: dict[str, list[Hit]]
@@ -302,12 +340,15 @@ class AssociatePass(Pass):
         ids: Iterable[str],
         proposals: Sequence[Relation],
         stale: Callable[[Relation], bool],
+        existing: Sequence[Relation] | None = None,
     ) -> None:
+        """``existing``: the edges of ``ids``, when already read."""
         # Every proposal touches one of `ids`, and so does every edge that may be stale.
         scope = sorted(set(ids))
         if not scope:
             return
-        existing = await self.stores.relations(run.tenant, scope)
+        if existing is None:
+            existing = await self.stores.relations(run.tenant, scope)
         await self._remove(run, [r for r in existing if r.origin == ORIGIN_SYSTEM and stale(r)])
         if not proposals:
             return
@@ -350,10 +391,6 @@ class AssociatePass(Pass):
 
     def _remover(self, run: Run, r: Relation, event_id: str) -> Callable[[], Awaitable[bool]]:
         return lambda: self.stores.events.relation_removed(run.tenant, r, event_id)
-
-
-def _never(r: Relation) -> bool:
-    return False
 
 
 def incremental_window(params: str) -> tuple[int, int] | None:
