@@ -28,7 +28,7 @@ from engram_consolidate.service import (
     pass_factory,
     pass_names,
 )
-from engram_consolidate.service.records import GLOBAL
+from engram_consolidate.service.records import GLOBAL, incremental_params, incremental_window
 from engram_consolidate.service.scheduler import due
 from engram_core.errors import Unavailable
 from engram_core.model import Memory
@@ -208,6 +208,26 @@ async def test_a_scheduled_associate_run_over_an_unchanged_tenant_is_skipped(
     assert (third.state, third.checked_at) == (RunState.SUCCEEDED, None)
     assert third.run_id not in {"sched-1", "sched-2"}
     assert len(world.vector.scans) > scans
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "{}",
+        '{"after": 0, "upto": 3}',
+        '{"after": 5, "upto": 4}',
+        '{"after": "x", "upto": 4}',
+        "[1, 2]",
+        "not json",
+    ],
+)
+def test_params_that_are_not_an_incremental_window(bad: str) -> None:
+    assert incremental_window(bad) is None
+
+
+def test_an_incremental_window_round_trips() -> None:
+    assert incremental_window(incremental_params(41, 97)) == (41, 97)
 
 
 def _memory(n: int) -> Memory:

@@ -5,6 +5,7 @@ port with compare-and-set on its revision.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -177,3 +178,20 @@ class Tally:
 def edge_label(source: str, target: str) -> str:
     """How an edge appears in a sample: ``<source>><target>``."""
     return f"{source}>{target}"
+
+
+def incremental_params(after: int, upto: int) -> str:
+    """The params of an incremental run: the memories written in (after, upto]."""
+    return json.dumps({"after": after, "upto": upto})
+
+
+def incremental_window(params: str) -> tuple[int, int] | None:
+    """(after, upto) of an incremental run's params, else None."""
+    if not params:
+        return None
+    try:
+        raw = json.loads(params)
+        after, upto = int(raw["after"]), int(raw["upto"])
+    except (ValueError, TypeError, KeyError):
+        return None
+    return (after, upto) if 0 < after <= upto else None

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -50,6 +49,7 @@ from engram_consolidate.service.records import (
     RunState,
     Tally,
     Trigger,
+    incremental_params,
 )
 from engram_core.errors import RETRIABLE
 from engram_core.ports import Lease
@@ -294,11 +294,6 @@ def _carried_on(record: RunRecord, start: Start, mark: int) -> bool:
         and record.input_mark > 0
         and mark >= record.input_mark
     )
-
-
-def incremental_params(after: int, upto: int) -> str:
-    """The params of an incremental run: the memories written in (after, upto]."""
-    return json.dumps({"after": after, "upto": upto})
 
 
 class _Job:

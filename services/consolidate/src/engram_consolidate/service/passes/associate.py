@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from engram_consolidate.service.passes.base import Pass, Run, Step, Stores
-from engram_consolidate.service.records import PassName, edge_label
+from engram_consolidate.service.records import PassName, edge_label, incremental_window
 from engram_core.associations import (
     AssociationSettings,
     Change,
@@ -391,18 +391,6 @@ class AssociatePass(Pass):
 
     def _remover(self, run: Run, r: Relation, event_id: str) -> Callable[[], Awaitable[bool]]:
         return lambda: self.stores.events.relation_removed(run.tenant, r, event_id)
-
-
-def incremental_window(params: str) -> tuple[int, int] | None:
-    """(after, upto) of an incremental run's params, else None."""
-    if not params:
-        return None
-    try:
-        raw = json.loads(params)
-        after, upto = int(raw["after"]), int(raw["upto"])
-    except (ValueError, TypeError, KeyError):
-        return None
-    return (after, upto) if 0 < after <= upto else None
 
 
 def affected(entries: Sequence[_Entry], ids: set[str], n: int) -> list[int]:
