@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from google.protobuf.field_mask_pb2 import FieldMask
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import Message
 from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
@@ -21,9 +21,11 @@ from nats.js.errors import NotFoundError
 from engram.events.v1 import events_pb2
 from engram_consolidate.mapping import CONSOLIDATE_EVENT
 from engram_core.errors import Unavailable
+from engram_core.log_events import MemoryWritten
 from engram_core.model import Memory, Relation, utcnow
 from engram_platform import jetstream as jsm
 from engram_platform.convert import memory_to_proto, relation_to_proto, ts_to_proto
+from engram_platform.log_events import decode
 from engram_platform.settings import NatsSettings
 from engram_platform.telemetry import inject_context
 
@@ -191,23 +193,11 @@ class LogMarks:
             if events > limit:
                 return None
             for m in page:
-                if (id_ := _memory_id(m.subject, m.data)) is not None:
-                    ids[id_] = None
+                # As ingest reads it; an undecodable event is dead-lettered, in no store.
+                event = decode(m.subject, m.data, m.metadata.sequence.stream).event
+                if isinstance(event, MemoryWritten):
+                    ids[event.memory.id] = None
         return list(ids)
 
 
 _WRITTEN = (jsm.MEMORY_STORED, jsm.MEMORY_UPDATED)
-
-
-def _memory_id(subject: str, data: bytes) -> str | None:
-    """The id of the memory a stored or updated event writes (None: undecodable; ingest
-    dead-letters such an event, so no store holds it)."""
-    try:
-        if jsm.event_of(subject) == jsm.MEMORY_STORED:
-            msg: Message = events_pb2.MemoryStored.FromString(data)
-        else:
-            msg = events_pb2.MemoryUpdated.FromString(data)
-    except DecodeError:
-        return None
-    memory = getattr(msg, "memory", None)
-    return str(memory.id) if memory is not None and memory.id else None
