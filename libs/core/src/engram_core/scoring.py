@@ -16,7 +16,6 @@ whose scores bunch together (cosines of 0.3-0.5) weighs as much as one that spre
 
 from __future__ import annotations
 
-import calendar
 import functools
 import heapq
 import math
@@ -30,6 +29,7 @@ from typing import Any
 from engram_core.errors import InvalidArgument
 from engram_core.model import Memory
 from engram_core.tags import normalise_tag, tag_prefixes
+from engram_core.written_dates import WrittenDate, dates_in
 
 STREAM_VECTOR = "vector"
 STREAM_KEYWORD = "keyword"
@@ -704,46 +704,18 @@ def _bias_by_match(
 
 # --- dates named in the query text ------------------------------------------------------
 
-_MONTHS: dict[str, int] = {
-    **{m.lower(): i for i, m in enumerate(calendar.month_name) if m},
-    **{m.lower(): i for i, m in enumerate(calendar.month_abbr) if m},
-    "sept": 9,
-}
-_MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
-_ORD = r"(?:st|nd|rd|th)?"
-_DATE_FORMS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("iso", re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")),
-    ("dmy", re.compile(rf"\b(\d{{1,2}}){_ORD}\s+(?:of\s+)?({_MONTH})\.?,?\s+(\d{{4}})\b", re.I)),
-    ("mdy", re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}}){_ORD},?\s+(\d{{4}})\b", re.I)),
-    ("my", re.compile(rf"\b({_MONTH})\.?,?\s+(?:of\s+)?(\d{{4}})\b", re.I)),
-    ("y", re.compile(r"\b((?:19|20)\d{2})\b")),
-)
 MAX_PERIODS = 8
 
 
-def _day(year: int, month: int, day: int) -> tuple[datetime, datetime] | None:
-    try:
-        start = datetime(year, month, day, tzinfo=UTC)
-    except ValueError:
-        return None
+def _period(d: WrittenDate) -> tuple[datetime, datetime]:
+    """A written date as the UTC period [start, end) it covers."""
+    if d.month is None:
+        return datetime(d.year, 1, 1, tzinfo=UTC), datetime(d.year + 1, 1, 1, tzinfo=UTC)
+    if d.day is None:
+        start = datetime(d.year, d.month, 1, tzinfo=UTC)
+        return start, datetime(d.year + d.month // 12, d.month % 12 + 1, 1, tzinfo=UTC)
+    start = datetime(d.year, d.month, d.day, tzinfo=UTC)
     return start, start + timedelta(days=1)
-
-
-def _period(kind: str, g: tuple[str, ...]) -> tuple[datetime, datetime] | None:
-    if kind == "iso":
-        return _day(int(g[0]), int(g[1]), int(g[2]))
-    if kind == "dmy":
-        return _day(int(g[2]), _MONTHS[g[1].lower()], int(g[0]))
-    if kind == "mdy":
-        return _day(int(g[2]), _MONTHS[g[0].lower()], int(g[1]))
-    if kind == "my":
-        year, month = int(g[1]), _MONTHS[g[0].lower()]
-        if not 1 <= year <= 9998:
-            return None
-        start = datetime(year, month, 1, tzinfo=UTC)
-        return start, datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
-    year = int(g[0])
-    return datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
 
 
 def mentioned_periods(text: str) -> tuple[tuple[datetime, datetime], ...]:
@@ -752,14 +724,6 @@ def mentioned_periods(text: str) -> tuple[tuple[datetime, datetime], ...]:
     The most specific form wins a stretch of text ("8 May, 2023" is that day, not May nor
     2023). Relative phrases ("last week") are the request's ``time_query``, not this.
     """
-    claimed: list[tuple[int, int]] = []
-    out: list[tuple[datetime, datetime]] = []
-    for kind, rx in _DATE_FORMS:
-        for m in rx.finditer(text):
-            if any(m.start() < e and s < m.end() for s, e in claimed):
-                continue
-            period = _period(kind, m.groups())
-            if period is not None:
-                claimed.append((m.start(), m.end()))
-                out.append(period)
-    return tuple(dict.fromkeys(out))[:MAX_PERIODS]
+    # Not the year 9999: its periods would end past the calendar's last day.
+    periods = (_period(d) for d in dates_in(text) if d.year < datetime.max.year)
+    return tuple(dict.fromkeys(periods))[:MAX_PERIODS]

@@ -14,7 +14,10 @@ microsecond of the period, like a bare date as ``end`` in ``check_time_range``):
 * ``N units ago``: an instant;
 * ISO forms: year ``2024``, month ``2024-02``, week ``2024-W05``, date ``2024-02-29`` (each
   the whole period), datetime ``2024-02-29T10:00[:00][Z|±hh:mm]`` (an instant; without an
-  offset it is in the request's time zone).
+  offset it is in the request's time zone);
+* written dates, read as scoring reads them in a query's text (`engram_core.written_dates`):
+  ``May 3, 2024``, ``3 May 2024``, ``the 3rd of May, 2024``, ``Sept 3rd 2024`` (the day),
+  ``May 2024`` (the month); ``on|in|during P`` is P.
 
 and the composite forms combine periods P and Q:
 
@@ -38,6 +41,7 @@ from datetime import timezone as fixed_offset
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from engram_core.errors import InvalidArgument
+from engram_core.written_dates import WrittenDate, written_date
 
 FIELD = "time_query"
 TIMEZONE_FIELD = "timezone"
@@ -49,6 +53,7 @@ ACCEPTED = (
     "accepted: today, yesterday, now; this|last week|month|year; "
     "last|past N minutes|hours|days|weeks|months|years (e.g. 'last 24 hours'); N days ago; "
     "ISO 2024, 2024-02, 2024-W05, 2024-02-29, 2024-02-29T10:00Z; "
+    "written May 3, 2024, 3 May 2024, May 2024; on|in D; "
     "before|after|since|until D; between D and D; D to D; ISO range D/D"
 )
 
@@ -71,6 +76,7 @@ _MONTH = re.compile(r"^([0-9]{4})-([0-9]{2})$")
 _WEEK = re.compile(r"^([0-9]{4})-?w([0-9]{2})$")
 _BETWEEN = re.compile(r"^between\s+(.+?)\s+and\s+(.+)$")
 _SPAN = re.compile(r"^(?:from\s+)?(.+?)\s+(?:to|until|till|through)\s+(.+)$")
+_ON = re.compile(r"^(?:on|in|during)\s+(.+)$")  # "on May 3, 2024", "in March 2024": the period
 _PREFIX = re.compile(r"^(before|after|since|from|until|till|by)\s+(.+)$")
 _OFFSET = re.compile(r"^([+-])([0-9]{2}):?([0-9]{2})$")
 
@@ -253,7 +259,23 @@ class _Parser:
         m = _AGO.match(phrase)
         if m:
             return _instant(self._back(_count(m.group(1)), _UNITS[m.group(2)]))
+        m = _ON.match(phrase)
+        if m:
+            return self.period(m.group(1))
+        try:
+            written = written_date(phrase)
+        except ValueError as exc:
+            raise _Unknown("no such date:", phrase) from exc
+        if written is not None:
+            return self._written(written)
         return self._iso(phrase)
+
+    def _written(self, d: WrittenDate) -> TimeRange:
+        if d.month is None:
+            return self._months(date(d.year, 1, 1), 12)
+        if d.day is None:
+            return self._months(date(d.year, d.month, 1), 1)
+        return self._days(date(d.year, d.month, d.day), 1)
 
     def _calendar(self, previous: bool, unit: str) -> TimeRange:
         today = self.now.date()

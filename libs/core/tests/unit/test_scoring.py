@@ -513,6 +513,8 @@ def _day(y: int, m: int, d: int) -> tuple[datetime, datetime]:
             "31 February, 2023",
             ((datetime(2023, 2, 1, tzinfo=UTC), datetime(2023, 3, 1, tzinfo=UTC)),),
         ),
+        # The calendar's last day has no next one to end its period: no period, no error.
+        ("on 9999-12-31 or December 31, 9999?", ()),
     ],
 )
 def test_mentioned_periods(text: str, expected: tuple[tuple[datetime, datetime], ...]) -> None:

@@ -173,6 +173,44 @@ def test_year_9999_ends_at_the_last_instant() -> None:
     assert q("9999").end == datetime.max.replace(tzinfo=UTC)
 
 
+# --- written dates ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "May 3, 2024",
+        "may 3 2024",
+        "3 May 2024",
+        "3rd of May, 2024",
+        "the 3rd of May 2024",
+        "on May 3rd, 2024",
+        "on 2024-05-03",
+    ],
+)
+def test_written_days_are_the_whole_day(text: str) -> None:
+    assert q(text) == day(2024, 5, 3)
+
+
+def test_written_months_and_prefixes() -> None:
+    assert q("Sept 2023") == TimeRange(utc(2023, 9, 1), last_tick(2023, 10, 1))
+    assert q("in February 2024") == TimeRange(utc(2024, 2, 1), last_tick(2024, 3, 1))
+    assert q("during 2023") == TimeRange(utc(2023, 1, 1), last_tick(2024, 1, 1))
+    assert q("after May 1, 2024") == TimeRange(utc(2024, 5, 2), None)
+    assert q("between Jan 5, 2024 and Feb 2024") == TimeRange(
+        utc(2024, 1, 5), last_tick(2024, 3, 1)
+    )
+    assert q("1 May 2024 to 3 May 2024") == TimeRange(utc(2024, 5, 1), last_tick(2024, 5, 4))
+    assert q("December 31, 9999").end == datetime.max.replace(tzinfo=UTC)
+
+
+def test_written_dates_follow_the_timezone() -> None:
+    # Berlin is UTC+2 in May: the day starts at 22:00 UTC the day before.
+    assert q("May 3, 2024", tz="Europe/Berlin") == TimeRange(
+        utc(2024, 5, 2, 22), utc(2024, 5, 3, 22) - timedelta(microseconds=1)
+    )
+
+
 # --- composite forms ----------------------------------------------------------------------
 
 
@@ -314,6 +352,9 @@ def test_naive_now_is_a_programming_error() -> None:
         "2024-W54",
         "0000",
         "2024-02-30",
+        "31 February 2023",
+        "on May 32, 2024",
+        "on",
         "03/01/2024",
         "before",
         "between 2024-01-01",
@@ -332,7 +373,15 @@ def test_error_lists_what_is_accepted_and_the_bad_part() -> None:
         q("between 2024-01-01 and Soon")
     assert "'soon'" in err.value.reason
     assert ACCEPTED in err.value.reason
-    for form in ("today", "yesterday", "last 24 hours", "between", "before", "ISO range"):
+    for form in (
+        "today",
+        "yesterday",
+        "last 24 hours",
+        "between",
+        "before",
+        "ISO range",
+        "May 2024",
+    ):
         assert form in ACCEPTED
 
 

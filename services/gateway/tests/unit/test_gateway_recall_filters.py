@@ -93,6 +93,16 @@ async def test_time_query_is_intersected_with_start_and_end(harness: Any) -> Non
     assert f.end.date() == datetime(2024, 4, 30).date()
 
 
+async def test_time_query_reads_written_dates(harness: Any) -> None:
+    h = harness
+    h.world.put(
+        h.memory(_id(1), "tea in march", timestamp=datetime(2024, 3, 10, tzinfo=UTC)),
+        h.memory(_id(2), "tea in april", timestamp=datetime(2024, 4, 10, tzinfo=UTC)),
+    )
+    assert _ids(await _recall(h, time_query="after March 31st, 2024")) == [_id(2)]
+    assert _ids(await _recall(h, time_query="in March 2024")) == [_id(1)]
+
+
 # --- exclude_types / MetaPattern ---------------------------------------------------------
 
 
@@ -220,6 +230,7 @@ async def test_current_hides_expired_and_not_yet_valid(harness: Any) -> None:
     ("fields", "name"),
     [
         ({"time_query": "around teatime"}, "time_query"),
+        ({"time_query": "on February 30, 2024"}, "time_query"),
         ({"time_query": "last week", "timezone": "Mars/Olympus"}, "timezone"),
         ({"state_mode": 7}, "state_mode"),
         ({"min_score": -1.0}, "min_score"),

@@ -237,7 +237,8 @@ class RecallRequest(_message.Message):
     """
     time_query: _builtins.str
     """Natural-language window on `timestamp` ("last 7 days", "between 2024-01 and 2024-03",
-    ISO ranges…), intersected with start/end; malformed → INVALID_ARGUMENT naming it.
+    "after May 3, 2024", ISO ranges…), intersected with start/end; malformed →
+    INVALID_ARGUMENT naming it.
     """
     timezone: _builtins.str
     """IANA zone or ±hh:mm for time_query; empty = UTC"""
