@@ -50,7 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--exclude-tag", action="append", default=[])
     r.add_argument("--type", action="append", default=[], help="only memories of this type")
     r.add_argument("--mode", choices=tuple(_MODES), help="retrieval streams (default hybrid)")
-    r.add_argument("--time", default="", help='a window: "last 7 days", "2024-01 to 2024-03"')
+    r.add_argument(
+        "--time",
+        default="",
+        help='a window: "last 7 days", "2024-01 to 2024-03", "after May 3, 2024"',
+    )
     r.add_argument("--token-budget", type=int, default=0, help="pack results into `context`")
     r.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None)
     r.add_argument("--min-sequence", type=int, default=0)
