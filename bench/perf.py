@@ -185,7 +185,7 @@ async def recall_load(
 
 async def trending(stub: Any, newest: datetime, repeat: int = 10) -> dict[str, Any]:
     """A recall without text (trending) per sort: p50 latency, and whether sort=recency
-    listed the corpus's newest memory first."""
+    listed the newest memories first."""
     out: dict[str, Any] = {}
     for sort in ("importance", "recency", "relevance", "access_count"):
         times: list[float] = []
@@ -196,8 +196,12 @@ async def trending(stub: Any, newest: datetime, repeat: int = 10) -> dict[str, A
             times.append((time.perf_counter() - started) * 1000)
         out[f"{sort}_p50_ms"] = statistics.median(times)
         if sort == "recency":
-            first = [r.memory.timestamp.ToDatetime(tzinfo=UTC) for r in reply.results[:1]]
-            out["recency_lists_the_newest"] = first == [newest]
+            # Newest first, and none older than the corpus's newest (a reused home may also
+            # hold memories stored since, which are newer).
+            stamps = [r.memory.timestamp.ToDatetime(tzinfo=UTC) for r in reply.results]
+            out["recency_lists_the_newest"] = (
+                bool(stamps) and stamps[0] >= newest and stamps == sorted(stamps, reverse=True)
+            )
     return out
 
 
