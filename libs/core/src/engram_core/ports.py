@@ -60,6 +60,13 @@ class VectorIndex(Protocol):
         self, tenant: str, vector: Sequence[float], flt: Filter, limit: int
     ) -> list[Hit]: ...
 
+    async def search_batch(
+        self, tenant: str, vector: Sequence[float], flts: Sequence[Filter], limit: int
+    ) -> list[list[Hit]]:
+        """One hit list per filter, in order, each as ``search`` answers it, run as one
+        batch (the gateway's timeline windows: one planned pass, not one search each)."""
+        ...
+
     async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]: ...
 
     async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int: ...

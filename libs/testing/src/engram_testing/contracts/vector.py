@@ -110,6 +110,28 @@ class VectorIndexContract(MemoryStoreContract):
         assert hits[0].memory == m
         assert hits[0].score == pytest.approx(1.0, abs=1e-4)
 
+    async def test_search_batch_answers_each_filter_as_search_does(
+        self, index: VectorIndex
+    ) -> None:
+        await index.upsert(T, self.corpus())
+        flts = [
+            Filter(),
+            Filter(types=("Decision",)),
+            Filter(start=BASE + timedelta(minutes=15), end=BASE + timedelta(minutes=45)),
+            Filter(tags=("nothing:here",)),
+        ]
+        batch = await index.search_batch(T, axis(0), flts, 3)
+        one_by_one = [await index.search(T, axis(0), f, 3) for f in flts]
+        assert [[(h.id, round(h.score, 5)) for h in hits] for hits in batch] == [
+            [(h.id, round(h.score, 5)) for h in hits] for hits in one_by_one
+        ]
+        # Decisions: f1 and f3 (f6 is archived); from minute 15 to 45: f3, f4, f5.
+        assert [len(hits) for hits in batch] == [3, 2, 3, 0]
+        assert all(h.memory is not None for hits in batch for h in hits)
+        assert await index.search_batch(T, axis(0), [], 3) == []
+        with pytest.raises(InvalidArgument):
+            await index.search_batch(T, [1.0, 0.0], flts, 3)
+
     # -- versions and tombstones ---------------------------------------------------------------
 
     async def test_upsert_applies_only_newer_versions(self, index: VectorIndex) -> None:

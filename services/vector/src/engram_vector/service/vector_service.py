@@ -17,7 +17,6 @@ leave no trace another can time.
 from __future__ import annotations
 
 import array
-import asyncio
 import hashlib
 import logging
 import math
@@ -143,10 +142,10 @@ class VectorService(GenerationRouted[VectorIndex]):
         query: str = "",
         vector: Sequence[float] = (),
     ) -> list[list[Hit]]:
-        """One search per filter with one query: the query is embedded (or checked) once."""
+        """One search per filter with one query: the query is embedded (or checked) once,
+        and the searches run as one batch."""
         values = await self._query_vector(tenant, query, vector)
-        index = await self._index("")
-        return list(await asyncio.gather(*(index.search(tenant, values, f, limit) for f in flts)))
+        return await (await self._index("")).search_batch(tenant, values, flts, limit)
 
     async def _query_vector(self, tenant: str, query: str, vector: Sequence[float]) -> list[float]:
         """``vector`` checked against the live generation, else ``query`` embedded by its model."""
