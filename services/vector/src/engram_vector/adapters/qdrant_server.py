@@ -267,18 +267,7 @@ class QdrantVectorIndex:
     async def search(
         self, tenant: str, vector: Sequence[float], flt: Filter, limit: int
     ) -> list[Hit]:
-        query = pl.check_vector(vector, self.dimension)
-        async with _translated():
-            response = await self._client.query_points(
-                self._collection,
-                query=query,
-                using=pl.VECTOR_NAME,
-                query_filter=qdrant_filter(pl.filter_conditions(tenant, flt)),
-                search_params=self._search_params,
-                limit=limit,
-                with_payload=[pl.MEMORY],
-            )
-        return [pl.hit_from_payload(p.payload, p.score) for p in response.points]
+        return (await self.search_batch(tenant, vector, [flt], limit))[0]
 
     async def search_batch(
         self, tenant: str, vector: Sequence[float], flts: Sequence[Filter], limit: int
