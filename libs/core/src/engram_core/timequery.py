@@ -12,6 +12,8 @@ microsecond of the period, like a bare date as ``end`` in ``check_time_range``):
   local hour across a DST change); months and years clamp the day (Mar 31 − 1 month = Feb
   28/29);
 * ``N units ago``: an instant;
+* a weekday, ``friday`` or ``fri`` (the latest one, today included), ``last friday`` (the
+  latest before today), ``this friday`` (the one of this Monday-to-Sunday week);
 * ISO forms: year ``2024``, month ``2024-02``, week ``2024-W05``, date ``2024-02-29`` (each
   the whole period), datetime ``2024-02-29T10:00[:00][Z|±hh:mm]`` (an instant; without an
   offset it is in the request's time zone);
@@ -53,7 +55,7 @@ ACCEPTED = (
     "accepted: today, yesterday, now; this|last week|month|year; "
     "last|past N minutes|hours|days|weeks|months|years (e.g. 'last 24 hours'); N days ago; "
     "ISO 2024, 2024-02, 2024-W05, 2024-02-29, 2024-02-29T10:00Z; "
-    "written May 3, 2024, 3 May 2024, May 2024; on|in D; "
+    "written May 3, 2024, 3 May 2024, May 2024; [last|this] friday; on|in D; "
     "before|after|since|until D; between D and D; D to D; ISO range D/D"
 )
 
@@ -76,6 +78,11 @@ _MONTH = re.compile(r"^([0-9]{4})-([0-9]{2})$")
 _WEEK = re.compile(r"^([0-9]{4})-?w([0-9]{2})$")
 _BETWEEN = re.compile(r"^between\s+(.+?)\s+and\s+(.+)$")
 _SPAN = re.compile(r"^(?:from\s+)?(.+?)\s+(?:to|until|till|through)\s+(.+)$")
+_WEEKDAYS: dict[str, int] = {
+    **{d.lower(): i for i, d in enumerate(calendar.day_name)},
+    **{d.lower(): i for i, d in enumerate(calendar.day_abbr)},
+}
+_WEEKDAY = re.compile(rf"^(?:(last|this)\s+)?({'|'.join(_WEEKDAYS)})$")
 _ON = re.compile(r"^(?:on|in|during)\s+(.+)$")  # "on May 3, 2024", "in March 2024": the period
 _PREFIX = re.compile(r"^(before|after|since|from|until|till|by)\s+(.+)$")
 _OFFSET = re.compile(r"^([+-])([0-9]{2}):?([0-9]{2})$")
@@ -259,6 +266,9 @@ class _Parser:
         m = _AGO.match(phrase)
         if m:
             return _instant(self._back(_count(m.group(1)), _UNITS[m.group(2)]))
+        m = _WEEKDAY.match(phrase)
+        if m:
+            return self._weekday(m.group(1), _WEEKDAYS[m.group(2)])
         m = _ON.match(phrase)
         if m:
             return self.period(m.group(1))
@@ -269,6 +279,17 @@ class _Parser:
         if written is not None:
             return self._written(written)
         return self._iso(phrase)
+
+    def _weekday(self, which: str | None, weekday: int) -> TimeRange:
+        """``friday``: the latest Friday, today included; ``last friday``: the latest before
+        today; ``this friday``: the Friday of this week (Monday to Sunday)."""
+        today = self.now.date()
+        back = (today.weekday() - weekday) % 7
+        if which == "last" and back == 0:
+            back = 7
+        elif which == "this":
+            back = today.weekday() - weekday  # negative: later this week
+        return self._days(today - timedelta(days=back), 1)
 
     def _written(self, d: WrittenDate) -> TimeRange:
         if d.month is None:

@@ -173,6 +173,25 @@ def test_year_9999_ends_at_the_last_instant() -> None:
     assert q("9999").end == datetime.max.replace(tzinfo=UTC)
 
 
+# --- weekdays -----------------------------------------------------------------------------
+
+
+def test_weekdays_count_back_from_today() -> None:
+    # NOW is Wednesday 13 March 2024.
+    assert q("friday") == q("fri") == q("on Friday") == day(2024, 3, 8)
+    assert q("wednesday") == day(2024, 3, 13)  # today is the latest Wednesday
+    assert q("last wednesday") == day(2024, 3, 6)  # "last": before today
+    assert q("last tuesday") == day(2024, 3, 12)
+    assert q("this friday") == day(2024, 3, 15)  # this Monday-to-Sunday week, ahead
+    assert q("this monday") == day(2024, 3, 11)
+    assert q("since last monday") == TimeRange(utc(2024, 3, 11), None)
+
+
+def test_weekdays_follow_the_timezone() -> None:
+    # 15:30 UTC is 00:30 on Thursday in Tokyo: there "yesterday" and "wednesday" agree.
+    assert q("wednesday", tz="Asia/Tokyo") == q("yesterday", tz="Asia/Tokyo")
+
+
 # --- written dates ------------------------------------------------------------------------
 
 
@@ -354,6 +373,8 @@ def test_naive_now_is_a_programming_error() -> None:
         "2024-02-30",
         "31 February 2023",
         "on May 32, 2024",
+        "next friday",
+        "last fridays",
         "on",
         "03/01/2024",
         "before",
@@ -381,6 +402,7 @@ def test_error_lists_what_is_accepted_and_the_bad_part() -> None:
         "before",
         "ISO range",
         "May 2024",
+        "friday",
     ):
         assert form in ACCEPTED
 
