@@ -118,7 +118,7 @@ class AssociatePass(Pass):
 
     async def _scoped(self, run: Run) -> list[str] | None:
         """An incremental run's memories (ids in order), or None: a full run. Read once per
-        process; a resumed run reads the same range of the log again."""
+        run (a pass object serves one run); a resumed run reads the same range again."""
         if self._scope_read:
             return self._scope
         window = incremental_window(run.params)
