@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from engram_core.model import Memory
@@ -54,11 +55,15 @@ def memory_to_json(m: Memory, *, access: bool = True) -> str:
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
 
 
+@lru_cache(maxsize=8192)
 def memory_from_json(
     doc: str | bytes, *, last_accessed: datetime | None = None, access_count: int = 0
 ) -> Memory:
     """The memory `memory_to_json` wrote. The access statistics come from the document when
-    it holds them, else from ``last_accessed``/``access_count``."""
+    it holds them, else from ``last_accessed``/``access_count``.
+
+    Memoised (Memory is frozen): a store's searches read the same documents again and again,
+    and the same object back lets engram_platform.convert reuse its encoding."""
     d = json.loads(doc)
     if "access_count" in d:
         last_accessed, access_count = _dt(d["last_accessed"]), d["access_count"]

@@ -1,5 +1,5 @@
-"""Memory <-> proto: every field round-trips, and the slim form for ranking holds exactly
-the fields ranking reads."""
+"""Memory <-> proto: every field round-trips, the slim form for ranking holds exactly
+the fields ranking reads, and the memos of both directions never serve a stale memory."""
 
 from __future__ import annotations
 
@@ -8,9 +8,18 @@ from datetime import UTC, datetime, timedelta
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from engram_core.model import Memory
+from engram.common.v1 import common_pb2
+from engram.vector.v1 import vector_pb2
+from engram_core.model import Hit, Memory
 from engram_core.scoring import SCORED_FIELDS
-from engram_platform.convert import memory_from_proto, memory_to_proto, ts_from_proto, ts_to_proto
+from engram_platform.convert import (
+    add_hits,
+    add_memories,
+    memory_from_proto,
+    memory_to_proto,
+    ts_from_proto,
+    ts_to_proto,
+)
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -76,3 +85,45 @@ def test_scored_only_sets_the_scored_fields_and_no_other() -> None:
         version=0,
         entities=(),
     )
+
+
+# Both directions are memoised (a recall meets the same memories many times): a memo must
+# never hand back what another memory, or another version of this one, encoded to.
+
+
+def test_decoding_the_same_bytes_gives_the_same_memory_and_other_bytes_another() -> None:
+    p = memory_to_proto(FULL)
+    first = memory_from_proto(p)
+    assert memory_from_proto(common_pb2.Memory.FromString(p.SerializeToString())) is first
+    p.access_count += 1
+    assert memory_from_proto(p) == replace(FULL, access_count=FULL.access_count + 1)
+    assert first.access_count == FULL.access_count
+
+
+def test_an_encoded_memory_is_not_mistaken_for_an_equal_looking_one() -> None:
+    memory_to_proto(FULL)
+    edits: list[dict[str, object]] = [{}, {"content": "Sarah picked MySQL"}, {"version": 3}]
+    for edit in edits:
+        changed = replace(FULL, **edit)  # type: ignore[arg-type]
+        assert memory_from_proto(memory_to_proto(changed)) == changed
+    assert memory_to_proto(FULL, scored_only=True) != memory_to_proto(FULL)
+
+
+def test_a_returned_message_is_the_callers_to_change() -> None:
+    p = memory_to_proto(FULL)
+    p.content = "edited"
+    assert memory_to_proto(FULL).content == FULL.content
+
+
+def test_memories_and_hits_append_to_repeated_fields() -> None:
+    other = replace(FULL, id="b", metadata={}, last_accessed=None)
+    search = vector_pb2.SearchResponse()
+    add_hits(search.hits, [Hit(id="a", score=0.5, memory=FULL), Hit(id="gone", score=0.25)])
+    assert [(h.id, h.score, h.HasField("memory")) for h in search.hits] == [
+        ("a", 0.5, True),
+        ("gone", 0.25, False),
+    ]
+    assert memory_from_proto(search.hits[0].memory) == FULL
+    got = vector_pb2.GetResponse()
+    add_memories(got.memories, [other, FULL])
+    assert [memory_from_proto(m) for m in got.memories] == [other, FULL]

@@ -23,11 +23,11 @@ from engram_core.model import (
 )
 from engram_platform.convert import (
     access_update_from_proto,
+    add_hits,
+    add_memories,
     entity_from_proto,
     filter_from_proto,
-    hit_to_proto,
     memory_from_proto,
-    memory_to_proto,
     relation_from_proto,
     relation_to_proto,
 )
@@ -80,7 +80,9 @@ def related_response(hits: Iterable[RelatedHit]) -> graph_pb2.RelatedResponse:
 
 
 def search_response(hits: Iterable[Hit]) -> graph_pb2.SearchResponse:
-    return graph_pb2.SearchResponse(hits=[hit_to_proto(h) for h in hits])
+    out = graph_pb2.SearchResponse()
+    add_hits(out.hits, hits)
+    return out
 
 
 def relations_response(relations: Iterable[Relation]) -> graph_pb2.RelationsResponse:
@@ -94,6 +96,6 @@ def relevance_updates_from_proto(
 
 
 def scan_response(page: ScanPage) -> graph_pb2.ScanResponse:
-    return graph_pb2.ScanResponse(
-        memories=[memory_to_proto(m) for m in page.memories], next_cursor=page.next_cursor or ""
-    )
+    out = graph_pb2.ScanResponse(next_cursor=page.next_cursor or "")
+    add_memories(out.memories, page.memories)
+    return out

@@ -19,10 +19,10 @@ from engram_core.model import (
 from engram_core.ordering import Sort
 from engram_platform.convert import (
     access_update_from_proto,
+    add_hits,
+    add_memories,
     filter_from_proto,
-    hit_to_proto,
     memory_from_proto,
-    memory_to_proto,
 )
 
 
@@ -44,7 +44,9 @@ def top_args(request: lexical_pb2.TopRequest) -> tuple[str, Filter, Sort, int]:
 
 
 def top_response(memories: Iterable[Memory]) -> lexical_pb2.TopResponse:
-    return lexical_pb2.TopResponse(memories=[memory_to_proto(m) for m in memories])
+    out = lexical_pb2.TopResponse()
+    add_memories(out.memories, memories)
+    return out
 
 
 def access_updates_from_proto(
@@ -58,11 +60,15 @@ def upsert_response(result: UpsertResult) -> lexical_pb2.UpsertResponse:
 
 
 def search_response(hits: Iterable[Hit]) -> lexical_pb2.SearchResponse:
-    return lexical_pb2.SearchResponse(hits=[hit_to_proto(h) for h in hits])
+    out = lexical_pb2.SearchResponse()
+    add_hits(out.hits, hits)
+    return out
 
 
 def get_response(memories: Iterable[Memory]) -> lexical_pb2.GetResponse:
-    return lexical_pb2.GetResponse(memories=[memory_to_proto(m) for m in memories])
+    out = lexical_pb2.GetResponse()
+    add_memories(out.memories, memories)
+    return out
 
 
 def relevance_updates_from_proto(
@@ -72,6 +78,6 @@ def relevance_updates_from_proto(
 
 
 def scan_response(page: ScanPage) -> lexical_pb2.ScanResponse:
-    return lexical_pb2.ScanResponse(
-        memories=[memory_to_proto(m) for m in page.memories], next_cursor=page.next_cursor or ""
-    )
+    out = lexical_pb2.ScanResponse(next_cursor=page.next_cursor or "")
+    add_memories(out.memories, page.memories)
+    return out

@@ -22,15 +22,22 @@ def upsert_response(result: UpsertResult) -> vector_pb2.UpsertResponse:
 
 
 def search_response(hits: Sequence[Hit]) -> vector_pb2.SearchResponse:
-    return vector_pb2.SearchResponse(hits=[convert.hit_to_proto(h) for h in hits])
+    out = vector_pb2.SearchResponse()
+    convert.add_hits(out.hits, hits)
+    return out
 
 
 def search_many_response(results: Sequence[Sequence[Hit]]) -> vector_pb2.SearchManyResponse:
-    return vector_pb2.SearchManyResponse(results=[search_response(hits) for hits in results])
+    out = vector_pb2.SearchManyResponse()
+    for hits in results:
+        convert.add_hits(out.results.add().hits, hits)
+    return out
 
 
 def get_response(memories: Sequence[Memory]) -> vector_pb2.GetResponse:
-    return vector_pb2.GetResponse(memories=[convert.memory_to_proto(m) for m in memories])
+    out = vector_pb2.GetResponse()
+    convert.add_memories(out.memories, memories)
+    return out
 
 
 def access_updates_from_proto(
@@ -40,10 +47,9 @@ def access_updates_from_proto(
 
 
 def scan_response(page: ScanPage) -> vector_pb2.ScanResponse:
-    return vector_pb2.ScanResponse(
-        memories=[convert.memory_to_proto(m) for m in page.memories],
-        next_cursor=page.next_cursor or "",
-    )
+    out = vector_pb2.ScanResponse(next_cursor=page.next_cursor or "")
+    convert.add_memories(out.memories, page.memories)
+    return out
 
 
 def relevance_updates_from_proto(
@@ -53,9 +59,7 @@ def relevance_updates_from_proto(
 
 
 def neighbours_response(found: Mapping[str, Sequence[Hit]]) -> vector_pb2.NeighboursResponse:
-    return vector_pb2.NeighboursResponse(
-        neighbours=[
-            vector_pb2.Neighbours(id=id_, hits=[convert.hit_to_proto(h) for h in hits])
-            for id_, hits in found.items()
-        ]
-    )
+    out = vector_pb2.NeighboursResponse()
+    for id_, hits in found.items():
+        convert.add_hits(out.neighbours.add(id=id_).hits, hits)
+    return out

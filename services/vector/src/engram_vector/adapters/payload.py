@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from engram_core.errors import InvalidArgument
@@ -114,7 +115,11 @@ def memory_to_json(m: Memory) -> str:
     return json.dumps(memory_to_dict(m), ensure_ascii=False, separators=(",", ":"))
 
 
+@lru_cache(maxsize=8192)
 def memory_from_json(text: str) -> Memory:
+    """Memoised by the text: a search reads the same payloads again and again, and the same
+    (frozen) Memory object back lets the service's encoder reuse its bytes
+    (engram_platform.convert)."""
     return memory_from_dict(json.loads(text))
 
 
