@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from functools import lru_cache
 from typing import Any
 
+from engram_core.memo import SizedMemo
 from engram_core.model import Memory
 
 
@@ -55,7 +55,6 @@ def memory_to_json(m: Memory, *, access: bool = True) -> str:
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
 
 
-@lru_cache(maxsize=8192)
 def memory_from_json(
     doc: str | bytes, *, last_accessed: datetime | None = None, access_count: int = 0
 ) -> Memory:
@@ -64,6 +63,11 @@ def memory_from_json(
 
     Memoised (Memory is frozen): a store's searches read the same documents again and again,
     and the same object back lets engram_platform.convert reuse its encoding."""
+    return _decoded((doc, last_accessed, access_count))
+
+
+def _decode(key: tuple[str | bytes, datetime | None, int]) -> Memory:
+    doc, last_accessed, access_count = key
     d = json.loads(doc)
     if "access_count" in d:
         last_accessed, access_count = _dt(d["last_accessed"]), d["access_count"]
@@ -89,3 +93,6 @@ def memory_from_json(
         version=d["version"],
         entities=tuple(d["entities"]),
     )
+
+
+_decoded = SizedMemo(_decode, lambda key, _: 2 * len(key[0]) + 1024)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
 from typing import Any
 
 from google.protobuf import struct_pb2, timestamp_pb2
@@ -13,6 +12,7 @@ from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 from engram.common.v1 import common_pb2
 from engram_core.errors import InvalidArgument
+from engram_core.memo import SizedMemo
 from engram_core.model import (
     AccessUpdate,
     Entity,
@@ -87,10 +87,10 @@ def _opt_ts(msg: Any, name: str) -> datetime | None:
 # A recall meets the same memories many times over (each stream's hits, the context step's
 # windows, scoring's candidates, and the next recall's), and building a message or a Memory
 # field by field costs 15-20 µs where parsing or copying its bytes costs 1-2. So both
-# directions are memoised: a Memory decoded from the same bytes is the same (frozen) object,
-# and an object encoded once keeps its bytes. The encoding cache is keyed by identity (Memory
-# holds a dict, so it has no hash), and holds the object, so an id is never reused while cached.
-_MEMO_SIZE = 8192
+# directions are memoised (engram_core.memo, bounded by bytes): a Memory decoded from the
+# same bytes is the same (frozen) object, and an object encoded once keeps its bytes. The
+# encoding memo is keyed by identity (Memory holds a dict, so it has no hash), and holds the
+# object, so an id is never reused while remembered.
 
 
 class _Same:
@@ -140,23 +140,29 @@ def _memory_message(m: Memory, scored_only: bool) -> common_pb2.Memory:
     return out
 
 
-@lru_cache(maxsize=_MEMO_SIZE)
-def _memory_bytes(key: _Same, scored_only: bool) -> bytes:
-    return _memory_message(key.obj, scored_only).SerializeToString()
+def _encode(key: tuple[_Same, bool]) -> bytes:
+    return _memory_message(key[0].obj, key[1]).SerializeToString()
+
+
+# Sizes: what is kept (bytes, or a Memory of about twice its bytes' size) plus overhead.
+_encoded = SizedMemo(_encode, lambda _, data: 2 * len(data) + 1024)
+
+
+def _memory_bytes(m: Memory, scored_only: bool) -> bytes:
+    return _encoded((_Same(m), scored_only))
 
 
 def memory_to_proto(m: Memory, *, scored_only: bool = False) -> common_pb2.Memory:
     """``scored_only``: just engram_core.scoring.SCORED_FIELDS, what ranking reads (the
     gateway's candidates to the scoring service: less to encode and decode)."""
-    return common_pb2.Memory.FromString(_memory_bytes(_Same(m), scored_only))
+    return common_pb2.Memory.FromString(_memory_bytes(m, scored_only))
 
 
 def memory_from_proto(p: common_pb2.Memory) -> Memory:
-    return _memory_from_bytes(p.SerializeToString(deterministic=True))
+    return _decoded(p.SerializeToString(deterministic=True))
 
 
-@lru_cache(maxsize=_MEMO_SIZE)
-def _memory_from_bytes(data: bytes) -> Memory:
+def _decode(data: bytes) -> Memory:
     p = common_pb2.Memory.FromString(data)
     return Memory(
         id=p.id,
@@ -180,6 +186,9 @@ def _memory_from_bytes(data: bytes) -> Memory:
         version=p.version,
         entities=tuple(p.entities),
     )
+
+
+_decoded = SizedMemo(_decode, lambda data, _: 2 * len(data) + 1024)
 
 
 _TAG_MODE = {TagMode.ANY: common_pb2.TAG_MODE_ANY, TagMode.ALL: common_pb2.TAG_MODE_ALL}
@@ -234,7 +243,7 @@ def add_memories(
     """Append each memory to a repeated field: cheaper than a list of messages, which the
     field would copy one by one."""
     for m in ms:
-        into.add().MergeFromString(_memory_bytes(_Same(m), False))
+        into.add().MergeFromString(_memory_bytes(m, False))
 
 
 def add_hits(into: RepeatedCompositeFieldContainer[common_pb2.Hit], hits: Iterable[Hit]) -> None:
@@ -242,7 +251,7 @@ def add_hits(into: RepeatedCompositeFieldContainer[common_pb2.Hit], hits: Iterab
     for h in hits:
         out = into.add(id=h.id, score=h.score)
         if h.memory is not None:
-            out.memory.MergeFromString(_memory_bytes(_Same(h.memory), False))
+            out.memory.MergeFromString(_memory_bytes(h.memory, False))
 
 
 def hit_from_proto(p: common_pb2.Hit) -> Hit:

@@ -17,10 +17,10 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any
 
 from engram_core.errors import InvalidArgument
+from engram_core.memo import SizedMemo
 from engram_core.model import Filter, Hit, Memory, TagMatch, TagMode
 from engram_core.tags import normalise_tag, tag_prefixes
 
@@ -115,12 +115,16 @@ def memory_to_json(m: Memory) -> str:
     return json.dumps(memory_to_dict(m), ensure_ascii=False, separators=(",", ":"))
 
 
-@lru_cache(maxsize=8192)
 def memory_from_json(text: str) -> Memory:
     """Memoised by the text: a search reads the same payloads again and again, and the same
     (frozen) Memory object back lets the service's encoder reuse its bytes
     (engram_platform.convert)."""
-    return memory_from_dict(json.loads(text))
+    return _decoded(text)
+
+
+_decoded: SizedMemo[str, Memory] = SizedMemo(
+    lambda text: memory_from_dict(json.loads(text)), lambda text, _: 2 * len(text) + 1024
+)
 
 
 def stored_model(records: Iterable[Any]) -> str | None:
