@@ -12,7 +12,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from engram_core.memo import SizedMemo
+from engram_core.memo import SizedMemo, memory_size
 from engram_core.model import Memory
 
 
@@ -95,4 +95,4 @@ def _decode(key: tuple[str | bytes, datetime | None, int]) -> Memory:
     )
 
 
-_decoded = SizedMemo(_decode, lambda key, _: 2 * len(key[0]) + 1024)
+_decoded = SizedMemo(_decode, lambda key, _: memory_size(key[0]))

@@ -20,6 +20,12 @@ MEMO_BUDGET = 16 * 1024 * 1024
 """Bytes each of the conversion memos may hold (an estimate of the keys and values kept)."""
 
 
+def memory_size(serialized: str | bytes) -> int:
+    """What the memory memos count for an entry: a memory's serialized form (bytes, JSON)
+    and the object decoded from or encoded to it, about twice its length, plus overhead."""
+    return 2 * len(serialized) + 1024
+
+
 class SizedMemo(Generic[K, V]):
     """``fn(key)``, remembered for the most recently used keys while the sizes of what is
     kept (``size(key, value)``, an estimate in bytes) add up to at most ``budget``. A value

@@ -12,7 +12,7 @@ from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 from engram.common.v1 import common_pb2
 from engram_core.errors import InvalidArgument
-from engram_core.memo import SizedMemo
+from engram_core.memo import SizedMemo, memory_size
 from engram_core.model import (
     AccessUpdate,
     Entity,
@@ -144,8 +144,7 @@ def _encode(key: tuple[_Same, bool]) -> bytes:
     return _memory_message(key[0].obj, key[1]).SerializeToString()
 
 
-# Sizes: what is kept (bytes, or a Memory of about twice its bytes' size) plus overhead.
-_encoded = SizedMemo(_encode, lambda _, data: 2 * len(data) + 1024)
+_encoded = SizedMemo(_encode, lambda _, data: memory_size(data))
 
 
 def _memory_bytes(m: Memory, scored_only: bool) -> bytes:
@@ -188,7 +187,7 @@ def _decode(data: bytes) -> Memory:
     )
 
 
-_decoded = SizedMemo(_decode, lambda data, _: 2 * len(data) + 1024)
+_decoded = SizedMemo(_decode, lambda data, _: memory_size(data))
 
 
 _TAG_MODE = {TagMode.ANY: common_pb2.TAG_MODE_ANY, TagMode.ALL: common_pb2.TAG_MODE_ALL}

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engram_core.errors import InvalidArgument
-from engram_core.memo import SizedMemo
+from engram_core.memo import SizedMemo, memory_size
 from engram_core.model import Filter, Hit, Memory, TagMatch, TagMode
 from engram_core.tags import normalise_tag, tag_prefixes
 
@@ -123,7 +123,7 @@ def memory_from_json(text: str) -> Memory:
 
 
 _decoded: SizedMemo[str, Memory] = SizedMemo(
-    lambda text: memory_from_dict(json.loads(text)), lambda text, _: 2 * len(text) + 1024
+    lambda text: memory_from_dict(json.loads(text)), lambda text, _: memory_size(text)
 )
 
 
