@@ -31,6 +31,7 @@ from typing import IO, Any, TypeVar
 import qdrant_edge as qe
 
 from engram_core.access import apply_access, keep_derived
+from engram_core.codec import memory_from_json, memory_to_json
 from engram_core.errors import Unavailable
 from engram_core.model import (
     AccessUpdate,
@@ -305,7 +306,7 @@ class EdgeVectorIndex:
             with_vector=False,
         )
         records, next_offset = await self._read(lambda s: s.scroll(request))
-        memories = [pl.memory_from_json((r.payload or {})[pl.MEMORY]) for r in records]
+        memories = [memory_from_json((r.payload or {})[pl.MEMORY]) for r in records]
         return ScanPage(memories, None if next_offset is None else str(next_offset))
 
     async def neighbours(
@@ -477,7 +478,7 @@ class EdgeVectorIndex:
 
         def write(s: qe.EdgeShard) -> None:
             for pid, memory in changed.items():
-                payload = {pl.MEMORY: pl.memory_to_json(memory)}
+                payload = {pl.MEMORY: memory_to_json(memory)}
                 s.update(qe.UpdateOperation.set_payload([pid], payload))
 
         await asyncio.to_thread(write, shard)

@@ -1,9 +1,10 @@
 """How a memory is laid out as a Qdrant point, shared by the Edge and server adapters.
 
-Payload = the whole memory as one JSON string under ``memory`` (so Get is served
-from the index) plus flat fields the filters run on. One string rather than a nested
-object because qdrant-edge-py converts every payload value on its own (~5 us each):
-a nested memory made upserts 4x slower, and JSON keeps metadata exactly as given.
+Payload = the whole memory as one JSON string under ``memory`` (engram_core.codec, the
+document the lexical and graph stores keep too; so Get is served from the index) plus flat
+fields the filters run on. One string rather than a nested object because qdrant-edge-py
+converts every payload value on its own (~5 us each): a nested memory made upserts 4x
+slower, and JSON keeps metadata exactly as given.
 Flags are stored as 0/1 integers, not booleans: qdrant-edge-py 0.9 turns
 ``MatchValue(False)`` into the integer 0, so a boolean field never matches, and
 local-mode qdrant-client cross-matches bools and ints.
@@ -12,15 +13,14 @@ A tombstone is a point without a vector holding only tenant, id, version, delete
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from engram_core.codec import memory_from_json, memory_to_json
 from engram_core.errors import InvalidArgument
-from engram_core.memo import SizedMemo, memory_size
 from engram_core.model import Filter, Hit, Memory, TagMatch, TagMode
 from engram_core.tags import normalise_tag, tag_prefixes
 
@@ -51,80 +51,6 @@ def epoch_us(dt: datetime) -> int:
     """Whole microseconds since the epoch: exact, so inclusive bounds stay inclusive."""
     delta = dt.astimezone(UTC) - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def _dt(value: datetime | None) -> str | None:
-    return None if value is None else value.astimezone(UTC).isoformat()
-
-
-def _parse_dt(value: Any) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(str(value))
-
-
-def memory_to_dict(m: Memory) -> dict[str, Any]:
-    return {
-        "id": m.id,
-        "tenant": m.tenant,
-        "content": m.content,
-        "type": m.type,
-        "tags": list(m.tags),
-        "tag_prefixes": list(m.tag_prefixes),
-        "importance": m.importance,
-        "confidence": m.confidence,
-        "metadata": dict(m.metadata),
-        "timestamp": _dt(m.timestamp),
-        "updated_at": _dt(m.updated_at),
-        "last_accessed": _dt(m.last_accessed),
-        "access_count": m.access_count,
-        "t_valid": _dt(m.t_valid),
-        "t_invalid": _dt(m.t_invalid),
-        "relevance_score": m.relevance_score,
-        "archived": m.archived,
-        "embedding_model": m.embedding_model,
-        "version": m.version,
-        "entities": list(m.entities),
-    }
-
-
-def memory_from_dict(d: Mapping[str, Any]) -> Memory:
-    return Memory(
-        id=str(d["id"]),
-        tenant=str(d["tenant"]),
-        content=str(d["content"]),
-        type=str(d["type"]),
-        tags=tuple(d.get("tags") or ()),
-        tag_prefixes=tuple(d.get("tag_prefixes") or ()),
-        importance=float(d["importance"]),
-        confidence=float(d["confidence"]),
-        metadata=dict(d.get("metadata") or {}),
-        timestamp=_parse_dt(d["timestamp"]) or _EPOCH,
-        updated_at=_parse_dt(d["updated_at"]) or _EPOCH,
-        last_accessed=_parse_dt(d.get("last_accessed")),
-        access_count=int(d.get("access_count") or 0),
-        t_valid=_parse_dt(d.get("t_valid")),
-        t_invalid=_parse_dt(d.get("t_invalid")),
-        relevance_score=float(d.get("relevance_score") or 0.0),
-        archived=bool(d.get("archived")),
-        embedding_model=str(d.get("embedding_model") or ""),
-        version=int(d.get("version") or 0),
-        entities=tuple(d.get("entities") or ()),
-    )
-
-
-def memory_to_json(m: Memory) -> str:
-    return json.dumps(memory_to_dict(m), ensure_ascii=False, separators=(",", ":"))
-
-
-def memory_from_json(text: str) -> Memory:
-    """Memoised by the text: a search reads the same payloads again and again, and the same
-    (frozen) Memory object back lets the service's encoder reuse its bytes
-    (engram_platform.convert)."""
-    return _decoded(text)
-
-
-_decoded: SizedMemo[str, Memory] = SizedMemo(
-    lambda text: memory_from_dict(json.loads(text)), lambda text, _: memory_size(text)
-)
 
 
 def stored_model(records: Iterable[Any]) -> str | None:

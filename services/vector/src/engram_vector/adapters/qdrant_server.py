@@ -25,6 +25,7 @@ from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from engram_core.access import apply_access, keep_derived
+from engram_core.codec import memory_from_json, memory_to_json
 from engram_core.errors import Internal, Unavailable
 from engram_core.model import (
     AccessUpdate,
@@ -339,7 +340,7 @@ class QdrantVectorIndex:
         operations: list[Any] = [
             models.SetPayloadOperation(
                 set_payload=models.SetPayload(
-                    payload={pl.MEMORY: pl.memory_to_json(memory)},
+                    payload={pl.MEMORY: memory_to_json(memory)},
                     filter=models.Filter(
                         must=[
                             models.HasIdCondition(has_id=[pid]),
@@ -369,7 +370,7 @@ class QdrantVectorIndex:
                 with_payload=[pl.MEMORY],
                 with_vectors=False,
             )
-        memories = [pl.memory_from_json((r.payload or {})[pl.MEMORY]) for r in records]
+        memories = [memory_from_json((r.payload or {})[pl.MEMORY]) for r in records]
         return ScanPage(memories, None if next_offset is None else str(next_offset))
 
     async def neighbours(
