@@ -39,8 +39,10 @@ class ServiceSettings(BaseSettings):
     max_message_bytes: int = Field(
         8 * 1024 * 1024, gt=0, description="Largest gRPC message accepted or sent."
     )
-    tracing: Literal["none", "console"] = Field(
-        "none", description="Where spans go: nowhere or the console (OTLP comes with deployment)."
+    tracing: Literal["none", "console", "otlp"] = Field(
+        "none",
+        description="Where spans go: nowhere, the console, or an OTLP/gRPC collector "
+        "(OTEL_EXPORTER_OTLP_ENDPOINT and the other standard OTEL_* variables).",
     )
     grace_s: float = Field(5.0, ge=0, description="Seconds in-flight RPCs get on shutdown.")
 
