@@ -25,6 +25,7 @@ from engram.lexical.v1 import lexical_pb2
 from engram.scoring.v1 import scoring_pb2
 from engram.vector.v1 import vector_pb2
 from engram_platform import localservers
+from engram_platform.grpc_server import worker_health_name
 from engram_platform.nats_server import NatsServer, free_ports, start_nats
 from engram_platform.settings import engram_home
 
@@ -37,8 +38,8 @@ SERVICE_NAMES = {  # the gRPC service each serves, as its health service names i
     "gateway": gateway_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
 }
 WORKERS = ("ingest", "consolidate")
+SERVICE_NAMES.update({name: worker_health_name(name) for name in WORKERS})  # SERVING: consuming
 DEV_TOKEN = "dev-token"
-READY_MARK = "ready"  # workers log "engram-<name> ready" once consuming
 
 
 @dataclass
@@ -66,8 +67,6 @@ class DevStack:
         log_dir = self.home / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"{name}.log"
-        # The log is appended across restarts: only what this process writes counts.
-        offset = log_path.stat().st_size if log_path.exists() else 0
         with log_path.open("ab") as log:
             popen = subprocess.Popen(
                 [sys.executable, "-m", f"engram_{name}"],
@@ -75,12 +74,9 @@ class DevStack:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        proc = Process(name=name, popen=popen, log_path=log_path, port=self.ports.get(name, 0))
+        proc = Process(name=name, popen=popen, log_path=log_path, port=self.ports[name])
         self.processes[name] = proc
-        if name in GRPC_SERVICES:
-            _wait_serving(proc, timeout_s)
-        else:
-            _wait_log_mark(proc, timeout_s, offset)
+        _wait_serving(proc, timeout_s)
 
     def stop_service(self, name: str, timeout_s: float = 15.0) -> None:
         proc = self.processes.pop(name, None)
@@ -125,20 +121,6 @@ def _wait_serving(proc: Process, timeout_s: float) -> None:
     raise _fail(proc, f"not SERVING within {timeout_s:.0f}s")
 
 
-def _wait_log_mark(proc: Process, timeout_s: float, offset: int = 0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.popen.poll() is not None:
-            raise _fail(proc, f"exited with code {proc.popen.returncode}")
-        mark = f"engram-{proc.name} {READY_MARK}"
-        with proc.log_path.open("rb") as log:
-            log.seek(offset)
-            if mark.encode() in log.read():
-                return
-        time.sleep(0.1)
-    raise _fail(proc, f"did not log 'engram-{proc.name} {READY_MARK}' in {timeout_s:.0f}s")
-
-
 def stack_env(
     home: Path, nats_url: str, ports: Mapping[str, int], token: str, extra: Mapping[str, str]
 ) -> dict[str, str]:
@@ -146,7 +128,7 @@ def stack_env(
     env = dict(os.environ)
     env["ENGRAM_HOME"] = str(home)
     env["PYTHONUNBUFFERED"] = "1"
-    for name in GRPC_SERVICES:
+    for name in (*GRPC_SERVICES, *WORKERS):
         env[f"ENGRAM_{name.upper()}_PORT"] = str(ports[name])
     for consumer in ("GATEWAY", "INGEST", "CONSOLIDATE"):
         env[f"ENGRAM_{consumer}_NATS__URL"] = nats_url
@@ -170,7 +152,8 @@ def start_stack(
     home = home or engram_home()
     nats = None if nats_url else start_nats(home / "data" / "nats", port=nats_port)
     url = nats.url if nats else str(nats_url)
-    ports = dict(zip(GRPC_SERVICES, free_ports(len(GRPC_SERVICES)), strict=True))
+    names = (*GRPC_SERVICES, *WORKERS)
+    ports = dict(zip(names, free_ports(len(names)), strict=True))
     ports["gateway"] = gateway_port or ports["gateway"]
     env = stack_env(home, url, ports, DEV_TOKEN, extra_env or {})
     stack = DevStack(home=home, nats_url=url, nats=nats, ports=ports, env=env)

@@ -133,6 +133,20 @@ async def start_server(
     return RunningServer(server=server, port=port, health=health_servicer)
 
 
+def worker_health_name(name: str) -> str:
+    """The health service name a worker answers SERVING to once it consumes."""
+    return f"engram-{name}"
+
+
+async def start_health(name: str, settings: ServiceSettings) -> RunningServer:
+    """For a worker, which serves no RPCs of its own: the health service alone on
+    settings.host:settings.port, SERVING as ``""`` and `worker_health_name`; `stop` turns it
+    NOT_SERVING first. Call it once the worker consumes: a probe then means "consuming"."""
+    running = await start_server(name, settings, lambda _server: None, [])
+    await running.health.set(worker_health_name(name), health_pb2.HealthCheckResponse.SERVING)
+    return running
+
+
 async def serve(
     name: str,
     settings: ServiceSettings,

@@ -13,8 +13,8 @@ the rest:
 - on stop the batch in hand is finished and what was delivered but not started is
   nak'd, so another replica takes it now rather than after ack_wait.
 
-``run_worker`` is the process around it: connect, ensure streams, run until
-SIGINT/SIGTERM, drain.
+``run_worker`` is the process around it: connect, ensure streams, serve the gRPC health
+service on the worker's port while it consumes, run until SIGINT/SIGTERM, drain.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from engram_core.outcomes import Outcome, Result
 from engram_platform import jetstream as jsm
-from engram_platform.settings import NatsSettings
+from engram_platform.grpc_server import start_health
+from engram_platform.settings import WorkerSettings
 
 # Headers of a dead-lettered copy; the payload is the original, byte for byte.
 REASON_HEADER = "Engram-Dead-Letter-Reason"
@@ -335,25 +336,31 @@ class PullWorker(ABC):
 
 async def run_worker(
     name: str,
-    nats_settings: NatsSettings,
+    settings: WorkerSettings,
     make: Callable[[Client, JetStreamContext], PullWorker],
     on_stop: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Run until SIGINT/SIGTERM; then finish the batch in hand, drain the connection and
-    call on_stop (also when the connection never came up)."""
+    call on_stop (also when the connection never came up). The health service
+    (`grpc_server.start_health`) answers on settings.host:settings.port from the moment
+    the worker consumes until it stops."""
     loop = asyncio.get_running_loop()
     signals = (signal.SIGINT, signal.SIGTERM)
     try:
-        nc, js = await jsm.connect(nats_settings, name)
+        nc, js = await jsm.connect(settings.nats, name)
         try:
-            await jsm.ensure_streams(js, nats_settings)
+            await jsm.ensure_streams(js, settings.nats)
             stop = asyncio.Event()
             for sig in signals:
                 loop.add_signal_handler(sig, stop.set)
             worker = make(nc, js)
             await worker.start()
+            health = await start_health(name, settings)
             started = time.monotonic()
-            await worker.run(stop)
+            try:
+                await worker.run(stop)
+            finally:
+                await health.stop(0)
             worker.log.info("engram-%s stopping after %.0fs", name, time.monotonic() - started)
         finally:
             for sig in signals:

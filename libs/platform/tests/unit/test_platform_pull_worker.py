@@ -15,14 +15,16 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
+import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
 
 from engram_platform import jetstream as jsm
-from engram_platform.nats_server import NatsServer, start_nats
+from engram_platform.nats_server import NatsServer, free_ports, start_nats
 from engram_platform.pull_worker import (
     DELIVERIES_HEADER,
     ORIGINAL_SEQUENCE_HEADER,
@@ -35,7 +37,7 @@ from engram_platform.pull_worker import (
     backoff_s,
     run_worker,
 )
-from engram_platform.settings import NatsSettings
+from engram_platform.settings import NatsSettings, WorkerSettings
 from engram_testing import waiting
 
 STREAM = "PULLTEST"
@@ -363,7 +365,18 @@ async def test_apply_decoded_poisons_the_undecodable_and_applies_the_rest(log: L
     ]
 
 
-async def test_run_worker_logs_ready_and_stops_on_sigterm(
+async def _health(port: int, service: str) -> int:
+    """The status the health service on ``port`` gives ``service``; -1 when nothing answers."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        try:
+            reply = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=2)
+        except grpc.aio.AioRpcError:
+            return -1
+        return int(reply.status)
+
+
+async def test_run_worker_logs_ready_serves_health_and_stops_on_sigterm(
     nats_server: NatsServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
@@ -379,13 +392,17 @@ async def test_run_worker_logs_ready_and_stops_on_sigterm(
     async def on_stop() -> None:
         stopped.append(True)
 
-    task = asyncio.create_task(
-        run_worker("pulltest", NatsSettings(url=nats_server.url), make, on_stop)
-    )
+    (port,) = free_ports(1)
+    settings = WorkerSettings(nats=NatsSettings(url=nats_server.url), port=port)
+    task = asyncio.create_task(run_worker("pulltest", settings, make, on_stop))
     await until(lambda: bool(workers) and workers[0].counters.acked == 1)
+    serving = health_pb2.HealthCheckResponse.SERVING
+    assert await _health(port, "engram-pulltest") == serving
+    assert await _health(port, "") == serving
     assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL  # ours, not the default
     os.kill(os.getpid(), signal.SIGTERM)
     await asyncio.wait_for(task, 10)
+    assert await _health(port, "engram-pulltest") == -1  # the server is gone
     assert stopped == [True]
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handed back
     messages = [r.getMessage() for r in caplog.records]

@@ -31,6 +31,7 @@ from engram_consolidate.service import AccessTracker, Request, Scheduler
 from engram_core.errors import EngramError
 from engram_core.outcomes import APPLIED, Outcome, Result
 from engram_platform import jetstream as jsm
+from engram_platform.grpc_server import start_health
 
 # Re-exported for readers of dead-letter copies (the tests among them).
 from engram_platform.pull_worker import ORIGINAL_SEQUENCE_HEADER as ORIGINAL_SEQUENCE_HEADER
@@ -100,8 +101,9 @@ class RequestConsumer(PullWorker):
 
 async def serve(settings: Settings) -> None:
     """Run until SIGINT/SIGTERM; then finish the access batch in hand, let running passes
-    stop after their current page (checkpointed: another replica or the next start resumes
-    them), drain the connection and close the clients."""
+        stop after their current page (checkpointed: another replica or the next start resumes
+        them), drain the connection and close the clients. The health service answers on the
+    worker's port while it consumes (`grpc_server.start_health`)."""
     loop = asyncio.get_running_loop()
     signals = (signal.SIGINT, signal.SIGTERM)
     consolidate: bootstrap.Consolidate | None = None
@@ -117,10 +119,14 @@ async def serve(settings: Settings) -> None:
             requests = RequestConsumer(nc, js, consolidate.scheduler, settings)
             await requests.start()
             await access.start()
+            health = await start_health(NAME, settings)
             loops = [access.run(stop), requests.run(stop), consolidate.scheduler.run(stop)]
             if consolidate.keeper is not None:
                 loops.append(consolidate.keeper.run(stop))
-            await asyncio.gather(*loops)
+            try:
+                await asyncio.gather(*loops)
+            finally:
+                await health.stop(0)
             log.info("engram-%s stopping", NAME)
         finally:
             for sig in signals:

@@ -75,4 +75,4 @@ async def serve(settings: Settings) -> None:
     def make(nc: Client, js: JetStreamContext) -> PullWorker:
         return IngestConsumer(nc, js, ingest.applier, settings)
 
-    await run_worker(NAME, settings.nats, make, on_stop=ingest.close)
+    await run_worker(NAME, settings, make, on_stop=ingest.close)
