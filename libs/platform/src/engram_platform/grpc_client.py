@@ -39,12 +39,16 @@ class _TraceStreamUnary(grpc.aio.StreamUnaryClientInterceptor):
 
 
 def open_channel(target: str, max_message_bytes: int = 8 * 1024 * 1024) -> grpc.aio.Channel:
+    """A channel that spreads its calls over every address the target resolves to
+    (round robin): ``dns:///vector.engram.svc:50051``, a headless Kubernetes Service,
+    reaches every replica; a plain ``host:port`` behaves as one connection."""
     return grpc.aio.insecure_channel(
         target,
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.keepalive_time_ms", 30_000),
+            ("grpc.lb_policy_name", "round_robin"),
         ],
         interceptors=[_TraceUnary(), _TraceStreamUnary()],
     )

@@ -109,14 +109,17 @@ async def start_server(
 ) -> RunningServer:
     """Start a server on settings.host:settings.port (0 = a free port) and mark it SERVING."""
     limit = settings.max_message_bytes
-    server = grpc.aio.server(
-        interceptors=[_Interceptor(name)],
-        options=[
-            ("grpc.max_receive_message_length", limit),
-            ("grpc.max_send_message_length", limit),
-            ("grpc.so_reuseport", 0),
-        ],
-    )
+    options: list[tuple[str, int]] = [
+        ("grpc.max_receive_message_length", limit),
+        ("grpc.max_send_message_length", limit),
+        ("grpc.so_reuseport", 0),
+    ]
+    if settings.max_connection_age_s > 0:
+        options += [
+            ("grpc.max_connection_age_ms", int(settings.max_connection_age_s * 1000)),
+            ("grpc.max_connection_age_grace_ms", int(settings.grace_s * 1000)),
+        ]
+    server = grpc.aio.server(interceptors=[_Interceptor(name)], options=options)
     register(server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

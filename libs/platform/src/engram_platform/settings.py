@@ -45,6 +45,12 @@ class ServiceSettings(BaseSettings):
         "(OTEL_EXPORTER_OTLP_ENDPOINT and the other standard OTEL_* variables).",
     )
     grace_s: float = Field(5.0, ge=0, description="Seconds in-flight RPCs get on shutdown.")
+    max_connection_age_s: float = Field(
+        0.0,
+        ge=0,
+        description="Close a client connection this long after it opened (after grace_s for "
+        "its calls), so clients resolve the address again and reach new replicas; 0: never.",
+    )
 
 
 class NatsSettings(BaseModel):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 import pytest
@@ -99,5 +101,80 @@ async def test_oversized_message_is_refused() -> None:
             with pytest.raises(grpc.aio.AioRpcError) as raw:
                 await stub.Rank(scoring_pb2.RankRequest(query="x" * 4096))
             assert raw.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    finally:
+        await running.stop(0)
+
+
+class _Peers(scoring_pb2_grpc.ScoringServiceServicer):
+    """Records the client address of every call."""
+
+    def __init__(self) -> None:
+        self.peers: list[str] = []
+
+    async def Rank(  # noqa: N802 - generated name
+        self, request: scoring_pb2.RankRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> scoring_pb2.RankResponse:
+        self.peers.append(context.peer())
+        return scoring_pb2.RankResponse()
+
+
+async def _start_peers(settings: ServiceSettings) -> tuple[RunningServer, _Peers]:
+    servicer = _Peers()
+    running = await start_server(
+        "scoring",
+        settings,
+        lambda s: scoring_pb2_grpc.add_ScoringServiceServicer_to_server(servicer, s),
+        [],
+    )
+    return running, servicer
+
+
+async def test_a_channel_spreads_its_calls_over_every_address_of_the_target() -> None:
+    # What a headless Service's DNS name gives a client: several addresses behind one target.
+    started = [await _start_peers(ServiceSettings(port=0)) for _ in range(2)]
+    try:
+        target = "ipv4:" + ",".join(f"127.0.0.1:{running.port}" for running, _ in started)
+        async with open_channel(target) as channel:
+            stub = scoring_pb2_grpc.ScoringServiceStub(channel)
+            for _ in range(50):  # until both connections are up (pick-first never gets there)
+                await stub.Rank(scoring_pb2.RankRequest(query="q"), wait_for_ready=True)
+                if all(servicer.peers for _, servicer in started):
+                    break
+            for _, servicer in started:
+                servicer.peers.clear()
+            for _ in range(10):
+                await stub.Rank(scoring_pb2.RankRequest(query="q"))
+        assert [len(servicer.peers) for _, servicer in started] == [5, 5]
+    finally:
+        for running, _ in started:
+            await running.stop(0)
+
+
+async def test_max_connection_age_makes_a_client_connect_again() -> None:
+    running, servicer = await _start_peers(
+        ServiceSettings(port=0, max_connection_age_s=0.3, grace_s=0.1)
+    )
+    try:
+        async with open_channel(f"127.0.0.1:{running.port}") as channel:
+            stub = scoring_pb2_grpc.ScoringServiceStub(channel)
+            await stub.Rank(scoring_pb2.RankRequest(query="q"))
+            await asyncio.sleep(1.0)
+            await stub.Rank(scoring_pb2.RankRequest(query="q"), wait_for_ready=True)
+        first, second = servicer.peers
+        assert first != second  # a new connection: another client port
+    finally:
+        await running.stop(0)
+
+
+async def test_without_a_connection_age_a_client_keeps_its_connection() -> None:
+    running, servicer = await _start_peers(ServiceSettings(port=0))
+    try:
+        async with open_channel(f"127.0.0.1:{running.port}") as channel:
+            stub = scoring_pb2_grpc.ScoringServiceStub(channel)
+            await stub.Rank(scoring_pb2.RankRequest(query="q"))
+            await asyncio.sleep(1.0)
+            await stub.Rank(scoring_pb2.RankRequest(query="q"))
+        first, second = servicer.peers
+        assert first == second
     finally:
         await running.stop(0)
