@@ -58,6 +58,7 @@ class DevStack:
     ports: dict[str, int]
     env: dict[str, str]
     processes: dict[str, Process] = field(default_factory=dict)
+    python: str = sys.executable  # the interpreter the services run on
 
     @property
     def gateway_address(self) -> str:
@@ -69,7 +70,7 @@ class DevStack:
         log_path = log_dir / f"{name}.log"
         with log_path.open("ab") as log:
             popen = subprocess.Popen(
-                [sys.executable, "-m", f"engram_{name}"],
+                [self.python, "-m", f"engram_{name}"],
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
