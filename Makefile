@@ -11,7 +11,7 @@ PACKAGES := engram_core engram_platform engram_embed engram_clients engram_testi
   $(addprefix engram_,gateway vector lexical graph scoring ingest consolidate)
 
 .DEFAULT_GOAL := help
-.PHONY: help uv sync proto proto-check lint typecheck test test-integration run run-servers up-servers down-servers models default-model bench bench-quality clean
+.PHONY: help uv sync proto proto-check lint typecheck test test-integration test-chart helm image-root run run-servers up-servers down-servers models default-model bench bench-quality clean
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -50,10 +50,28 @@ default-model: sync ## build only the default embedding model (mvn fetches it fr
 	@$(PY) -m engram_embed.build
 
 test: sync models ## unit, contract and end-to-end tests on the embedded stack
-	@$(UV) run --frozen --no-sync pytest -m "not integration" -q
+	@$(UV) run --frozen --no-sync pytest -m "not integration and not chart" -q
 
 test-integration: sync models ## contract + e2e suites on real OpenSearch, Neo4j, Redis, NATS (started when absent)
 	@$(UV) run --frozen --no-sync pytest -m integration -q tests/integration
+
+# helm itself, built from the Go module proxy (needs Go) into $(ENGRAM_HOME)/bin, once.
+HELM_VERSION ?= v4.3.2
+HELM := $(ENGRAM_HOME)/bin/helm-$(HELM_VERSION)/helm
+
+$(HELM):
+	@echo "building helm $(HELM_VERSION) into $(@D) (go install) ..."
+	@GOBIN=$(@D) GOFLAGS=-mod=mod go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
+
+helm: $(HELM) ## build the helm CLI the chart tests use (go install, about 3 minutes the first time)
+
+image-root: uv ## assemble what the image holds (deploy/image/assemble.sh) into $(ENGRAM_HOME)/image
+	@PATH="$(dir $(UV)):$$PATH" deploy/image/assemble.sh $(ENGRAM_HOME)/image
+
+test-chart: sync helm image-root ## render deploy/helm/engram, check it against the services, run its configuration
+	@$(HELM) lint deploy/helm/engram --set auth.existingSecret=lint >/dev/null
+	@ENGRAM_HELM=$(HELM) ENGRAM_IMAGE_ROOT=$(ENGRAM_HOME)/image \
+	  $(UV) run --frozen --no-sync pytest -m chart -q tests/deploy
 
 run: sync default-model ## start NATS and the seven services on embedded backends
 	@$(PY) -m engram_platform.devstack
