@@ -38,19 +38,32 @@ class _TraceStreamUnary(grpc.aio.StreamUnaryClientInterceptor):
         return await continuation(_with_trace(details), requests)
 
 
+# Targets that name a resolver: balanced over every address the name resolves to.
+BALANCED_SCHEMES = ("dns:", "ipv4:", "ipv6:")
+
+
 def open_channel(target: str, max_message_bytes: int = 8 * 1024 * 1024) -> grpc.aio.Channel:
-    """A channel that spreads its calls over every address the target resolves to
-    (round robin): ``dns:///vector.engram.svc:50051``, a headless Kubernetes Service,
-    reaches every replica; a plain ``host:port`` behaves as one connection."""
-    return grpc.aio.insecure_channel(
-        target,
-        options=[
-            ("grpc.max_receive_message_length", max_message_bytes),
-            ("grpc.max_send_message_length", max_message_bytes),
-            ("grpc.keepalive_time_ms", 30_000),
+    """A channel with trace propagation and the message limit.
+
+    A target naming a resolver (``dns:///vector.engram.svc:50051``, a headless Kubernetes
+    Service; ``ipv4:10.0.0.1:50051,10.0.0.2:50051``) spreads its calls round robin over
+    every address, tries a lost connection again within a second and resolves the name
+    again at most every second, so a replica that restarts elsewhere takes calls at once.
+    A plain ``host:port`` is one connection, made again by the first call after it was lost.
+    """
+    options: list[tuple[str, str | int]] = [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.keepalive_time_ms", 30_000),
+    ]
+    if target.startswith(BALANCED_SCHEMES):
+        options += [
             ("grpc.lb_policy_name", "round_robin"),
-        ],
-        interceptors=[_TraceUnary(), _TraceStreamUnary()],
+            ("grpc.max_reconnect_backoff_ms", 1_000),
+            ("grpc.dns_min_time_between_resolutions_ms", 1_000),
+        ]
+    return grpc.aio.insecure_channel(
+        target, options=options, interceptors=[_TraceUnary(), _TraceStreamUnary()]
     )
 
 

@@ -145,6 +145,14 @@ async def test_a_channel_spreads_its_calls_over_every_address_of_the_target() ->
             for _ in range(10):
                 await stub.Rank(scoring_pb2.RankRequest(query="q"))
         assert [len(servicer.peers) for _, servicer in started] == [5, 5]
+        # A plain host:port is one connection (pick first), as before.
+        for _, servicer in started:
+            servicer.peers.clear()
+        async with open_channel(f"127.0.0.1:{started[0][0].port}") as channel:
+            stub = scoring_pb2_grpc.ScoringServiceStub(channel)
+            for _ in range(4):
+                await stub.Rank(scoring_pb2.RankRequest(query="q"))
+        assert len(set(started[0][1].peers)) == 1
     finally:
         for running, _ in started:
             await running.stop(0)
@@ -178,3 +186,33 @@ async def test_without_a_connection_age_a_client_keeps_its_connection() -> None:
         assert first == second
     finally:
         await running.stop(0)
+
+
+async def _until_answered(stub: scoring_pb2_grpc.ScoringServiceStub, within_s: float) -> float:
+    """Seconds until a call (failing fast, no wait_for_ready) gets through."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    while loop.time() - started < within_s:
+        try:
+            await stub.Rank(scoring_pb2.RankRequest(query="q"), timeout=1)
+            return loop.time() - started
+        except grpc.aio.AioRpcError:
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"no answer within {within_s}s")
+
+
+async def test_a_balanced_target_uses_a_restarted_server_within_about_a_second() -> None:
+    # A pod that restarts: the server goes away for a while and comes back on the address.
+    running, _ = await _start_peers(ServiceSettings(port=0))
+    port = running.port
+    async with open_channel(f"ipv4:127.0.0.1:{port}") as channel:
+        stub = scoring_pb2_grpc.ScoringServiceStub(channel)
+        await stub.Rank(scoring_pb2.RankRequest(query="q"))
+        await running.stop(0)
+        await asyncio.sleep(3.0)  # reconnection attempts fail meanwhile and would back off
+        running, _ = await _start_peers(ServiceSettings(port=port))
+        try:
+            # The default backoff would wait 1.6-2.9 s more by now; capped it is <= 1.2 s.
+            assert await _until_answered(stub, within_s=5.0) < 1.5
+        finally:
+            await running.stop(0)
