@@ -16,6 +16,12 @@ ENGRAM_HOME="$root" "$root/build-venv/bin/python" -m engram_embed.build
 rm -rf "$root/build-venv"
 
 # The services: installed (not linked to this checkout) and compiled, since the image runs
-# on a read-only root; without the dev dependency group.
-UV_PROJECT_ENVIRONMENT="$root/venv" uv sync --frozen --all-packages --no-dev --no-editable --compile-bytecode --quiet
+# on a read-only root; without the dev dependency group. The workspace's own packages are
+# installed afresh each time: their version does not change with their code.
+fresh=()
+for manifest in libs/*/pyproject.toml services/*/pyproject.toml; do
+  fresh+=(--reinstall-package "$(sed -n 's/^name = "\(.*\)"$/\1/p' "$manifest" | head -1)")
+done
+UV_PROJECT_ENVIRONMENT="$root/venv" uv sync --frozen --all-packages --no-dev --no-editable \
+  --compile-bytecode --quiet "${fresh[@]}"
 echo "assembled in $root: $(du -sh "$root/venv" | cut -f1) venv, $(du -sh "$root/models" | cut -f1) models"

@@ -315,6 +315,19 @@ def test_pods_run_as_non_root_on_a_read_only_root() -> None:
         assert pod["automountServiceAccountToken"] is False
 
 
+def test_helm_test_asks_the_gateway_service_for_its_api() -> None:
+    out = render()
+    (pod,) = out.of("Pod").values()
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    (container,) = pod["spec"]["containers"]
+    assert container["command"] == ["python", "-m", "engram_platform.health"]
+    assert container["args"] == [
+        "mem-engram-gateway.agents.svc:50051",
+        SERVICE_NAMES["gateway"],
+    ]
+    assert "mem-engram-gateway" in out.of("Service")
+
+
 # --- The chart's configuration, run: the seven services started from the image's runtime
 # (deploy/image/assemble.sh, ENGRAM_IMAGE_ROOT) with the environment the chart gives each
 # pod, on the embedded stores, a local NATS and Redis. Only what a cluster provides is
@@ -447,6 +460,17 @@ async def test_the_charts_configuration_runs_from_the_image(chart_stack: DevStac
     assert [r.memory.id for r in reply.results] == [stored.ids[0]]
     assert list(reply.degraded) == []
     assert reply.results[0].memory.embedding_model == "bge-small-en-v1.5-q"  # the image's model
+    # `helm test`'s pod, run from the image's runtime against this gateway, passes.
+    (hook,) = render().of("Pod").values()
+    (container,) = hook["spec"]["containers"]
+    address, service = container["args"]
+    assert address.startswith("mem-engram-gateway.")
+    local = [chart_stack.python, *container["command"][1:], chart_stack.gateway_address, service]
+    done = await asyncio.to_thread(
+        subprocess.run, local, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().endswith(": SERVING")
     # The stores wrote where the chart's volume is mounted.
     for component in ("vector", "lexical", "graph"):
         assert any((chart_stack.home / "data" / component).iterdir())

@@ -16,16 +16,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
 from engram.gateway.v1 import gateway_pb2
 from engram.graph.v1 import graph_pb2
 from engram.lexical.v1 import lexical_pb2
 from engram.scoring.v1 import scoring_pb2
 from engram.vector.v1 import vector_pb2
-from engram_platform import localservers
+from engram_platform import health, localservers
 from engram_platform.grpc_server import worker_health_name
+from engram_platform.health import SERVING
 from engram_platform.nats_server import NatsServer, free_ports, start_nats
 from engram_platform.settings import engram_home
 
@@ -106,19 +104,12 @@ def _wait_serving(proc: Process, timeout_s: float) -> None:
     """Until the process serves its own service on its port (asked by name: another
     server that took the port answers NOT_FOUND, so it is never taken for this one)."""
     deadline = time.monotonic() + timeout_s
-    request = health_pb2.HealthCheckRequest(service=SERVICE_NAMES[proc.name])
-    with grpc.insecure_channel(f"127.0.0.1:{proc.port}") as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while time.monotonic() < deadline:
-            if proc.popen.poll() is not None:
-                raise _fail(proc, f"exited with code {proc.popen.returncode}")
-            try:
-                reply = stub.Check(request, timeout=1.0)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            except grpc.RpcError:
-                pass
-            time.sleep(0.1)
+    while time.monotonic() < deadline:
+        if proc.popen.poll() is not None:
+            raise _fail(proc, f"exited with code {proc.popen.returncode}")
+        if health.status(f"127.0.0.1:{proc.port}", SERVICE_NAMES[proc.name], 1.0) == SERVING:
+            return
+        time.sleep(0.1)
     raise _fail(proc, f"not SERVING within {timeout_s:.0f}s")
 
 
