@@ -284,9 +284,32 @@ def test_an_embedded_store_gets_a_volume_one_replica_and_recreate() -> None:
     assert "mem-engram-lexical" in out.of("PodDisruptionBudget")
 
 
+def test_autoscaling_hands_the_replicas_to_a_cpu_autoscaler() -> None:
+    out = render("gateway.autoscaling.enabled=true", "gateway.autoscaling.maxReplicas=6")
+    (hpa,) = out.of("HorizontalPodAutoscaler").values()
+    assert hpa["spec"]["scaleTargetRef"]["name"] == "mem-engram-gateway"
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 6)
+    assert hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"] == 70
+    assert "replicas" not in out.deployment("gateway")["spec"]
+    assert out.deployment("scoring")["spec"]["replicas"] == 2
+    assert "HorizontalPodAutoscaler" not in {d["kind"] for d in render().docs}
+
+
 @pytest.mark.parametrize(
     ("sets", "named"),
     [
+        (
+            ("vector.backend=edge", "vector.replicas=1", "vector.autoscaling.enabled=true"),
+            "vector.autoscaling: the embedded backend edge allows one replica",
+        ),
+        (
+            (
+                "ingest.autoscaling.enabled=true",
+                "ingest.autoscaling.minReplicas=5",
+                "ingest.autoscaling.maxReplicas=3",
+            ),
+            "ingest.autoscaling: minReplicas 5 is above maxReplicas 3",
+        ),
         (("vector.backend=edge",), "vector.replicas: the embedded backend edge"),
         (("vector.backend=faiss",), "/vector/backend"),
         (("gateway.replica=3",), "additional properties 'replica' not allowed"),
