@@ -28,15 +28,15 @@ from engram_platform.nats_server import NatsServer, free_ports, start_nats
 from engram_platform.settings import engram_home
 
 GRPC_SERVICES = ("vector", "lexical", "graph", "scoring", "gateway")
-SERVICE_NAMES = {  # the gRPC service each serves, as its health service names it
+WORKERS = ("ingest", "consolidate")
+SERVICE_NAMES = {  # what each answers SERVING to: its gRPC service; a worker once consuming
     "vector": vector_pb2.DESCRIPTOR.services_by_name["VectorService"].full_name,
     "lexical": lexical_pb2.DESCRIPTOR.services_by_name["LexicalService"].full_name,
     "graph": graph_pb2.DESCRIPTOR.services_by_name["GraphService"].full_name,
     "scoring": scoring_pb2.DESCRIPTOR.services_by_name["ScoringService"].full_name,
     "gateway": gateway_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
+    **{name: worker_health_name(name) for name in WORKERS},
 }
-WORKERS = ("ingest", "consolidate")
-SERVICE_NAMES.update({name: worker_health_name(name) for name in WORKERS})  # SERVING: consuming
 DEV_TOKEN = "dev-token"
 
 

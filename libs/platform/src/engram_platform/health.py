@@ -19,8 +19,9 @@ SERVING = "SERVING"
 
 
 def status(address: str, service: str = "", timeout_s: float = 5.0) -> str:
-    """The status ``address`` gives ``service`` ("" is the server as a whole): SERVING,
-    NOT_SERVING, SERVICE_UNKNOWN…, or the gRPC error code when it does not answer."""
+    """The status ``address`` gives ``service`` ("" is the server as a whole): SERVING or
+    NOT_SERVING, else the call's error code (NOT_FOUND: the server does not serve that
+    name; UNAVAILABLE: nothing answers there; DEADLINE_EXCEEDED: too slow)."""
     with grpc.insecure_channel(address) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
