@@ -101,8 +101,8 @@ class RequestConsumer(PullWorker):
 
 async def serve(settings: Settings) -> None:
     """Run until SIGINT/SIGTERM; then finish the access batch in hand, let running passes
-        stop after their current page (checkpointed: another replica or the next start resumes
-        them), drain the connection and close the clients. The health service answers on the
+    stop after their current page (checkpointed: another replica or the next start resumes
+    them), drain the connection and close the clients. The health service answers on the
     worker's port while it consumes (`grpc_server.start_health`)."""
     loop = asyncio.get_running_loop()
     signals = (signal.SIGINT, signal.SIGTERM)
