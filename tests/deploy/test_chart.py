@@ -75,23 +75,22 @@ def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([helm(), *args], capture_output=True, text=True, timeout=120, check=False)
 
 
-def render(*sets: str, base: Sequence[str] = BASE, values: Path | None = None) -> Rendered:
+def template(sets: Sequence[str], base: Sequence[str]) -> subprocess.CompletedProcess[str]:
     args = ["template", "mem", str(CHART), "--namespace", "agents"]
     for item in (*base, *sets):
         args += ["--set", item]
-    if values is not None:
-        args += ["-f", str(values)]
-    done = run_helm(*args)
+    return run_helm(*args)
+
+
+def render(*sets: str, base: Sequence[str] = BASE) -> Rendered:
+    done = template(sets, base)
     if done.returncode != 0:
         raise AssertionError(f"helm template failed:\n{done.stderr}")
     return Rendered([d for d in yaml.safe_load_all(done.stdout) if d])
 
 
 def render_error(*sets: str, base: Sequence[str] = BASE) -> str:
-    args = ["template", "mem", str(CHART), "--namespace", "agents"]
-    for item in (*base, *sets):
-        args += ["--set", item]
-    done = run_helm(*args)
+    done = template(sets, base)
     assert done.returncode != 0, f"helm template accepted {sets}"
     return done.stderr
 
