@@ -69,7 +69,6 @@ image-root: uv ## assemble what the image holds (deploy/image/assemble.sh) into 
 	@PATH="$(dir $(UV)):$$PATH" deploy/image/assemble.sh $(ENGRAM_HOME)/image
 
 test-chart: sync helm image-root ## render deploy/helm/engram, check it against the services, run its configuration
-	@$(HELM) lint deploy/helm/engram --set auth.existingSecret=lint >/dev/null
 	@ENGRAM_HELM=$(HELM) ENGRAM_IMAGE_ROOT=$(ENGRAM_HOME)/image \
 	  $(UV) run --frozen --no-sync pytest -m chart -q tests/deploy
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Assemble Engram's runtime under ROOT: ROOT/venv (every service, no dev tools) and
+# Assemble Engram's runtime under ROOT: ROOT/venv (every service, without the dev group) and
 # ROOT/models (the default embedding model), so that ENGRAM_HOME=ROOT and
 # ROOT/venv/bin/python -m engram_<service> runs any service. The image's build stage runs
 # it; so can anyone with uv, Java 17 and Maven (the model comes from Maven Central).
