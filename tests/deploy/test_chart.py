@@ -23,14 +23,14 @@ from pydantic import BaseModel
 
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from engram_platform.devstack import SERVICE_NAMES, DevStack
+from engram_platform.devstack import GRPC_SERVICES, SERVICE_NAMES, START_ORDER, DevStack
 from engram_platform.grpc_client import open_channel
 from engram_platform.nats_server import free_ports, start_nats, wait_for_port
 from engram_platform.settings import ServiceSettings
 
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "engram"
-COMPONENTS = ("vector", "lexical", "graph", "scoring", "ingest", "consolidate", "gateway")
-SERVERS = ("vector", "lexical", "graph", "scoring", "gateway")
+COMPONENTS = START_ORDER
+SERVERS = GRPC_SERVICES
 TOKEN_SHA = "a" * 64
 # The least a release needs: who may call the gateway.
 BASE = (
@@ -75,11 +75,14 @@ def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([helm(), *args], capture_output=True, text=True, timeout=120, check=False)
 
 
+def set_args(items: Sequence[str]) -> list[str]:
+    return [arg for item in items for arg in ("--set", item)]
+
+
 def template(sets: Sequence[str], base: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    args = ["template", "mem", str(CHART), "--namespace", "agents"]
-    for item in (*base, *sets):
-        args += ["--set", item]
-    return run_helm(*args)
+    return run_helm(
+        "template", "mem", str(CHART), "--namespace", "agents", *set_args([*base, *sets])
+    )
 
 
 def render(*sets: str, base: Sequence[str] = BASE) -> Rendered:
@@ -129,10 +132,7 @@ def settings_class(component: str) -> type[ServiceSettings]:
 
 
 def test_lint_passes() -> None:
-    args = ["lint", str(CHART)]
-    for item in BASE:
-        args += ["--set", item]
-    done = run_helm(*args)
+    done = run_helm("lint", str(CHART), *set_args(BASE))
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -37,6 +37,8 @@ SERVICE_NAMES = {  # what each answers SERVING to: its gRPC service; a worker on
     "gateway": gateway_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
     **{name: worker_health_name(name) for name in WORKERS},
 }
+# Stores first, the gateway last: each starts once what it calls is SERVING.
+START_ORDER = ("vector", "lexical", "graph", "scoring", "ingest", "consolidate", "gateway")
 DEV_TOKEN = "dev-token"
 
 
@@ -150,7 +152,7 @@ def start_stack(
     env = stack_env(home, url, ports, DEV_TOKEN, extra_env or {})
     stack = DevStack(home=home, nats_url=url, nats=nats, ports=ports, env=env)
     try:
-        for name in ("vector", "lexical", "graph", "scoring", "ingest", "consolidate", "gateway"):
+        for name in START_ORDER:
             stack.start_service(name)
     except BaseException:
         stack.stop()
