@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Assemble Engram's runtime under ROOT: ROOT/venv (every service, without the dev group) and
+# Assemble Engram's runtime under ROOT: ROOT/venv (every service, no dev or test tools) and
 # ROOT/models (the default embedding model), so that ENGRAM_HOME=ROOT and
 # ROOT/venv/bin/python -m engram_<service> runs any service. The image's build stage runs
 # it; so can anyone with uv, Java 17 and Maven (the model comes from Maven Central).
@@ -16,12 +16,16 @@ ENGRAM_HOME="$root" "$root/build-venv/bin/python" -m engram_embed.build
 rm -rf "$root/build-venv"
 
 # The services: installed (not linked to this checkout) and compiled, since the image runs
-# on a read-only root; without the dev dependency group. The workspace's own packages are
-# installed afresh each time: their version does not change with their code.
-fresh=()
+# on a read-only root; the seven service packages and what they depend on, so neither the
+# dev dependency group nor the test library (engram-testing, pytest) goes in. The
+# workspace's own packages are installed afresh each time: their version does not change
+# with their code.
+name_of() { sed -n 's/^name = "\(.*\)"$/\1/p' "$1" | head -1; }
+packages=() fresh=()
+for manifest in services/*/pyproject.toml; do packages+=(--package "$(name_of "$manifest")"); done
 for manifest in libs/*/pyproject.toml services/*/pyproject.toml; do
-  fresh+=(--reinstall-package "$(sed -n 's/^name = "\(.*\)"$/\1/p' "$manifest" | head -1)")
+  fresh+=(--reinstall-package "$(name_of "$manifest")")
 done
-UV_PROJECT_ENVIRONMENT="$root/venv" uv sync --frozen --all-packages --no-dev --no-editable \
-  --compile-bytecode --quiet "${fresh[@]}"
+UV_PROJECT_ENVIRONMENT="$root/venv" uv sync --frozen --no-dev --no-editable --compile-bytecode \
+  --quiet "${packages[@]}" "${fresh[@]}"
 echo "assembled in $root: $(du -sh "$root/venv" | cut -f1) venv, $(du -sh "$root/models" | cut -f1) models"

@@ -366,6 +366,24 @@ def image_root() -> Path:
     return Path(root)
 
 
+def test_the_image_holds_the_services_and_no_test_tools() -> None:
+    python = image_root() / "venv" / "bin" / "python"
+    wanted = [f"engram_{c}" for c in COMPONENTS] + ["engram_platform.health"]
+    unwanted = ["pytest", "engram_testing", "ruff", "mypy", "grpc_tools"]
+    probe = (
+        "import importlib.util, sys; "
+        "print(*(n for n in sys.argv[1:] if importlib.util.find_spec(n) is not None))"
+    )
+    done = subprocess.run(
+        [str(python), "-c", probe, *wanted, *unwanted],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.split() == wanted
+
+
 def start_redis(directory: Path) -> tuple[subprocess.Popen[bytes], int]:
     binary = shutil.which("redis-server")
     if binary is None:
