@@ -18,9 +18,9 @@ from nats.js.api import (
     StorageType,
     StreamConfig,
 )
-from nats.js.errors import NotFoundError
+from nats.js.errors import APIError, NotFoundError
 
-from engram_core.errors import Unavailable
+from engram_core.errors import FailedPrecondition, Unavailable
 from engram_platform.settings import NatsSettings
 
 log = logging.getLogger(__name__)
@@ -95,11 +95,28 @@ async def ensure_streams(js: JetStreamContext, settings: NatsSettings) -> None:
             num_replicas=settings.stream_replicas,
             duplicate_window=settings.duplicate_window_s,
         )
+        await ensure_stream(js, config)
+
+
+async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
+    """Create the stream, or bring an existing one to `config` (its messages stay).
+
+    A configuration the server refuses — most often `NATS__STREAM_REPLICAS` above 1 on a
+    server that is not clustered, or more than it has nodes — fails the start with the
+    server's reason instead of a bare API error.
+    """
+    try:
         try:
-            await js.stream_info(name)
+            await js.stream_info(config.name)
             await js.update_stream(config)
         except NotFoundError:
             await js.add_stream(config)
+    except APIError as exc:
+        raise FailedPrecondition(
+            "NATS__STREAM_REPLICAS",
+            f"JetStream refused stream {config.name} with {config.num_replicas} replica(s): "
+            f"{exc.description}",
+        ) from exc
 
 
 async def publish(

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
 
+from engram_core.errors import FailedPrecondition
 from engram_platform import jetstream as jsm
 from engram_platform.nats_server import NatsServer, start_nats
 from engram_platform.settings import NatsSettings
@@ -48,5 +49,29 @@ async def test_publish_dedupes_and_watermark_follows_acks(nats_server: NatsServe
         assert await jsm.watermark(js) == 0
         await first.ack_sync()
         assert await jsm.watermark(js) == 2
+    finally:
+        await nc.close()
+
+
+async def test_a_refused_replica_count_fails_naming_the_setting_and_keeps_the_stream(
+    nats_server: NatsServer,
+) -> None:
+    settings = NatsSettings(url=nats_server.url)
+    nc, js = await jsm.connect(settings, "test")
+    try:
+        await jsm.ensure_streams(js, settings)
+        seq, _ = await jsm.publish(js, jsm.subject("t1", jsm.MEMORY_STORED), b"a", "event-1")
+        clustered = NatsSettings(url=nats_server.url, stream_replicas=3)
+        # This server is not clustered: it refuses three replicas, and says so.
+        with pytest.raises(FailedPrecondition) as refused:
+            await jsm.ensure_streams(js, clustered)
+        message = str(refused.value)
+        assert "NATS__STREAM_REPLICAS" in message
+        assert jsm.STREAM_MEMORY in message
+        assert "3 replica" in message
+        assert "clustered" in message  # the server's own reason
+        info = await js.stream_info(jsm.STREAM_MEMORY)
+        assert info.config.num_replicas == 1
+        assert info.state.last_seq == seq
     finally:
         await nc.close()

@@ -45,11 +45,7 @@ async def ensure_request_stream(js: JetStreamContext, settings: NatsSettings) ->
         num_replicas=settings.stream_replicas,
         duplicate_window=settings.duplicate_window_s,
     )
-    try:
-        await js.stream_info(STREAM_CONSOLIDATE)
-        await js.update_stream(config)
-    except NotFoundError:
-        await js.add_stream(config)
+    await jsm.ensure_stream(js, config)
 
 
 class LogEvents:

@@ -102,11 +102,7 @@ async def ensure_state_stream(js: JetStreamContext, settings: NatsSettings) -> N
         num_replicas=settings.stream_replicas,
         allow_direct=True,
     )
-    try:
-        await js.stream_info(jsm.STREAM_STATE)
-        await js.update_stream(config)
-    except NotFoundError:
-        await js.add_stream(config)
+    await jsm.ensure_stream(js, config)
 
 
 # --- records <-> bytes ------------------------------------------------------------------------
