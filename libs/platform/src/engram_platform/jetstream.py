@@ -105,6 +105,8 @@ async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
     server that is not clustered, or more than it has nodes — fails the start with the
     server's reason instead of a bare API error.
     """
+    if not config.name:
+        raise ValueError("a stream configuration needs a name")
     try:
         try:
             await js.stream_info(config.name)
