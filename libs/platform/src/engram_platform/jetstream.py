@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 
 import nats
 from nats.aio.client import Client
@@ -18,7 +19,7 @@ from nats.js.api import (
     StorageType,
     StreamConfig,
 )
-from nats.js.errors import APIError, NotFoundError
+from nats.js.errors import APIError, NotFoundError, ServiceUnavailableError
 
 from engram_core.errors import FailedPrecondition, Unavailable
 from engram_platform.settings import NatsSettings
@@ -99,25 +100,31 @@ async def ensure_streams(js: JetStreamContext, settings: NatsSettings) -> None:
 
 
 async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
-    """Create the stream, or bring an existing one to `config` (its messages stay).
-
-    A configuration the server refuses — most often `NATS__STREAM_REPLICAS` above 1 on a
-    server that is not clustered, or more than it has nodes — fails the start with the
-    server's reason instead of a bare API error.
-    """
+    """Create the stream, or bring an existing one to `config` (its messages stay)."""
     if not config.name:
         raise ValueError("a stream configuration needs a name")
-    try:
+    with setting_up(f"stream {config.name}", config.num_replicas or 1):
         try:
             await js.stream_info(config.name)
             await js.update_stream(config)
         except NotFoundError:
             await js.add_stream(config)
+
+
+@contextlib.contextmanager
+def setting_up(what: str, replicas: int) -> Iterator[None]:
+    """A stream or bucket configuration the server refuses — most often
+    `NATS__STREAM_REPLICAS` above 1 on a server that is not clustered, or above its number
+    of nodes — stops the start with the server's reason, not a bare API error; a server
+    not ready yet (no answer, or a cluster electing its leader) is Unavailable."""
+    try:
+        yield
+    except (ServiceUnavailableError, nats.errors.TimeoutError) as exc:
+        raise Unavailable(f"JetStream could not set up {what}: {exc}") from exc
     except APIError as exc:
         raise FailedPrecondition(
             "NATS__STREAM_REPLICAS",
-            f"JetStream refused stream {config.name} with {config.num_replicas} replica(s): "
-            f"{exc.description}",
+            f"JetStream refused {what} with {replicas} replica(s): {exc.description}",
         ) from exc
 
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,12 +70,15 @@ class NatsServer:
                 self.process.wait()
 
 
-def start_nats(store_dir: Path, port: int = 0, host: str = "127.0.0.1") -> NatsServer:
-    """Start nats-server -js with its store under store_dir; raise with the log path on failure."""
+def start_nats(
+    store_dir: Path, port: int = 0, host: str = "127.0.0.1", args: Sequence[str] = ()
+) -> NatsServer:
+    """Start nats-server -js with its store under store_dir, and `args` (e.g. a cluster's
+    name and routes); raise with the log path on failure."""
     port = port or free_port(host)
     store_dir.mkdir(parents=True, exist_ok=True)
     log_path = store_dir / "nats-server.log"
-    cmd = [nats_server_binary(), "-js", "-a", host, "-p", str(port), "-sd", str(store_dir)]
+    cmd = [nats_server_binary(), "-js", "-a", host, "-p", str(port), "-sd", str(store_dir), *args]
     with log_path.open("ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     if not wait_for_port(host, port, 15.0):

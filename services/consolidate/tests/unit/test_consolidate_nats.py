@@ -28,6 +28,7 @@ from engram_consolidate.config import Settings
 from engram_consolidate.consumer import REASON_HEADER, RequestConsumer
 from engram_consolidate.mapping import CONSOLIDATE_EVENT
 from engram_consolidate.service import FenceLost, Key, PassName, RunRecord, RunState
+from engram_core.errors import FailedPrecondition
 from engram_core.model import Memory, Relation
 from engram_platform import jetstream as jsm
 from engram_platform.convert import ts_to_proto
@@ -80,6 +81,21 @@ async def test_checkpoints_compare_and_set(js: JetStreamContext) -> None:
     assert await checkpoints.keys() == {key, dry}
     # The bucket is opened, not created, the second time.
     assert await KvCheckpoints(await open_bucket(js, 1)).get(key) == (record, second)
+
+
+async def test_a_bucket_replica_count_the_server_refuses_names_the_setting(
+    js: JetStreamContext,
+) -> None:
+    # This server is not clustered: three replicas are refused, for a new bucket and for
+    # one that exists, whose records stay.
+    with pytest.raises(FailedPrecondition, match=r"NATS__STREAM_REPLICAS: .*3 replica.*clustered"):
+        await open_bucket(js, 3)
+    checkpoints = KvCheckpoints(await open_bucket(js, 1))
+    record = RunRecord(Key("acme", PassName.DECAY), "r1", RunState.RUNNING, now=NOW)
+    revision = await checkpoints.put(record, None)
+    with pytest.raises(FailedPrecondition, match=r"NATS__STREAM_REPLICAS: .*KV_"):
+        await open_bucket(js, 3)
+    assert await KvCheckpoints(await open_bucket(js, 1)).get(record.key) == (record, revision)
 
 
 async def test_tenants_come_from_the_memory_stream(js: JetStreamContext) -> None:

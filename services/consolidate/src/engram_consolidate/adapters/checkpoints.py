@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.errors import (
@@ -16,15 +18,16 @@ from nats.js.kv import KeyValue
 from engram_consolidate.mapping import key_from_name, key_name, record_from_bytes, record_to_bytes
 from engram_consolidate.service import FenceLost, Key, RunRecord
 from engram_core.errors import Unavailable
-from engram_platform.jetstream import CONSOLIDATE_BUCKET
+from engram_platform.jetstream import CONSOLIDATE_BUCKET, ensure_stream, setting_up
 
 BUCKET = CONSOLIDATE_BUCKET  # shared with the gateway, which reads the status
 
 
 async def open_bucket(js: JetStreamContext, replicas: int) -> KeyValue:
-    """The bucket, created on first use (history 1: only the latest record counts)."""
+    """The bucket, created on first use (history 1: only the latest record counts); an
+    existing one is brought to `replicas` like the streams (its records stay)."""
     try:
-        return await js.key_value(BUCKET)
+        kv = await js.key_value(BUCKET)
     except BucketNotFoundError:
         config = KeyValueConfig(
             bucket=BUCKET,
@@ -33,7 +36,12 @@ async def open_bucket(js: JetStreamContext, replicas: int) -> KeyValue:
             replicas=replicas,
             storage=StorageType.FILE,
         )
-        return await js.create_key_value(config)
+        with setting_up(f"bucket {BUCKET}", replicas):
+            return await js.create_key_value(config)
+    stream = (await js.stream_info(f"KV_{BUCKET}")).config
+    if stream.num_replicas != replicas:
+        await ensure_stream(js, dataclasses.replace(stream, num_replicas=replicas))
+    return kv
 
 
 async def read_entry(kv: KeyValue, name: str) -> tuple[bytes, int] | None:
