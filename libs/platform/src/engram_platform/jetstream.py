@@ -67,6 +67,18 @@ def event_of(subject_name: str) -> str:
 
 
 async def connect(settings: NatsSettings, name: str) -> tuple[Client, JetStreamContext]:
+    """Connect, waiting as long as it takes for a server (a pod may start before NATS);
+    each failed attempt and each lost or regained connection is one log line."""
+
+    async def failed(exc: Exception) -> None:
+        log.warning("NATS at %s: %s", settings.url, exc)
+
+    async def lost() -> None:
+        log.warning("NATS at %s: disconnected, reconnecting", settings.url)
+
+    async def regained() -> None:
+        log.info("NATS at %s: reconnected", settings.url)
+
     try:
         nc = await nats.connect(
             servers=[s.strip() for s in settings.url.split(",")],
@@ -74,6 +86,9 @@ async def connect(settings: NatsSettings, name: str) -> tuple[Client, JetStreamC
             connect_timeout=settings.connect_timeout_s,
             max_reconnect_attempts=-1,
             allow_reconnect=True,
+            error_cb=failed,
+            disconnected_cb=lost,
+            reconnected_cb=regained,
         )
     except Exception as exc:
         raise Unavailable(f"cannot connect to NATS at {settings.url}: {exc}") from exc

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -10,8 +12,9 @@ from nats.js.api import AckPolicy, ConsumerConfig
 
 from engram_core.errors import FailedPrecondition
 from engram_platform import jetstream as jsm
-from engram_platform.nats_server import NatsServer, start_nats
+from engram_platform.nats_server import NatsServer, free_port, start_nats
 from engram_platform.settings import NatsSettings
+from engram_testing.waiting import until
 
 
 @pytest.fixture
@@ -75,3 +78,25 @@ async def test_a_refused_replica_count_fails_naming_the_setting_and_keeps_the_st
         assert info.state.last_seq == seq
     finally:
         await nc.close()
+
+
+async def test_connect_waits_for_a_server_that_starts_later_logging_one_line_a_try(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = free_port()
+    settings = NatsSettings(url=f"nats://127.0.0.1:{port}", connect_timeout_s=0.5)
+    caplog.set_level(logging.DEBUG)
+    connecting = asyncio.create_task(jsm.connect(settings, "test"))
+    await until(lambda: "Connect call failed" in caplog.text, timeout_s=10)
+    server = start_nats(tmp_path / "late", port)  # e.g. NATS's pod is ready after ours
+    try:
+        nc, _ = await asyncio.wait_for(connecting, 15)
+        assert nc.is_connected
+        await nc.close()
+    finally:
+        server.stop()
+    tries = [r for r in caplog.records if r.name == jsm.__name__]
+    assert tries
+    assert all(r.getMessage().startswith(f"NATS at {settings.url}: ") for r in tries)
+    assert all(r.exc_info is None for r in caplog.records)  # no traceback per attempt
+    assert "Traceback" not in caplog.text
