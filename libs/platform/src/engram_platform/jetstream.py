@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 
 import nats
@@ -111,19 +113,29 @@ async def ensure_streams(js: JetStreamContext, settings: NatsSettings) -> None:
             num_replicas=settings.stream_replicas,
             duplicate_window=settings.duplicate_window_s,
         )
-        await ensure_stream(js, config)
+        await ensure_stream(js, config, settings.ready_wait_s)
 
 
-async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
-    """Create the stream, or bring an existing one to `config` (its messages stay)."""
+async def ensure_stream(js: JetStreamContext, config: StreamConfig, wait_s: float = 0.0) -> None:
+    """Create the stream, or bring an existing one to `config` (its messages stay); while
+    JetStream does not answer, try again every second for up to `wait_s`."""
     if not config.name:
         raise ValueError("a stream configuration needs a name")
-    with setting_up(f"stream {config.name}", config.num_replicas or 1):
+    deadline = time.monotonic() + wait_s
+    while True:
         try:
-            await js.stream_info(config.name)
-            await js.update_stream(config)
-        except NotFoundError:
-            await js.add_stream(config)
+            with setting_up(f"stream {config.name}", config.num_replicas or 1):
+                try:
+                    await js.stream_info(config.name)
+                    await js.update_stream(config)
+                except NotFoundError:
+                    await js.add_stream(config)
+            return
+        except Unavailable as exc:
+            if time.monotonic() >= deadline:
+                raise
+            log.warning("%s; trying again", exc)
+            await asyncio.sleep(min(1.0, max(deadline - time.monotonic(), 0.0)))
 
 
 @contextlib.contextmanager

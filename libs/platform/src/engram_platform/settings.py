@@ -60,6 +60,12 @@ class NatsSettings(BaseModel):
     url: str = Field("nats://127.0.0.1:4222", description="NATS server URL(s), comma-separated.")
     connect_timeout_s: float = Field(5.0, gt=0, description="Timeout for the first connect.")
     stream_replicas: int = Field(1, ge=1, le=5, description="JetStream replicas per stream.")
+    ready_wait_s: float = Field(
+        60.0,
+        ge=0,
+        description="How long a start waits for JetStream to answer (a server starting, a "
+        "cluster electing its leader) before it fails.",
+    )
     duplicate_window_s: float = Field(
         600.0, gt=0, description="Window in which a repeated Nats-Msg-Id is dropped."
     )

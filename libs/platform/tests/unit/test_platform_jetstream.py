@@ -8,9 +8,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from nats.js.api import AckPolicy, ConsumerConfig
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
+from nats.js.errors import NotFoundError
 
-from engram_core.errors import FailedPrecondition
+from engram_core.errors import FailedPrecondition, Unavailable
 from engram_platform import jetstream as jsm
 from engram_platform.nats_server import NatsServer, free_port, start_nats
 from engram_platform.settings import NatsSettings
@@ -100,3 +102,32 @@ async def test_connect_waits_for_a_server_that_starts_later_logging_one_line_a_t
     assert all(r.getMessage().startswith(f"NATS at {settings.url}: ") for r in tries)
     assert all(r.exc_info is None for r in caplog.records)  # no traceback per attempt
     assert "Traceback" not in caplog.text
+
+
+class SlowJetStream:
+    """A JetStream that does not answer its first `silent` calls (a cluster electing)."""
+
+    def __init__(self, silent: int) -> None:
+        self.silent = silent
+        self.added: list[StreamConfig] = []
+
+    async def stream_info(self, name: str) -> None:
+        if self.silent:
+            self.silent -= 1
+            raise NatsTimeout
+        raise NotFoundError
+
+    async def add_stream(self, config: StreamConfig) -> None:
+        self.added.append(config)
+
+
+async def test_ensure_stream_waits_for_jetstream_up_to_its_limit(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config = StreamConfig(name="S", subjects=["s.>"])
+    answers = SlowJetStream(silent=2)
+    await jsm.ensure_stream(answers, config, wait_s=10)  # type: ignore[arg-type]
+    assert answers.added == [config]
+    assert caplog.text.count("trying again") == 2
+    with pytest.raises(Unavailable, match="stream S"):
+        await jsm.ensure_stream(SlowJetStream(silent=1), config)  # type: ignore[arg-type]

@@ -45,7 +45,7 @@ async def ensure_request_stream(js: JetStreamContext, settings: NatsSettings) ->
         num_replicas=settings.stream_replicas,
         duplicate_window=settings.duplicate_window_s,
     )
-    await jsm.ensure_stream(js, config)
+    await jsm.ensure_stream(js, config, settings.ready_wait_s)
 
 
 class LogEvents:

@@ -102,7 +102,7 @@ async def ensure_state_stream(js: JetStreamContext, settings: NatsSettings) -> N
         num_replicas=settings.stream_replicas,
         allow_direct=True,
     )
-    await jsm.ensure_stream(js, config)
+    await jsm.ensure_stream(js, config, settings.ready_wait_s)
 
 
 # --- records <-> bytes ------------------------------------------------------------------------
