@@ -152,6 +152,7 @@ def build_models(settings: Settings, transport: httpx.AsyncBaseTransport | None 
         rerank_mode=RerankMode(r.mode),
         rerank_weight=r.weight,
         rerank_max_chars=r.max_chars,
+        rerank_preceding_chars=r.preceding_chars,
     )
     closers = tuple(m.close for m in (hyde, decomposer, reranker) if m is not None)
     return Models(QueryModels(hyde, reranker, config), decomposer, closers)

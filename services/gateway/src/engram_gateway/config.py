@@ -105,9 +105,15 @@ class RerankerSettings(ModelEndpoint):
         description="blend: mix the cross-encoder with the fused score (weight); replace: "
         "the cross-encoder alone orders the top_n.",
     )
-    weight: float = Field(0.5, ge=0, le=1, description="Cross-encoder's share in blend mode.")
+    weight: float = Field(0.7, ge=0, le=1, description="Cross-encoder's share in blend mode.")
     max_chars: int = Field(
         2000, ge=1, description="Characters of each memory's content sent to be scored."
+    )
+    preceding_chars: int = Field(
+        300,
+        ge=0,
+        description="Characters (the end) of the memory stored just before each one, sent "
+        "in front of it (the question a conversation turn answers); 0 sends each alone.",
     )
     documents_field: Literal["documents", "texts"] = Field(
         "documents",

@@ -109,6 +109,10 @@ class FakeVector(FakeBackend):
     def __init__(self, world: World, name: str) -> None:
         super().__init__(world, name)
         self.vectors: list[tuple[float, ...]] = []  # each explicit query vector searched by
+        # A time-window search (the timeline reads) answers with every memory in the window,
+        # as a real store does when the window holds fewer than the limit; off, it matches
+        # words like any search.
+        self.whole_windows = False
 
     async def search(
         self,
@@ -124,6 +128,8 @@ class FakeVector(FakeBackend):
             if len(vector) != FAKE_DIMENSION:
                 raise InvalidArgument("vector", f"{len(vector)} values; the model has 3")
             self.vectors.append(tuple(vector))
+        if self.whole_windows and flt.start is not None:
+            return [Hit(m.id, 0.1, m) for m in self.world.of(tenant) if matches(m, flt)][:limit]
         return self._search(tenant, words(query), flt, limit)
 
     async def search_many(

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from engram.gateway.v1 import gateway_pb2
-from engram_core.filters import matches
-from engram_core.model import Filter, Hit, Memory
+from engram_core.model import Filter, Memory
 from engram_core.scoring import Candidate
 from engram_gateway.service.context import (
+    preceding,
     seed_windows,
     window_filter,
     with_neighbours,
@@ -101,6 +100,16 @@ def test_overlapping_windows_keep_the_nearest_distance() -> None:
     assert by["01"]["03"] == 1
 
 
+def test_preceding_is_the_memory_stored_just_before_on_the_timeline() -> None:
+    late = T0 + timedelta(minutes=5)
+    # Timeline: 01, 02 (one time, so id order), then 00: the smallest id, the latest time.
+    window = [m("00", late), m("02"), m("01")]
+    wanted = [m("02"), m("01"), m("00", late), m("09")]
+    before = preceding(wanted, [window, [m("09", late)]])
+    assert {k: v.id for k, v in before.items()} == {"02": "01", "00": "02"}
+    assert preceding(wanted, []) == {}
+
+
 # --- through Recall ------------------------------------------------------------------------
 
 
@@ -118,31 +127,10 @@ def seed(h: Any) -> None:
     )
 
 
-def window_aware(h: Any) -> None:
-    """The fake vector store answers a time-window search with every memory in the window
-    (as a real one does when the window holds fewer than the limit)."""
-    plain = h.vector.search
-
-    async def search(
-        tenant: str,
-        flt: Filter,
-        limit: int,
-        query: str = "",
-        vector: Sequence[float] = (),
-        timeout: float | None = None,
-    ) -> list[Hit]:
-        if flt.start is None:
-            return await plain(tenant, flt, limit, query, vector, timeout)
-        h.vector.calls.append(("window", (flt.start, flt.end)))
-        return [Hit(x.id, 0.1, x) for x in h.world.of(tenant) if matches(x, flt)][:limit]
-
-    h.vector.search = search
-
-
 async def test_the_turn_after_a_matching_question_is_found(client: Any) -> None:
     h = client.harness
     seed(h)
-    window_aware(h)
+    h.vector.whole_windows = True
     reply = await client.stub.Recall(
         gateway_pb2.RecallRequest(query="what did Caroline paint", limit=3), metadata=client.auth()
     )
@@ -153,7 +141,8 @@ async def test_the_turn_after_a_matching_question_is_found(client: Any) -> None:
     assert by[A].components["context"] > 0
     assert not by[A].streams  # no stream found it; its neighbour did
     assert by[OTHER].components["context"] == 0
-    assert ("window", (T0 - timedelta(hours=1), T0 + timedelta(hours=1))) in h.vector.calls
+    windows = [arg[1] for op, arg in h.vector.calls if op == "search" and arg[1].start]
+    assert (T0 - timedelta(hours=1), T0 + timedelta(hours=1)) in [(f.start, f.end) for f in windows]
     # Both seeds' windows (three days apart) were read in one call.
     assert [c for c in h.vector.calls if c[0] == "search_many"] == [("search_many", 2)]
     # The vector stream was asked without the name.
@@ -163,13 +152,13 @@ async def test_the_turn_after_a_matching_question_is_found(client: Any) -> None:
 async def test_baseline_modes_read_no_neighbours(client: Any) -> None:
     h = client.harness
     seed(h)
-    window_aware(h)
+    h.vector.whole_windows = True
     reply = await client.stub.Recall(
         gateway_pb2.RecallRequest(query="paint", mode=gateway_pb2.RECALL_MODE_VECTOR),
         metadata=client.auth(),
     )
     assert A not in [r.memory.id for r in reply.results]
-    assert not any(op == "window" for op, _ in h.vector.calls)
+    assert not any(op == "search" and arg[1].start for op, arg in h.vector.calls)
 
 
 async def test_a_failing_neighbour_read_degrades_only_that_step(client: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -26,6 +26,8 @@ from engram_gateway.service.models import (
     tracing,
 )
 from engram_gateway.service.ports import RecallResult
+from engram_gateway.service.reads import RecallMode
+from engram_platform.settings import SEARCH_MANY_MAX_FILTERS
 
 A = "0190f3a4-7b1c-7d2e-8f00-00000000000a"
 B = "0190f3a4-7b1c-7d2e-8f00-00000000000b"
@@ -186,7 +188,8 @@ async def test_models_are_off_by_default(harness: Any) -> None:
 
 async def test_rerank_scores_the_top_n_memory_contents(harness: Any) -> None:
     h = harness
-    _, reranker = _wire(h, ModelsConfig(rerank_top_n=2, rerank_max_chars=10))
+    config = ModelsConfig(rerank_top_n=2, rerank_max_chars=10, rerank_preceding_chars=0)
+    _, reranker = _wire(h, config)
     result = await _recall(h, rerank=True)
     ((query, documents, timeout),) = reranker.calls
     assert query == "sarah tea"
@@ -195,6 +198,92 @@ async def test_rerank_scores_the_top_n_memory_contents(harness: Any) -> None:
     assert timeout is not None
     assert 0 < timeout <= ModelsConfig().rerank_timeout_s
     assert result.models == ("rerank",)
+
+
+async def test_rerank_reads_each_memory_after_the_end_of_the_one_stored_before(
+    harness: Any,
+) -> None:
+    h = harness
+    _, reranker = _wire(h, ModelsConfig(rerank_preceding_chars=6))
+    result = await _recall(h, rerank=True)
+    ((_, documents, _),) = reranker.calls
+    # One timestamp, so the timeline is the order of the ids: A, B, C. A is first: alone.
+    assert sorted(documents) == sorted(
+        [
+            "sarah tea",
+            "ah tea\nsarah likes tea with a long story about the tea house in lisbon",
+            "lisbon\ntea",
+        ]
+    )
+    assert result.models == ("rerank",)
+    assert "context" not in result.degraded
+
+
+async def test_rerank_without_preceding_chars_reads_no_timeline(new_harness: Any) -> None:
+    def windows_read(h: Any) -> int:
+        return [op for op, _ in h.vector.calls].count("search_many")
+
+    with_before, alone = new_harness(), new_harness()
+    _wire(with_before, ModelsConfig())
+    _, reranker = _wire(alone, ModelsConfig(rerank_preceding_chars=0))
+    await _recall(with_before, rerank=True)
+    await _recall(alone, rerank=True)
+    assert windows_read(with_before) == windows_read(alone) + 1
+    ((_, documents, _),) = reranker.calls
+    assert sorted(documents) == sorted(m.content for m in alone.world.of(alone.tenant))
+
+
+async def test_rerank_in_a_mode_without_vectors_reads_each_memory_alone(harness: Any) -> None:
+    h = harness
+    _, reranker = _wire(h)
+    await _recall(h, rerank=True, mode=RecallMode.BM25)
+    assert not any(op == "search_many" for op, _ in h.vector.calls)
+    ((_, documents, _),) = reranker.calls
+    assert sorted(documents) == sorted(m.content for m in h.world.of(h.tenant))
+
+
+async def test_a_failed_timeline_read_reranks_each_memory_alone(harness: Any) -> None:
+    h = harness
+    _, reranker = _wire(h, ModelsConfig(), context_seeds=0)  # only the rerank reads windows
+    plain = h.vector.search_many
+
+    async def failing(*args: Any, **kw: Any) -> Any:
+        raise RuntimeError("window read failed")
+
+    h.vector.search_many = failing
+    result = await _recall(h, rerank=True)
+    h.vector.search_many = plain
+    assert result.models == ("rerank",)
+    assert result.degraded == ("context",)
+    ((_, documents, _),) = reranker.calls
+    assert sorted(documents) == sorted(m.content for m in h.world.of(h.tenant))
+
+
+async def test_rerank_reads_the_windows_of_a_long_head_in_calls_the_store_takes(
+    new_harness: Any,
+) -> None:
+    h = new_harness(context_seeds=0)  # only the rerank reads windows
+    _, reranker = _wire(h, ModelsConfig(rerank_top_n=40))
+    h.vector.whole_windows = True
+    h.world.memories.clear()  # not _wire's three
+    # 40 teas a day apart, each a minute after a note the query does not match: 40 windows
+    # that do not merge.
+    day = datetime(2025, 1, 1, tzinfo=UTC)
+    for i in range(40):
+        at = day + timedelta(days=i)
+        h.world.put(
+            h.memory(f"0190f3a4-7b1c-7d2e-8f00-0000000002{i:02x}", f"note {i}", timestamp=at),
+            h.memory(
+                f"0190f3a4-7b1c-7d2e-8f00-0000000003{i:02x}",
+                f"tea {i}",
+                timestamp=at + timedelta(minutes=1),
+            ),
+        )
+    await _recall(h, query="tea", limit=40, rerank=True)
+    windows = sorted((arg for op, arg in h.vector.calls if op == "search_many"), reverse=True)
+    assert windows == [SEARCH_MANY_MAX_FILTERS, 40 - SEARCH_MANY_MAX_FILTERS]
+    ((_, documents, _),) = reranker.calls
+    assert sorted(documents) == sorted(f"note {i}\ntea {i}" for i in range(40))
 
 
 async def test_rerank_asks_scoring_for_its_whole_top_n(new_harness: Any) -> None:
@@ -305,7 +394,7 @@ async def test_models_come_from_the_environment(monkeypatch: pytest.MonkeyPatch)
 
 async def test_a_pinned_focus_stays_first_through_the_reranker(harness: Any) -> None:
     # The cross-encoder's order alone, so the focus bonus scoring gave C counts for nothing.
-    _wire(harness, ModelsConfig(rerank_mode=RerankMode.REPLACE))
+    _wire(harness, ModelsConfig(rerank_mode=RerankMode.REPLACE, rerank_preceding_chars=0))
     # The fake cross-encoder prefers the longest text; C ("tea") is the shortest.
     plain = await _recall(harness, rerank=True)
     assert [s.memory.id for s in plain.results][-1] == C

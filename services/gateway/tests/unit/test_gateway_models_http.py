@@ -482,7 +482,13 @@ async def test_rerank_reorders_the_top(
     assert [s.memory.id for s in before.results] == [A, C, B]
     lo, hi = before.results[-1].score, before.results[0].score
     assert lo < hi
-    rerank = {"base_url": server.base_url, "mode": mode, "weight": weight, "timeout_s": 0.5}
+    rerank = {
+        "base_url": server.base_url,
+        "mode": mode,
+        "weight": weight,
+        "timeout_s": 0.5,
+        "preceding_chars": 0,  # each memory's content alone, as _by_content reads it
+    }
     settings = _settings(h, server, reranker=rerank)
     models = build_models(settings)
     gw = build_gateway(

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from itertools import pairwise
 
 from engram_core.model import Filter, Memory
 from engram_core.scoring import Candidate
@@ -90,3 +91,20 @@ def with_neighbours(
                     mine[other] = min(mine.get(other, distance), abs(i - j))
     out = [*candidates, *added.values()]
     return [replace(c, neighbours=near[c.memory.id]) if c.memory.id in near else c for c in out]
+
+
+def preceding(memories: Iterable[Memory], windows: Iterable[Sequence[Memory]]) -> dict[str, Memory]:
+    """For each of ``memories`` found in a window, the memory stored just before it there.
+
+    A conversation's turn often answers the turn before it ("So what's your favorite game?"
+    — "Yep! I'm playing Xenoblade"), so the reranker reads the two together. A memory first
+    on its window's timeline has none.
+    """
+    wanted = {m.id for m in memories}
+    before: dict[str, Memory] = {}
+    for found in windows:
+        line = sorted({m.id: m for m in found}.values(), key=_timeline_key)
+        for prev, m in pairwise(line):
+            if m.id in wanted and m.id not in before:
+                before[m.id] = prev
+    return before

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -61,8 +61,10 @@ class ModelsConfig:
     decompose_timeout_s: float = 3.0
     rerank_top_n: int = 20  # the best N of the ranking are re-scored
     rerank_mode: RerankMode = RerankMode.BLEND
-    rerank_weight: float = 0.5  # cross-encoder's share in blend mode
+    rerank_weight: float = 0.7  # cross-encoder's share in blend mode
     rerank_max_chars: int = 2000  # of each memory's content sent to the cross-encoder
+    # Of the memory stored just before each one, its end put first; 0 sends the memory alone.
+    rerank_preceding_chars: int = 300
 
 
 @dataclass(slots=True)
@@ -152,6 +154,11 @@ class QueryModels:
     def wants_rerank(self, asked: bool | None) -> bool:
         return self.config.rerank_default if asked is None else asked
 
+    @property
+    def reads_preceding(self) -> bool:
+        """Whether a rerank wants the memory stored before each one it re-scores."""
+        return self.reranker is not None and self.config.rerank_preceding_chars > 0
+
     def rank_depth(self, rerank: bool) -> int:
         """Results the ranking must hold for the reranker to see its whole top N."""
         return self.config.rerank_top_n if rerank else 0
@@ -168,16 +175,23 @@ class QueryModels:
         return text or ""
 
     async def rerank(
-        self, query: str, ranked: Sequence[ScoredCandidate], deadline: Deadline
+        self,
+        query: str,
+        ranked: Sequence[ScoredCandidate],
+        deadline: Deadline,
+        preceding: Mapping[str, str] | None = None,
     ) -> list[ScoredCandidate]:
-        """``ranked`` with its top N re-ordered by the cross-encoder (unchanged without)."""
+        """``ranked`` with its top N re-ordered by the cross-encoder (unchanged without).
+
+        ``preceding`` maps a memory's id to the content stored just before it (the reads
+        step finds it on the timeline); its end is read with the memory."""
         reranker, cfg = self.reranker, self.config
         if reranker is None:
             _trace().missing(RERANK)
             return list(ranked)
         if not ranked:
             return []
-        documents = rerank_documents(ranked, cfg)
+        documents = rerank_documents(ranked, cfg, preceding or {})
         budget = _budget(deadline, Budget(fraction=0.8, cap_s=cfg.rerank_timeout_s))
         scores = await _guarded(RERANK, budget, lambda t: reranker.score(query, documents, t))
         if scores is None:
@@ -212,8 +226,19 @@ def hyde_text(dense: str, hypothesis: str) -> str:
     return f"{dense}\n{hypothesis}" if hypothesis else dense
 
 
-def rerank_documents(ranked: Sequence[ScoredCandidate], config: ModelsConfig) -> list[str]:
-    return [s.memory.content[: config.rerank_max_chars] for s in ranked[: config.rerank_top_n]]
+def rerank_documents(
+    ranked: Sequence[ScoredCandidate], config: ModelsConfig, preceding: Mapping[str, str]
+) -> list[str]:
+    """What the cross-encoder reads of each of the top N: the memory's content, after the
+    last ``rerank_preceding_chars`` of what was stored just before it when that is known.
+    On LoCoMo the turn before lifted the reranked R@5 by 0.02 (gateway README)."""
+    keep = config.rerank_preceding_chars
+    docs = []
+    for s in ranked[: config.rerank_top_n]:
+        own = s.memory.content[: config.rerank_max_chars]
+        before = preceding.get(s.memory.id, "")[-keep:] if keep else ""
+        docs.append(f"{before}\n{own}" if before else own)
+    return docs
 
 
 def reranked(

@@ -26,6 +26,7 @@ from engram_gateway.service.access import AccessRecorder
 from engram_gateway.service.admission import Admission, AdmissionConfig
 from engram_gateway.service.context import (
     ContextConfig,
+    preceding,
     seed_windows,
     window_filter,
     with_neighbours,
@@ -80,6 +81,7 @@ from engram_gateway.service.recall_cache import RecallCache
 from engram_gateway.service.relation_memo import RelationMemo
 from engram_gateway.service.trending import TRENDING_STREAM, check_sort, is_trending, scored
 from engram_gateway.service.watermark import WatermarkCache
+from engram_platform.settings import SEARCH_MANY_MAX_FILTERS
 from engram_platform.telemetry import annotate, tracer
 
 log = logging.getLogger(__name__)
@@ -754,7 +756,19 @@ class Reader:
             graph_ok = "graph" in wanted and "graph" not in degraded
             ranked = await self._current_or_valid(memo, ranked, graph_ok, deadline, degraded)
         if plan.rerank:
-            ranked = await self._models.rerank(text, ranked, deadline)
+            before: dict[str, str] | None = None
+            # The turn before a memory is read from the vector store's timeline, so a
+            # baseline mode without it goes without.
+            if self._models.reads_preceding and "vector" in answers and ranked:
+                head = ranked
+                before = await self._try(
+                    "context",
+                    self._budget_or_zero(deadline, cfg.context_budget),
+                    lambda t: self._preceding(tenant, flt, dense, plan.embedding, head, t),
+                )
+                if before is None and "context" not in degraded:
+                    degraded.append("context")
+            ranked = await self._models.rerank(text, ranked, deadline, before)
         if plan.expand.on and ranked:
             seeds = ranked
             grown = await self._try(
@@ -915,19 +929,53 @@ class Reader:
             scoring.Query(now=self._clock(), text=text, tags=flt.tags),
             scoring.Params(limit=cfg.seeds, weights=_SEED_WEIGHTS),
         )
+        around = [s.memory for s in seeds]
+        windows = await self._windows(tenant, flt, dense, vector, around, timeout)
+        return with_neighbours(candidates, windows, cfg.distance) if windows else candidates
+
+    async def _preceding(
+        self,
+        tenant: str,
+        flt: Filter,
+        dense: str,
+        vector: Sequence[float],
+        ranked: Sequence[ScoredCandidate],
+        timeout: float,
+    ) -> dict[str, str]:
+        """The content stored just before each memory the reranker will read."""
+        head = [s.memory for s in ranked[: self._models.config.rerank_top_n]]
+        windows = await self._windows(tenant, flt, dense, vector, head, timeout)
+        return {i: m.content for i, m in preceding(head, windows).items()}
+
+    async def _windows(
+        self,
+        tenant: str,
+        flt: Filter,
+        dense: str,
+        vector: Sequence[float],
+        around: Sequence[Memory],
+        timeout: float,
+    ) -> list[list[Memory]]:
+        """The memories of the timeline windows around ``around``: one vector search each,
+        as many at once as a call takes; none when the request's filter leaves no window."""
+        cfg = self._config.context
         filters = [
             f
-            for w in seed_windows([s.memory for s in seeds], cfg.window_s)
+            for w in seed_windows(around, cfg.window_s)
             if (f := window_filter(flt, w)) is not None
         ]
-        if not filters:
-            return candidates
-        with _embedding_named(vector):  # all windows in one call
-            found = await self._vector.search_many(
-                tenant, filters, cfg.limit, **self._query_of(dense, vector), timeout=timeout
+        step = SEARCH_MANY_MAX_FILTERS
+        query = self._query_of(dense, vector)
+        with _embedding_named(vector):
+            found = await asyncio.gather(
+                *(
+                    self._vector.search_many(
+                        tenant, filters[i : i + step], cfg.limit, **query, timeout=timeout
+                    )
+                    for i in range(0, len(filters), step)
+                )
             )
-        windows = [[h.memory for h in hits if h.memory is not None] for hits in found]
-        return with_neighbours(candidates, windows, cfg.distance)
+        return [[h.memory for h in hits if h.memory is not None] for part in found for hits in part]
 
     @staticmethod
     def _budget_or_zero(deadline: Deadline, share: Budget) -> float:
