@@ -113,7 +113,8 @@ class RerankerSettings(ModelEndpoint):
         300,
         ge=0,
         description="Characters (the end) of the memory stored just before each one, sent "
-        "in front of it (the question a conversation turn answers); 0 sends each alone.",
+        "in front of it when that memory ends with a question mark (the question a "
+        "conversation's turn answers); 0 sends each alone.",
     )
     documents_field: Literal["documents", "texts"] = Field(
         "documents",

@@ -200,19 +200,29 @@ async def test_rerank_scores_the_top_n_memory_contents(harness: Any) -> None:
     assert result.models == ("rerank",)
 
 
-async def test_rerank_reads_each_memory_after_the_end_of_the_one_stored_before(
+async def test_rerank_reads_a_memory_after_the_end_of_a_question_stored_before_it(
     harness: Any,
 ) -> None:
     h = harness
     _, reranker = _wire(h, ModelsConfig(rerank_preceding_chars=6))
+    h.world.memories.clear()
+    # One timestamp, so the timeline is the order of the ids: A, B, C, D.
+    h.world.put(
+        h.memory(A, "sarah, which tea do you like? "),
+        h.memory(B, "sarah: green tea"),
+        h.memory(C, "tea at noon"),
+        h.memory(D, "sarah asked? no, tea"),
+    )
     result = await _recall(h, rerank=True)
     ((_, documents, _),) = reranker.calls
-    # One timestamp, so the timeline is the order of the ids: A, B, C. A is first: alone.
+    # A is first: alone. B follows a question: read after its last 6 characters (trailing
+    # space dropped). C follows an answer: alone, or B's tea would lift it. D follows C.
     assert sorted(documents) == sorted(
         [
-            "sarah tea",
-            "ah tea\nsarah likes tea with a long story about the tea house in lisbon",
-            "lisbon\ntea",
+            "sarah, which tea do you like? ",
+            " like?\nsarah: green tea",
+            "tea at noon",
+            "sarah asked? no, tea",
         ]
     )
     assert result.models == ("rerank",)
@@ -266,13 +276,13 @@ async def test_rerank_reads_the_windows_of_a_long_head_in_calls_the_store_takes(
     _, reranker = _wire(h, ModelsConfig(rerank_top_n=40))
     h.vector.whole_windows = True
     h.world.memories.clear()  # not _wire's three
-    # 40 teas a day apart, each a minute after a note the query does not match: 40 windows
+    # 40 teas a day apart, each a minute after a question the query does not match: 40 windows
     # that do not merge.
     day = datetime(2025, 1, 1, tzinfo=UTC)
     for i in range(40):
         at = day + timedelta(days=i)
         h.world.put(
-            h.memory(f"0190f3a4-7b1c-7d2e-8f00-0000000002{i:02x}", f"note {i}", timestamp=at),
+            h.memory(f"0190f3a4-7b1c-7d2e-8f00-0000000002{i:02x}", f"note {i}?", timestamp=at),
             h.memory(
                 f"0190f3a4-7b1c-7d2e-8f00-0000000003{i:02x}",
                 f"tea {i}",
@@ -283,7 +293,7 @@ async def test_rerank_reads_the_windows_of_a_long_head_in_calls_the_store_takes(
     windows = sorted((arg for op, arg in h.vector.calls if op == "search_many"), reverse=True)
     assert windows == [SEARCH_MANY_MAX_FILTERS, 40 - SEARCH_MANY_MAX_FILTERS]
     ((_, documents, _),) = reranker.calls
-    assert sorted(documents) == sorted(f"note {i}\ntea {i}" for i in range(40))
+    assert sorted(documents) == sorted(f"note {i}?\ntea {i}" for i in range(40))
 
 
 async def test_rerank_asks_scoring_for_its_whole_top_n(new_harness: Any) -> None:

@@ -63,7 +63,8 @@ class ModelsConfig:
     rerank_mode: RerankMode = RerankMode.BLEND
     rerank_weight: float = 0.7  # cross-encoder's share in blend mode
     rerank_max_chars: int = 2000  # of each memory's content sent to the cross-encoder
-    # Of the memory stored just before each one, its end put first; 0 sends the memory alone.
+    # Of the memory stored just before each one, when it asks a question, its end put first;
+    # 0 sends every memory alone.
     rerank_preceding_chars: int = 300
 
 
@@ -184,7 +185,7 @@ class QueryModels:
         """``ranked`` with its top N re-ordered by the cross-encoder (unchanged without).
 
         ``preceding`` maps a memory's id to the content stored just before it (the reads
-        step finds it on the timeline); its end is read with the memory."""
+        step finds it on the timeline); a question's end is read with the memory."""
         reranker, cfg = self.reranker, self.config
         if reranker is None:
             _trace().missing(RERANK)
@@ -230,14 +231,17 @@ def rerank_documents(
     ranked: Sequence[ScoredCandidate], config: ModelsConfig, preceding: Mapping[str, str]
 ) -> list[str]:
     """What the cross-encoder reads of each of the top N: the memory's content, after the
-    last ``rerank_preceding_chars`` of what was stored just before it when that is known.
-    On LoCoMo the turn before lifted the reranked R@5 by 0.02 (gateway README)."""
+    last ``rerank_preceding_chars`` of what was stored just before it when that asks a
+    question — the question an answer in a conversation leaves out. A memory after any
+    other is read alone: a note stored after a relevant one would borrow its relevance.
+    On LoCoMo this lifted the reranked R@5 by 0.026 and MRR by 0.038 (gateway README)."""
     keep = config.rerank_preceding_chars
     docs = []
     for s in ranked[: config.rerank_top_n]:
         own = s.memory.content[: config.rerank_max_chars]
-        before = preceding.get(s.memory.id, "")[-keep:] if keep else ""
-        docs.append(f"{before}\n{own}" if before else own)
+        before = preceding.get(s.memory.id, "").rstrip()
+        asks = keep > 0 and before.endswith("?")
+        docs.append(f"{before[-keep:]}\n{own}" if asks else own)
     return docs
 
 
