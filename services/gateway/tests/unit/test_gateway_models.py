@@ -164,6 +164,15 @@ async def _recall(h: Any, query: str = "sarah tea", **kw: Any) -> RecallResult:
     return await h.recall(query, **kw)
 
 
+ASKED, ANSWERED = "sarah, which tea do you like?", "sarah: green tea"
+
+
+def _question_then_answer(h: Any) -> None:
+    """A world of a question and, stored after it, its answer (one timestamp: id order)."""
+    h.world.memories.clear()
+    h.world.put(h.memory(A, ASKED), h.memory(B, ANSWERED))
+
+
 async def test_settings_defaults_apply_when_the_request_is_silent(harness: Any) -> None:
     h = harness
     hyde, reranker = _wire(h, ModelsConfig(hyde_default=True, rerank_default=True))
@@ -234,27 +243,32 @@ async def test_rerank_without_preceding_chars_reads_no_timeline(new_harness: Any
         return [op for op, _ in h.vector.calls].count("search_many")
 
     with_before, alone = new_harness(), new_harness()
-    _wire(with_before, ModelsConfig())
+    _, reads_before = _wire(with_before, ModelsConfig())
     _, reranker = _wire(alone, ModelsConfig(rerank_preceding_chars=0))
+    _question_then_answer(with_before)
+    _question_then_answer(alone)
     await _recall(with_before, rerank=True)
     await _recall(alone, rerank=True)
     assert windows_read(with_before) == windows_read(alone) + 1
+    assert f"{ASKED}\n{ANSWERED}" in reads_before.calls[0][1]
     ((_, documents, _),) = reranker.calls
-    assert sorted(documents) == sorted(m.content for m in alone.world.of(alone.tenant))
+    assert sorted(documents) == sorted([ASKED, ANSWERED])
 
 
 async def test_rerank_in_a_mode_without_vectors_reads_each_memory_alone(harness: Any) -> None:
     h = harness
     _, reranker = _wire(h)
+    _question_then_answer(h)
     await _recall(h, rerank=True, mode=RecallMode.BM25)
     assert not any(op == "search_many" for op, _ in h.vector.calls)
     ((_, documents, _),) = reranker.calls
-    assert sorted(documents) == sorted(m.content for m in h.world.of(h.tenant))
+    assert sorted(documents) == sorted([ASKED, ANSWERED])
 
 
 async def test_a_failed_timeline_read_reranks_each_memory_alone(harness: Any) -> None:
     h = harness
     _, reranker = _wire(h, ModelsConfig(), context_seeds=0)  # only the rerank reads windows
+    _question_then_answer(h)
     plain = h.vector.search_many
 
     async def failing(*args: Any, **kw: Any) -> Any:
@@ -266,7 +280,7 @@ async def test_a_failed_timeline_read_reranks_each_memory_alone(harness: Any) ->
     assert result.models == ("rerank",)
     assert result.degraded == ("context",)
     ((_, documents, _),) = reranker.calls
-    assert sorted(documents) == sorted(m.content for m in h.world.of(h.tenant))
+    assert sorted(documents) == sorted([ASKED, ANSWERED])
 
 
 async def test_rerank_reads_the_windows_of_a_long_head_in_calls_the_store_takes(
