@@ -18,7 +18,7 @@ from nats.js.kv import KeyValue
 from engram_consolidate.mapping import key_from_name, key_name, record_from_bytes, record_to_bytes
 from engram_consolidate.service import FenceLost, Key, RunRecord
 from engram_core.errors import Unavailable
-from engram_platform.jetstream import CONSOLIDATE_BUCKET, ensure_stream, setting_up
+from engram_platform.jetstream import CONSOLIDATE_BUCKET, setting_up
 
 BUCKET = CONSOLIDATE_BUCKET  # shared with the gateway, which reads the status
 
@@ -40,7 +40,8 @@ async def open_bucket(js: JetStreamContext, replicas: int) -> KeyValue:
             return await js.create_key_value(config)
     stream = (await js.stream_info(f"KV_{BUCKET}")).config
     if stream.num_replicas != replicas:
-        await ensure_stream(js, dataclasses.replace(stream, num_replicas=replicas))
+        with setting_up(f"stream {stream.name}", replicas):  # it exists: update, no re-read
+            await js.update_stream(dataclasses.replace(stream, num_replicas=replicas))
     return kv
 
 
