@@ -57,8 +57,9 @@ def window_filter(flt: Filter, window: Window) -> Filter | None:
     return None if start > end else replace(flt, start=start, end=end)
 
 
-def _timeline_key(m: Memory) -> tuple[datetime, str]:
-    return (m.timestamp, m.id)
+def _timeline(found: Iterable[Memory]) -> list[Memory]:
+    """A window's memories once each, in the order of storing: timestamp, then id."""
+    return sorted({m.id: m for m in found}.values(), key=lambda m: (m.timestamp, m.id))
 
 
 def with_neighbours(
@@ -74,7 +75,7 @@ def with_neighbours(
     added: dict[str, Candidate] = {}
     near: dict[str, dict[str, int]] = {}
     for found in windows:
-        line = sorted({m.id: m for m in found}.values(), key=_timeline_key)
+        line = _timeline(found)
         at = [i for i, m in enumerate(line) if m.id in by_id]
         keep = {
             j for i in at for j in range(max(0, i - distance), min(len(line), i + distance + 1))
@@ -103,7 +104,7 @@ def preceding(memories: Iterable[Memory], windows: Iterable[Sequence[Memory]]) -
     wanted = {m.id for m in memories}
     before: dict[str, Memory] = {}
     for found in windows:
-        line = sorted({m.id: m for m in found}.values(), key=_timeline_key)
+        line = _timeline(found)
         for prev, m in pairwise(line):
             if m.id in wanted and m.id not in before:
                 before[m.id] = prev
