@@ -9,6 +9,8 @@ from engram.gateway.v1 import gateway_pb2
 from engram_core.model import Filter, Memory
 from engram_core.scoring import Candidate
 from engram_gateway.service.context import (
+    NARROWING,
+    NARROWINGS,
     preceding,
     seed_windows,
     window_filter,
@@ -147,6 +149,64 @@ async def test_the_turn_after_a_matching_question_is_found(client: Any) -> None:
     assert [c for c in h.vector.calls if c[0] == "search_many"] == [("search_many", 2)]
     # The vector stream was asked without the name.
     assert any(op == "search" and arg[0] == "what did paint" for op, arg in h.vector.calls)
+
+
+def _search_many_windows(h: Any) -> list[list[tuple[datetime, datetime]]]:
+    """The windows each SearchMany call read, call by call (the fake searches each filter)."""
+    out: list[list[tuple[datetime, datetime]]] = []
+    for op, arg in h.vector.calls:
+        if op == "search_many":
+            out.append([])
+        elif op == "search" and arg[1].start is not None and out:
+            out[-1].append((arg[1].start, arg[1].end))
+    return out
+
+
+async def test_a_full_window_is_read_again_narrower(new_harness: Any) -> None:
+    h = new_harness(context_limit=8)
+    seed(h)
+    h.vector.whole_windows = True  # a window read gives the first `limit` stored in it
+    # Twenty notes in the hour before the question, stored first: the hour's read is full of
+    # them and holds neither the question nor its answer.
+    for i in range(20):
+        at = T0 - timedelta(minutes=50 - i)
+        h.world.put(
+            h.memory(f"0190f3a4-7b1c-7d2e-8f00-0000000000{i:02x}", f"note {i}", timestamp=at)
+        )
+    result = await h.recall("what did Caroline paint", limit=3)
+    by = {s.memory.id: s for s in result.results}
+    assert A in by
+    assert by[A].components["context"] > 0
+    near = timedelta(seconds=3600 / NARROWING)
+    hour = timedelta(hours=1)
+    day2 = T0 + timedelta(days=3)
+    # Both seeds' hours in one call; only the full one again, sixteen times narrower.
+    assert [sorted(c) for c in _search_many_windows(h)] == [
+        [(T0 - hour, T0 + hour), (day2 - hour, day2 + hour)],
+        [(T0 - near, T0 + near)],
+    ]
+    assert "context" not in result.degraded
+
+
+async def test_memories_a_full_window_shows_side_by_side_are_not_made_neighbours(
+    new_harness: Any,
+) -> None:
+    h = new_harness(context_limit=2)
+    h.vector.whole_windows = True
+    minute = timedelta(minutes=1)
+    far = "0190f3a4-7b1c-7d2e-8f00-0000000000c1"  # two minutes after the question
+    between = "0190f3a4-7b1c-7d2e-8f00-0000000000c2"  # stored later, a minute after it
+    h.world.put(
+        h.memory(Q, "Melanie: what did you paint last weekend", timestamp=T0),
+        h.memory(far, "A sunset over the lake", timestamp=T0 + 2 * minute),
+        h.memory(between, "Hold on, the doorbell", timestamp=T0 + minute),
+    )
+    # Every read of two is full, down to ±14 s, where the question is alone: never next to
+    # the memory two minutes after it, whom the first read showed beside it.
+    result = await h.recall("what did Caroline paint", limit=3)
+    assert [s.memory.id for s in result.results] == [Q]
+    assert [len(c) for c in _search_many_windows(h)] == [1] * (NARROWINGS + 1)
+    assert "context" not in result.degraded
 
 
 async def test_baseline_modes_read_no_neighbours(client: Any) -> None:

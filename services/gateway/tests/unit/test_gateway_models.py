@@ -238,6 +238,27 @@ async def test_rerank_reads_a_memory_after_the_end_of_a_question_stored_before_i
     assert "context" not in result.degraded
 
 
+async def test_rerank_reads_no_question_a_full_window_puts_before_a_memory(
+    new_harness: Any,
+) -> None:
+    h = new_harness(context_seeds=0, context_limit=2)  # only the rerank reads windows
+    _, reranker = _wire(h, ModelsConfig())
+    h.vector.whole_windows = True  # a window read gives the first `limit` stored in it
+    h.world.memories.clear()
+    t0, minute = datetime(2025, 1, 1, tzinfo=UTC), timedelta(minutes=1)
+    # The question, its answer two minutes on, and between them (stored last) a note: every
+    # read of two around them holds the question and the answer side by side, down to ±14 s,
+    # where each is alone.
+    h.world.put(
+        h.memory(A, ASKED, timestamp=t0),
+        h.memory(B, ANSWERED, timestamp=t0 + 2 * minute),
+        h.memory(C, "the doorbell rang", timestamp=t0 + minute),
+    )
+    await _recall(h, rerank=True)
+    ((_, documents, _),) = reranker.calls
+    assert sorted(documents) == sorted([ASKED, ANSWERED])
+
+
 async def test_rerank_without_preceding_chars_reads_no_timeline(new_harness: Any) -> None:
     def windows_read(h: Any) -> int:
         return [op for op, _ in h.vector.calls].count("search_many")

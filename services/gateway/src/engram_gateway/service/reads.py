@@ -25,7 +25,11 @@ from engram_core.timequery import resolve_window
 from engram_gateway.service.access import AccessRecorder
 from engram_gateway.service.admission import Admission, AdmissionConfig
 from engram_gateway.service.context import (
+    NARROWING,
+    NARROWINGS,
     ContextConfig,
+    Window,
+    inside,
     preceding,
     seed_windows,
     window_filter,
@@ -956,26 +960,57 @@ class Reader:
         around: Sequence[Memory],
         timeout: float,
     ) -> list[list[Memory]]:
-        """The memories of the timeline windows around ``around``: one vector search each,
-        as many at once as a call takes; none when the request's filter leaves no window."""
+        """The memories of the timeline windows around ``around``; none when the request's
+        filter leaves no window.
+
+        A window that comes back full may leave memories out between the ones it holds, so
+        its seeds' windows are read again narrower (context.NARROWING), and a window still
+        full after context.NARROWINGS is dropped: no neighbours rather than made-up ones."""
         cfg = self._config.context
-        filters = [
-            f
-            for w in seed_windows(around, cfg.window_s)
-            if (f := window_filter(flt, w)) is not None
-        ]
+        ends = time.monotonic() + timeout
+        width, out = cfg.window_s, []
+        for _ in range(NARROWINGS + 1):
+            windows = [
+                (w, f)
+                for w in seed_windows(around, width)
+                if (f := window_filter(flt, w)) is not None
+            ]
+            left = max(ends - time.monotonic(), 0.001)
+            found = await self._read_windows(tenant, [f for _, f in windows], dense, vector, left)
+            full: list[Window] = []
+            for (w, _), hits in zip(windows, found, strict=True):
+                if len(hits) >= cfg.limit:
+                    full.append(w)
+                else:
+                    out.append([h.memory for h in hits if h.memory is not None])
+            around = inside(around, full)
+            if not around or width == 0:
+                break
+            width /= NARROWING
+        return out
+
+    async def _read_windows(
+        self,
+        tenant: str,
+        filters: Sequence[Filter],
+        dense: str,
+        vector: Sequence[float],
+        timeout: float,
+    ) -> list[list[Hit]]:
+        """One vector search per window filter, as many at once as a call takes."""
         step = SEARCH_MANY_MAX_FILTERS
         query = self._query_of(dense, vector)
+        limit = self._config.context.limit
         with _embedding_named(vector):
             found = await asyncio.gather(
                 *(
                     self._vector.search_many(
-                        tenant, filters[i : i + step], cfg.limit, **query, timeout=timeout
+                        tenant, filters[i : i + step], limit, **query, timeout=timeout
                     )
                     for i in range(0, len(filters), step)
                 )
             )
-        return [[h.memory for h in hits if h.memory is not None] for part in found for hits in part]
+        return [hits for part in found for hits in part]
 
     @staticmethod
     def _budget_or_zero(deadline: Deadline, share: Budget) -> float:
