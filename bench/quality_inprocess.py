@@ -14,6 +14,12 @@ services read them (``ENGRAM_SCORING_WEIGHTS__GRAPH=0.1 python bench/quality_inp
     uv run python bench/quality_inprocess.py [--modes bm25,vector,hybrid,hybrid_graph,hybrid_rerank]
         [--rebuild]
         [--embed-model all-MiniLM-L6-v2]
+        [--fleet [--scoped]]
+
+``--fleet`` stores the six conversations in one tenant at once, as a fleet of agents writing
+side by side (`interleaved`), and asks each question of the whole tenant; a result counts
+only when it is of the question's conversation. ``--scoped`` asks with the conversation's
+tag, as an agent recalling its own memories would.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +45,7 @@ from quality import (
     Answer,
     Conversation,
     Question,
+    Turn,
     aggregate,
     load,
     speaker_tag,
@@ -151,9 +158,29 @@ class FileCache(MemoryCache):
             self._path.write_bytes(pickle.dumps(self._data))
 
 
-def store_dir(model: str) -> Path:
+FLEET = "fleet"  # the one tenant of --fleet
+FLEET_DAY = datetime(2024, 1, 1, 12, tzinfo=UTC)
+
+
+def store_dir(model: str, fleet: bool = False) -> Path:
     """Where the filled stores of one embedding model are kept."""
-    return RESULTS / f"inproc-store-{model}"
+    return RESULTS / f"inproc-store-{model}{'-' + FLEET if fleet else ''}"
+
+
+def interleaved(conversations: Sequence[Conversation]) -> list[Conversation]:
+    """The conversations as if held at once: every one's session k on day k, 30 s between
+    turns, conversation c c × 5 s behind the first. An hour around a turn then holds every
+    conversation's session of that day: more than 64 memories on 28 of LoCoMo dev's 32 days."""
+    out: list[Conversation] = []
+    for c, conv in enumerate(conversations):
+        seen: dict[int, int] = {}
+        turns: list[Turn] = []
+        for t in conv.turns:
+            i = seen[t.session] = seen.get(t.session, -1) + 1
+            at = FLEET_DAY + timedelta(days=t.session, seconds=30 * i + 5 * c)
+            turns.append(replace(t, timestamp=at))
+        out.append(replace(conv, turns=tuple(turns)))
+    return out
 
 
 def _settings(store: Path, model: str) -> dict[str, Any]:
@@ -178,9 +205,13 @@ async def open_services(store: Path, model: str) -> dict[str, Any]:
 
 
 async def fill(
-    services: dict[str, Any], conversations: Sequence[Conversation], embed: EmbedSettings
+    services: dict[str, Any],
+    conversations: Sequence[Conversation],
+    embed: EmbedSettings,
+    tenant: str = "",
 ) -> None:
-    """Every turn through the gateway's validation and the ingest worker's Applier."""
+    """Every turn through the gateway's validation and the ingest worker's Applier, into
+    ``tenant`` or else one tenant per conversation."""
     applier = Applier(
         make_embedder(embed),
         services["vector"],
@@ -204,7 +235,7 @@ async def fill(
                 metadata={"dia_id": turn.dia_id},
             )
             m: Memory = v.new_memory(
-                inp, tenant=conv.sample_id, prefix="memory", now=now, limits=limits
+                inp, tenant=tenant or conv.sample_id, prefix="memory", now=now, limits=limits
             )
             sequence += 1
             events.append(MemoryWritten(replace(m, id=new_id()), sequence))
@@ -230,16 +261,23 @@ def build_reader(services: dict[str, Any], rerank: bool = False) -> Any:
     return gateway.reader
 
 
-def dia_ids(result: RecallResult) -> list[str | None]:
+def dia_ids(result: RecallResult, conv: str = "") -> list[str | None]:
+    """Each result's dia_id; None for one of another conversation than ``conv`` (if given)."""
     out: list[str | None] = []
     for r in result.results:
         d = r.memory.metadata.get("dia_id")
-        out.append(d if isinstance(d, str) else None)
+        mine = not conv or f"conv:{conv}" in r.memory.tags
+        out.append(d if isinstance(d, str) and mine else None)
     return out
 
 
 async def ask_all(
-    reader: Any, questions: Sequence[Question], modes: Sequence[str], fusion: Fusion | None = None
+    reader: Any,
+    questions: Sequence[Question],
+    modes: Sequence[str],
+    fusion: Fusion | None = None,
+    fleet: bool = False,
+    scoped: bool = False,
 ) -> tuple[dict[tuple[int, str], Answer], dict[tuple[int, str], RecallResult]]:
     answers: dict[tuple[int, str], Answer] = {}
     raw: dict[tuple[int, str], RecallResult] = {}
@@ -252,9 +290,12 @@ async def ask_all(
                 mode=MODE_OF[mode],
                 fusion=fusion,
                 rerank=True if mode == RERANK_MODE else None,
+                tags=(f"conv:{q.sample_id}",) if scoped else (),
             )
-            result = await reader.recall(q.sample_id, req, Deadline.within(60.0))
-            answers[(i, mode)] = Answer(dia_ids(result), result.query_ms, result.degraded)
+            tenant = FLEET if fleet else q.sample_id
+            result = await reader.recall(tenant, req, Deadline.within(60.0))
+            ranked = dia_ids(result, q.sample_id if fleet else "")
+            answers[(i, mode)] = Answer(ranked, result.query_ms, result.degraded)
             raw[(i, mode)] = result
         if (i + 1) % 300 == 0:
             print(
@@ -279,8 +320,12 @@ async def main() -> int:
     parser.add_argument(
         "--embed-model", choices=MODELS, default=MODEL_NAME, help="model built by make models"
     )
+    parser.add_argument(
+        "--fleet", action="store_true", help="all conversations in one tenant, at once"
+    )
+    parser.add_argument("--scoped", action="store_true", help="ask with the conversation's tag")
     args = parser.parse_args()
-    store = store_dir(args.embed_model)
+    store = store_dir(args.embed_model, args.fleet)
     modes = [m for m in args.modes.split(",") if m]
     if unknown := sorted(set(modes) - set(MODE_OF)):
         parser.error(f"unknown modes {unknown}; known: {', '.join(MODE_OF)}")
@@ -298,11 +343,14 @@ async def main() -> int:
         if not marker.exists():
             print(f"filling the stores with {args.embed_model} ...", flush=True)
             embed = EmbedSettings(model_dir=model_path(args.embed_model))
-            await fill(services, conversations, embed)
+            if args.fleet:
+                await fill(services, interleaved(conversations), embed, FLEET)
+            else:
+                await fill(services, conversations, embed)
             marker.write_text(datetime.now(UTC).isoformat())
         reader = build_reader(services, rerank=RERANK_MODE in modes)
         fusion = Fusion(args.fusion) if args.fusion else None
-        answers, raw = await ask_all(reader, questions, modes, fusion)
+        answers, raw = await ask_all(reader, questions, modes, fusion, args.fleet, args.scoped)
     finally:
         for s in services.values():
             await s.close()
