@@ -69,6 +69,7 @@ from engram_gateway.service.ports import (
     RecallCodec,
     VectorPort,
 )
+from engram_gateway.service.postrank import parse_group_by
 from engram_gateway.service.reads import PostRank
 from engram_gateway.service.recall_cache import RecallCache
 from engram_gateway.service.watermark import WatermarkCache
@@ -227,6 +228,7 @@ def build_gateway(
                 distance=settings.context_distance,
                 window_s=settings.context_window_s,
                 limit=settings.context_limit,
+                thread=parse_group_by(settings.context_thread_by, "CONTEXT_THREAD_BY"),
             ),
             context_budget=_budget(settings.context_budget),
             dense_without_people=settings.dense_without_people,

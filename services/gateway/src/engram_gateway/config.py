@@ -13,7 +13,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from engram_core.errors import InvalidArgument
 from engram_core.validation import Limits
+from engram_gateway.service.postrank import parse_group_by
 from engram_platform.settings import (
     SEARCH_MANY_MAX_FILTERS,
     SEARCH_MANY_MAX_HITS,
@@ -203,6 +205,11 @@ class Settings(ServiceSettings):
         ge=1,
         le=SEARCH_MANY_MAX_HITS // SEARCH_MANY_MAX_FILTERS,
         description="Most memories read per seed window (all windows are one vector call).",
+    )
+    context_thread_by: str = Field(
+        "",
+        description="One timeline per thread, keyed as diversify_by is (tag:<prefix>, "
+        "metadata:<key>): memories are neighbours only within one. '' = the tenant's one.",
     )
     dense_without_people: bool = Field(
         True, description="Leave the people a query names out of the text the vector embeds."
@@ -407,6 +414,14 @@ class Settings(ServiceSettings):
         description="Requests are counted in fixed windows this long (a burst may use a "
         "whole window's share at once).",
     )
+
+    @model_validator(mode="after")
+    def _context_thread_by_parses(self) -> Settings:
+        try:
+            parse_group_by(self.context_thread_by, "CONTEXT_THREAD_BY")
+        except InvalidArgument as e:
+            raise ValueError(str(e)) from e
+        return self
 
     @model_validator(mode="after")
     def _rate_limit_admits_one_per_window(self) -> Settings:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,6 +17,7 @@ from engram_gateway.service.context import (
     window_filter,
     with_neighbours,
 )
+from engram_gateway.service.postrank import GroupBy
 from engram_gateway.service.query import dense_query
 
 T0 = datetime(2025, 5, 1, 12, tzinfo=UTC)
@@ -110,6 +112,30 @@ def test_preceding_is_the_memory_stored_just_before_on_the_timeline() -> None:
     before = preceding(wanted, [window, [m("09", late)]])
     assert {k: v.id for k, v in before.items()} == {"02": "01", "00": "02"}
     assert preceding(wanted, []) == {}
+
+
+def test_a_thread_key_gives_each_thread_its_own_timeline() -> None:
+    def tagged(id: str, seconds: int, *tags: str) -> Memory:
+        return replace(m(id, T0 + timedelta(seconds=seconds)), tags=tags)
+
+    # Two agents' chats side by side in one tenant, and a memory of neither.
+    asked, other, answer = (
+        tagged("01", 0, "conv:x"),
+        tagged("02", 5, "conv:y"),
+        tagged("03", 30, "conv:x"),
+    )
+    loose = tagged("04", 40)
+    window = [asked, other, answer, loose]
+    by_conv = GroupBy("conv", metadata=False)
+    tenant = preceding([other, answer, loose], [window])
+    assert {k: v.id for k, v in tenant.items()} == {"02": "01", "03": "02", "04": "03"}
+    threads = preceding([other, answer, loose], [window], by_conv)
+    assert {k: v.id for k, v in threads.items()} == {"03": "01"}
+    [seed] = [Candidate(memory=asked)]
+    assert [x.memory.id for x in with_neighbours([seed], [window], 1)] == ["01", "02"]
+    near = with_neighbours([seed], [window], 1, by_conv)
+    assert [x.memory.id for x in near] == ["01", "03"]
+    assert near[0].neighbours == {"03": 1}
 
 
 # --- through Recall ------------------------------------------------------------------------

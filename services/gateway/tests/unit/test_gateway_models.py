@@ -259,6 +259,35 @@ async def test_rerank_reads_no_question_a_full_window_puts_before_a_memory(
     assert sorted(documents) == sorted([ASKED, ANSWERED])
 
 
+async def test_rerank_reads_the_question_before_a_memory_in_its_own_thread(
+    new_harness: Any,
+) -> None:
+    t0 = datetime(2025, 1, 1, tzinfo=UTC)
+    documents: dict[str, list[str]] = {}
+    for thread_by in ("", "tag:conv"):
+        h = new_harness(context_seeds=0, context_thread_by=thread_by)
+        _, reranker = _wire(h, ModelsConfig())
+        h.vector.whole_windows = True
+        h.world.memories.clear()
+        # Two agents' chats in one tenant: another's remark lands between question and answer.
+        s = timedelta(seconds=1)
+        h.world.put(
+            h.memory(A, ASKED, timestamp=t0, tags=["conv:x"]),
+            h.memory(B, "Hold on, brb", timestamp=t0 + 5 * s, tags=["conv:y"]),
+            h.memory(C, ANSWERED, timestamp=t0 + 30 * s, tags=["conv:x"]),
+        )
+        await _recall(h, rerank=True)
+        ((_, documents[thread_by], _),) = reranker.calls
+    assert ANSWERED in documents[""]  # after the other agent's remark: read alone
+    assert f"{ASKED}\n{ANSWERED}" in documents["tag:conv"]
+
+
+def test_a_thread_key_is_checked_when_the_settings_load() -> None:
+    with pytest.raises(ValidationError, match="CONTEXT_THREAD_BY"):
+        Settings(context_thread_by="tag:")
+    assert Settings(context_thread_by="tag:session").context_thread_by == "tag:session"
+
+
 async def test_rerank_without_preceding_chars_reads_no_timeline(new_harness: Any) -> None:
     def windows_read(h: Any) -> int:
         return [op for op, _ in h.vector.calls].count("search_many")

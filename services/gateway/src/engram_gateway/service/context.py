@@ -13,6 +13,11 @@ memories in between, and two memories read next to each other need not be neighb
 seeds' windows are read again, ``NARROWING`` times narrower, up to ``NARROWINGS`` times
 (``reads.Reader._windows``); a window still full is not used.
 
+Where many agents write to one tenant at once, the memory stored just before another may be
+of another conversation. With ``thread`` (``CONTEXT_THREAD_BY``, e.g. ``tag:session``) each
+thread has its own timeline: memories are neighbours only within one (those without the
+key share one).
+
 On LoCoMo this is worth about +0.04 turn R@10 (services/gateway/README.md, the ladder).
 """
 
@@ -25,6 +30,7 @@ from itertools import pairwise
 
 from engram_core.model import Filter, Memory
 from engram_core.scoring import Candidate
+from engram_gateway.service.postrank import GroupBy
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +39,7 @@ class ContextConfig:
     distance: int = 2  # neighbours up to this many steps away on the timeline
     window_s: float = 3600.0  # read this far either side of a seed's timestamp
     limit: int = 64  # most memories read per window
+    thread: GroupBy | None = None  # one timeline per thread; None: the tenant's one
 
     def __post_init__(self) -> None:
         if self.seeds < 0 or self.distance < 1 or self.window_s < 0 or self.limit < 1:
@@ -70,13 +77,23 @@ def window_filter(flt: Filter, window: Window) -> Filter | None:
     return None if start > end else replace(flt, start=start, end=end)
 
 
-def _timeline(found: Iterable[Memory]) -> list[Memory]:
-    """A window's memories once each, in the order of storing: timestamp, then id."""
-    return sorted({m.id: m for m in found}.values(), key=lambda m: (m.timestamp, m.id))
+def _timelines(found: Iterable[Memory], thread: GroupBy | None) -> list[list[Memory]]:
+    """A window's memories once each, in the order of storing (timestamp, then id): one
+    timeline, or one per ``thread`` key (memories without one share a timeline)."""
+    line = sorted({m.id: m for m in found}.values(), key=lambda m: (m.timestamp, m.id))
+    if thread is None:
+        return [line]
+    threads: dict[str | None, list[Memory]] = {}
+    for m in line:
+        threads.setdefault(thread.key(m), []).append(m)
+    return list(threads.values())
 
 
 def with_neighbours(
-    candidates: Sequence[Candidate], windows: Iterable[Sequence[Memory]], distance: int
+    candidates: Sequence[Candidate],
+    windows: Iterable[Sequence[Memory]],
+    distance: int,
+    thread: GroupBy | None = None,
 ) -> list[Candidate]:
     """The candidates, plus window memories within ``distance`` of one, each carrying the
     other candidates within ``distance`` of it (the nearest distance when windows overlap).
@@ -87,8 +104,8 @@ def with_neighbours(
     by_id = {c.memory.id: c for c in candidates}
     added: dict[str, Candidate] = {}
     near: dict[str, dict[str, int]] = {}
-    for found in windows:
-        line = _timeline(found)
+    lines = (line for found in windows for line in _timelines(found, thread))
+    for line in lines:
         at = [i for i, m in enumerate(line) if m.id in by_id]
         keep = {
             j for i in at for j in range(max(0, i - distance), min(len(line), i + distance + 1))
@@ -107,8 +124,13 @@ def with_neighbours(
     return [replace(c, neighbours=near[c.memory.id]) if c.memory.id in near else c for c in out]
 
 
-def preceding(memories: Iterable[Memory], windows: Iterable[Sequence[Memory]]) -> dict[str, Memory]:
-    """For each of ``memories`` found in a window, the memory stored just before it there.
+def preceding(
+    memories: Iterable[Memory],
+    windows: Iterable[Sequence[Memory]],
+    thread: GroupBy | None = None,
+) -> dict[str, Memory]:
+    """For each of ``memories`` found in a window, the memory stored just before it there
+    (in its thread, with ``thread``).
 
     A conversation's turn often answers the turn before it ("So what's your favorite game?"
     — "Yep! I'm playing Xenoblade"), so the reranker reads the two together. A memory first
@@ -116,8 +138,7 @@ def preceding(memories: Iterable[Memory], windows: Iterable[Sequence[Memory]]) -
     """
     wanted = {m.id for m in memories}
     before: dict[str, Memory] = {}
-    for found in windows:
-        line = _timeline(found)
+    for line in (line for found in windows for line in _timelines(found, thread)):
         for prev, m in pairwise(line):
             if m.id in wanted and m.id not in before:
                 before[m.id] = prev

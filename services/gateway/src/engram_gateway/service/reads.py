@@ -935,7 +935,9 @@ class Reader:
         )
         around = [s.memory for s in seeds]
         windows = await self._windows(tenant, flt, dense, vector, around, timeout)
-        return with_neighbours(candidates, windows, cfg.distance) if windows else candidates
+        if not windows:
+            return candidates
+        return with_neighbours(candidates, windows, cfg.distance, cfg.thread)
 
     async def _preceding(
         self,
@@ -949,7 +951,8 @@ class Reader:
         """The content stored just before each memory the reranker will read."""
         head = [s.memory for s in ranked[: self._models.config.rerank_top_n]]
         windows = await self._windows(tenant, flt, dense, vector, head, timeout)
-        return {i: m.content for i, m in preceding(head, windows).items()}
+        thread = self._config.context.thread
+        return {i: m.content for i, m in preceding(head, windows, thread).items()}
 
     async def _windows(
         self,
