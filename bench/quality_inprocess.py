@@ -390,7 +390,7 @@ async def main() -> int:
         print(
             f"{mode}: turn_r@10={o['r@10']:.3f} session_r@{SESSION_K}={o[f's_r@{SESSION_K}']:.3f} "
             f"session_hit@{SESSION_K}={o[f's_h@{SESSION_K}']:.3f} r@{KS[1]}={o['r@5']:.3f} "
-            f"mrr={o['mrr']:.3f}"
+            f"mrr={o['mrr']:.3f} p50_ms={report[mode]['server_query_ms_p50']:.0f}"
         )
     return 0
 
