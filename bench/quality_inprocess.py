@@ -14,12 +14,13 @@ services read them (``ENGRAM_SCORING_WEIGHTS__GRAPH=0.1 python bench/quality_inp
     uv run python bench/quality_inprocess.py [--modes bm25,vector,hybrid,hybrid_graph,hybrid_rerank]
         [--rebuild]
         [--embed-model all-MiniLM-L6-v2]
-        [--fleet [--scoped]]
+        [--fleet | --interleaved] [--scoped]
 
 ``--fleet`` stores the six conversations in one tenant at once, as a fleet of agents writing
 side by side (`interleaved`), and asks each question of the whole tenant; a result counts
 only when it is of the question's conversation. ``--scoped`` asks with the conversation's
-tag, as an agent recalling its own memories would.
+tag, as an agent recalling its own memories would. ``--interleaved`` gives the conversations
+the fleet's calendar but a tenant each: what the new dates alone cost.
 """
 
 from __future__ import annotations
@@ -162,9 +163,9 @@ FLEET = "fleet"  # the one tenant of --fleet
 FLEET_DAY = datetime(2024, 1, 1, 12, tzinfo=UTC)
 
 
-def store_dir(model: str, fleet: bool = False) -> Path:
-    """Where the filled stores of one embedding model are kept."""
-    return RESULTS / f"inproc-store-{model}{'-' + FLEET if fleet else ''}"
+def store_dir(model: str, variant: str = "") -> Path:
+    """Where the filled stores of one embedding model (and corpus variant) are kept."""
+    return RESULTS / f"inproc-store-{model}{'-' + variant if variant else ''}"
 
 
 def interleaved(conversations: Sequence[Conversation]) -> list[Conversation]:
@@ -323,9 +324,15 @@ async def main() -> int:
     parser.add_argument(
         "--fleet", action="store_true", help="all conversations in one tenant, at once"
     )
+    parser.add_argument(
+        "--interleaved", action="store_true", help="the fleet's calendar, a tenant each"
+    )
     parser.add_argument("--scoped", action="store_true", help="ask with the conversation's tag")
     args = parser.parse_args()
-    store = store_dir(args.embed_model, args.fleet)
+    if args.fleet and args.interleaved:
+        parser.error("--fleet already interleaves; give one of them")
+    variant = FLEET if args.fleet else "interleaved" if args.interleaved else ""
+    store = store_dir(args.embed_model, variant)
     modes = [m for m in args.modes.split(",") if m]
     if unknown := sorted(set(modes) - set(MODE_OF)):
         parser.error(f"unknown modes {unknown}; known: {', '.join(MODE_OF)}")
@@ -343,10 +350,8 @@ async def main() -> int:
         if not marker.exists():
             print(f"filling the stores with {args.embed_model} ...", flush=True)
             embed = EmbedSettings(model_dir=model_path(args.embed_model))
-            if args.fleet:
-                await fill(services, interleaved(conversations), embed, FLEET)
-            else:
-                await fill(services, conversations, embed)
+            corpus = interleaved(conversations) if variant else conversations
+            await fill(services, corpus, embed, FLEET if args.fleet else "")
             marker.write_text(datetime.now(UTC).isoformat())
         reader = build_reader(services, rerank=RERANK_MODE in modes)
         fusion = Fusion(args.fusion) if args.fusion else None
