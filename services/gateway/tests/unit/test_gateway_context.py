@@ -6,9 +6,15 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
 from engram.gateway.v1 import gateway_pb2
 from engram_core.model import Filter, Memory
 from engram_core.scoring import Candidate
+from engram_gateway.service import reads
 from engram_gateway.service.context import (
     NARROWING,
     NARROWINGS,
@@ -233,6 +239,24 @@ async def test_memories_a_full_window_shows_side_by_side_are_not_made_neighbours
     assert [s.memory.id for s in result.results] == [Q]
     assert [len(c) for c in _search_many_windows(h)] == [1] * (NARROWINGS + 1)
     assert "context" not in result.degraded
+
+
+async def test_a_window_full_at_its_narrowest_is_left_out_and_the_span_says_so(
+    new_harness: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(reads, "_tracer", provider.get_tracer("test"))
+    h = new_harness(context_limit=2)
+    h.vector.whole_windows = True
+    seed(h)  # the question and its answer at one instant, and another day's memory
+    h.world.put(h.memory("0190f3a4-7b1c-7d2e-8f00-0000000000a3", "Brb", timestamp=T0))
+    result = await h.recall("what did Caroline paint", limit=3)
+    assert A not in [s.memory.id for s in result.results]
+    [step] = [s for s in exporter.get_finished_spans() if s.name == "engram.gateway/context"]
+    assert step.attributes is not None
+    assert step.attributes["engram.context.windows_left_out"] == 1
 
 
 async def test_baseline_modes_read_no_neighbours(client: Any) -> None:

@@ -990,6 +990,8 @@ class Reader:
             if not around or width == 0:
                 break
             width /= NARROWING
+        if around:  # on the step's span: raise CONTEXT_LIMIT or set CONTEXT_THREAD_BY
+            annotate("engram.context.windows_left_out", len(full))
         return out
 
     async def _read_windows(
