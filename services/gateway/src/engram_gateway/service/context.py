@@ -23,7 +23,7 @@ On LoCoMo this is worth about +0.04 turn R@10 (services/gateway/README.md, the l
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from itertools import pairwise
@@ -77,16 +77,20 @@ def window_filter(flt: Filter, window: Window) -> Filter | None:
     return None if start > end else replace(flt, start=start, end=end)
 
 
-def _timelines(found: Iterable[Memory], thread: GroupBy | None) -> list[list[Memory]]:
-    """A window's memories once each, in the order of storing (timestamp, then id): one
-    timeline, or one per ``thread`` key (memories without one share a timeline)."""
-    line = sorted({m.id: m for m in found}.values(), key=lambda m: (m.timestamp, m.id))
-    if thread is None:
-        return [line]
-    threads: dict[str | None, list[Memory]] = {}
-    for m in line:
-        threads.setdefault(thread.key(m), []).append(m)
-    return list(threads.values())
+def _timelines(
+    windows: Iterable[Sequence[Memory]], thread: GroupBy | None
+) -> Iterator[list[Memory]]:
+    """Each window's memories once each, in the order of storing (timestamp, then id): a
+    timeline per window, or per window and ``thread`` key (memories without one share one)."""
+    for found in windows:
+        line = sorted({m.id: m for m in found}.values(), key=lambda m: (m.timestamp, m.id))
+        if thread is None:
+            yield line
+            continue
+        threads: dict[str | None, list[Memory]] = {}
+        for m in line:
+            threads.setdefault(thread.key(m), []).append(m)
+        yield from threads.values()
 
 
 def with_neighbours(
@@ -104,8 +108,7 @@ def with_neighbours(
     by_id = {c.memory.id: c for c in candidates}
     added: dict[str, Candidate] = {}
     near: dict[str, dict[str, int]] = {}
-    lines = (line for found in windows for line in _timelines(found, thread))
-    for line in lines:
+    for line in _timelines(windows, thread):
         at = [i for i, m in enumerate(line) if m.id in by_id]
         keep = {
             j for i in at for j in range(max(0, i - distance), min(len(line), i + distance + 1))
@@ -138,7 +141,7 @@ def preceding(
     """
     wanted = {m.id for m in memories}
     before: dict[str, Memory] = {}
-    for line in (line for found in windows for line in _timelines(found, thread)):
+    for line in _timelines(windows, thread):
         for prev, m in pairwise(line):
             if m.id in wanted and m.id not in before:
                 before[m.id] = prev
