@@ -169,11 +169,16 @@ def speaker_tag(name: str) -> str:
     return "speaker:" + "-".join(name.lower().split())
 
 
+def conv_tag(sample_id: str) -> str:
+    """The tag of a conversation's memories (a fleet run reads a result's conversation)."""
+    return f"conv:{sample_id}"
+
+
 def memory_input(conv: Conversation, turn: Turn) -> common_pb2.MemoryInput:
     return common_pb2.MemoryInput(
         content=turn.content,
         timestamp=ts_to_proto(turn.timestamp),
-        tags=[f"conv:{conv.sample_id}", f"session:{turn.session}", speaker_tag(turn.speaker)],
+        tags=[conv_tag(conv.sample_id), f"session:{turn.session}", speaker_tag(turn.speaker)],
         metadata=dict_to_struct({"dia_id": turn.dia_id}),
     )
 

@@ -48,6 +48,7 @@ from quality import (
     Question,
     Turn,
     aggregate,
+    conv_tag,
     load,
     speaker_tag,
     table,
@@ -229,7 +230,7 @@ async def fill(
                 content=turn.content,
                 timestamp=v.RawTimestamp(seconds=int(turn.timestamp.timestamp()), nanos=0),
                 tags=(
-                    f"conv:{conv.sample_id}",
+                    conv_tag(conv.sample_id),
                     f"session:{turn.session}",
                     speaker_tag(turn.speaker),
                 ),
@@ -267,7 +268,7 @@ def dia_ids(result: RecallResult, conv: str = "") -> list[str | None]:
     out: list[str | None] = []
     for r in result.results:
         d = r.memory.metadata.get("dia_id")
-        mine = not conv or f"conv:{conv}" in r.memory.tags
+        mine = not conv or conv_tag(conv) in r.memory.tags
         out.append(d if isinstance(d, str) and mine else None)
     return out
 
@@ -291,7 +292,7 @@ async def ask_all(
                 mode=MODE_OF[mode],
                 fusion=fusion,
                 rerank=True if mode == RERANK_MODE else None,
-                tags=(f"conv:{q.sample_id}",) if scoped else (),
+                tags=(conv_tag(q.sample_id),) if scoped else (),
             )
             tenant = FLEET if fleet else q.sample_id
             result = await reader.recall(tenant, req, Deadline.within(60.0))
