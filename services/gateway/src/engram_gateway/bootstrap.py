@@ -195,6 +195,7 @@ def build_gateway(
             idempotency_ttl_s=settings.idempotency_ttl_s,
             publish_concurrency=settings.publish_concurrency,
             backend_timeout_s=settings.backend_timeout_s,
+            publish_timeout_s=settings.publish_timeout_s,
         ),
         clock,
         ids,

@@ -18,8 +18,9 @@ from engram_gateway.mapping import (
     recall_result_to_proto,
     related_to_proto,
     stats_to_proto,
+    store_outcome_to_proto,
 )
-from engram_gateway.service import Deadline, Gateway, StoreItem
+from engram_gateway.service import Deadline, Gateway, StoreItem, batch_items
 from engram_platform.convert import memory_to_proto, struct_to_dict
 
 if TYPE_CHECKING:
@@ -63,20 +64,24 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
     ) -> gateway_pb2.StoreResponse:
         tenant = await self._tenant(context, Scope.WRITE)
         item = StoreItem(memory_input_from_proto(request.memory), request.idempotency_key)
-        out = await self._writer.store(tenant, [item])
-        return gateway_pb2.StoreResponse(id=out.ids[0], sequence=out.sequence)
+        [stored] = (await self._writer.store(tenant, [item], self._deadline(context))).results
+        return gateway_pb2.StoreResponse(
+            id=stored.id, sequence=stored.sequence, duplicate=stored.duplicate
+        )
 
     async def StoreBatch(  # noqa: N802
         self, request: gateway_pb2.StoreBatchRequest, context: Context
     ) -> gateway_pb2.StoreBatchResponse:
         tenant = await self._tenant(context, Scope.WRITE)
         v.check_batch_size(len(request.memories), "memories", self._writer.limits)
-        items = [
-            StoreItem(memory_input_from_proto(m), path=f"memories[{i}]")
-            for i, m in enumerate(request.memories)
-        ]
-        out = await self._writer.store(tenant, items)
-        return gateway_pb2.StoreBatchResponse(ids=list(out.ids), sequence=out.sequence)
+        items = batch_items(
+            [memory_input_from_proto(m) for m in request.memories],
+            request.idempotency_key,
+            list(request.idempotency_keys),
+            self._writer.limits,
+        )
+        out = await self._writer.store(tenant, items, self._deadline(context))
+        return store_outcome_to_proto(out)
 
     async def StoreStream(  # noqa: N802
         self, request_iterator: AsyncIterator[gateway_pb2.StoreRequest], context: Context
@@ -97,8 +102,9 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
             )
         if not items:
             raise InvalidArgument("requests", "must not be empty")
-        out = await self._writer.store(tenant, items)
-        return gateway_pb2.StoreBatchResponse(ids=list(out.ids), sequence=out.sequence)
+        # The deadline is read once the stream has ended: publishing gets what is left.
+        out = await self._writer.store(tenant, items, self._deadline(context))
+        return store_outcome_to_proto(out)
 
     async def Update(  # noqa: N802
         self, request: gateway_pb2.UpdateRequest, context: Context

@@ -14,7 +14,14 @@ from engram_core.model import Memory
 from engram_core.scoring import Candidate, Fusion, ScoredCandidate, StreamScore
 from engram_core.state import StateMode
 from engram_core.validation import MemoryInput, RawTimestamp
-from engram_gateway.service import RecallMode, RecallRequest, RelatedItem, Stats
+from engram_gateway.service import (
+    ItemResult,
+    RecallMode,
+    RecallRequest,
+    RelatedItem,
+    Stats,
+    StoreOutcome,
+)
 from engram_gateway.service.expand import ExpandedCandidate, ExpandRequest, expansion_of
 from engram_gateway.service.ports import RecallResult
 from engram_platform.convert import (
@@ -232,4 +239,19 @@ def related_to_proto(items: list[RelatedItem]) -> gateway_pb2.RelatedResponse:
 def stats_to_proto(s: Stats) -> gateway_pb2.StatsResponse:
     return gateway_pb2.StatsResponse(
         tenant=s.tenant, counts=s.counts, watermark=s.watermark, last_sequence=s.last_sequence
+    )
+
+
+def store_result_to_proto(r: ItemResult) -> gateway_pb2.StoreResult:
+    if r.error is not None:
+        return gateway_pb2.StoreResult(code=r.error.code, message=r.error.message)
+    return gateway_pb2.StoreResult(id=r.id, sequence=r.sequence, duplicate=r.duplicate)
+
+
+def store_outcome_to_proto(out: StoreOutcome) -> gateway_pb2.StoreBatchResponse:
+    return gateway_pb2.StoreBatchResponse(
+        ids=list(out.ids),
+        sequence=out.sequence,
+        results=[store_result_to_proto(r) for r in out.results],
+        failed=out.failed,
     )

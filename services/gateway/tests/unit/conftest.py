@@ -273,9 +273,14 @@ class FakeLog:
         self.applied = 0  # the watermark
         self.auto_watermark = True
         self.fail: Exception | None = None
+        # Per publish: the error to fail it with (event, payload), None to take it.
+        self.refuse: Callable[[str, Any], Exception | None] | None = None
         self.publish_delay = 0.0
         self.in_flight = 0
         self.max_in_flight = 0
+        self.timeouts: list[float | None] = []  # each publish's wait for its ack
+        # Per publish: True keeps the event but fails the call (the ack was lost: ambiguous).
+        self.lose_ack: Callable[[str, Any], bool] | None = None
 
     @property
     def last(self) -> int:
@@ -284,7 +289,10 @@ class FakeLog:
     def of(self, event: str) -> list[Published]:
         return [p for p in self.events if p.event == event]
 
-    async def _publish(self, event: str, env: Envelope, payload: Any) -> Ack:
+    async def _publish(
+        self, event: str, env: Envelope, payload: Any, timeout: float | None = None
+    ) -> Ack:
+        self.timeouts.append(timeout)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
@@ -292,6 +300,9 @@ class FakeLog:
                 await asyncio.sleep(self.publish_delay)
             if self.fail is not None:
                 raise self.fail
+            refused = self.refuse(event, payload) if self.refuse else None
+            if refused is not None:
+                raise refused
         finally:
             self.in_flight -= 1
         if env.event_id in self.by_event_id:
@@ -303,6 +314,8 @@ class FakeLog:
             self._apply(event, env, seq, payload)
         if self.auto_watermark:
             self.applied = seq
+        if self.lose_ack and self.lose_ack(event, payload):
+            raise Unavailable("log publish not acknowledged in time")
         return Ack(seq)
 
     def _apply(self, event: str, env: Envelope, seq: int, payload: Any) -> None:
@@ -313,17 +326,21 @@ class FakeLog:
         elif event == "relation":
             self.world.relations.append((env.tenant, payload))
 
-    async def stored(self, env: Envelope, memory: Memory) -> Ack:
-        return await self._publish("stored", env, (memory,))
+    async def stored(self, env: Envelope, memory: Memory, timeout: float | None = None) -> Ack:
+        return await self._publish("stored", env, (memory,), timeout)
 
-    async def updated(self, env: Envelope, memory: Memory, mask: Sequence[str]) -> Ack:
-        return await self._publish("updated", env, (memory, tuple(mask)))
+    async def updated(
+        self, env: Envelope, memory: Memory, mask: Sequence[str], timeout: float | None = None
+    ) -> Ack:
+        return await self._publish("updated", env, (memory, tuple(mask)), timeout)
 
-    async def deleted(self, env: Envelope, id: str) -> Ack:
-        return await self._publish("deleted", env, id)
+    async def deleted(self, env: Envelope, id: str, timeout: float | None = None) -> Ack:
+        return await self._publish("deleted", env, id, timeout)
 
-    async def relation_added(self, env: Envelope, relation: Relation) -> Ack:
-        return await self._publish("relation", env, relation)
+    async def relation_added(
+        self, env: Envelope, relation: Relation, timeout: float | None = None
+    ) -> Ack:
+        return await self._publish("relation", env, relation, timeout)
 
     async def accessed(self, env: Envelope, ids: Sequence[str], at: datetime) -> Ack:
         return await self._publish("accessed", env, tuple(ids))

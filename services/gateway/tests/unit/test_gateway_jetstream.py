@@ -14,7 +14,7 @@ from nats.js import JetStreamContext
 from opentelemetry.sdk.trace import TracerProvider
 
 from engram.events.v1 import events_pb2
-from engram_core.errors import DeadlineExceeded
+from engram_core.errors import DeadlineExceeded, Unavailable
 from engram_core.model import Memory, Relation
 from engram_core.validation import MemoryInput
 from engram_gateway.adapters.log import JetStreamLog
@@ -98,10 +98,11 @@ async def test_a_retry_after_a_lost_cache_writes_nothing(js: Any, new_harness: A
     cache = MemoryCache()
     gateway = _gateway(ctx, cache, new_harness)
     item = StoreItem(MemoryInput(content="pay the invoice"), idempotency_key="req-77")
-    first = await gateway.writer.store("acme", [item])
+    first = await gateway.writer.store("acme", [item], Deadline.within(5.0))
     await cache.delete_prefix("")  # Redis flushed, or another replica without the entry
-    again = await gateway.writer.store("acme", [item])
-    assert again == first
+    again = await gateway.writer.store("acme", [item], Deadline.within(5.0))
+    assert (again.ids, again.sequence) == (first.ids, first.sequence)
+    assert again.results[0].duplicate
     assert await jetstream.last_sequence(ctx) == 1
 
 
@@ -111,7 +112,7 @@ async def test_a_batch_is_published_pipelined(js: Any, new_harness: Any) -> None
     items = [StoreItem(MemoryInput(content=f"m {i}"), path=f"memories[{i}]") for i in range(300)]
     loop = asyncio.get_running_loop()
     started = loop.time()
-    out = await gateway.writer.store("acme", items)
+    out = await gateway.writer.store("acme", items, Deadline.within(5.0))
     elapsed = loop.time() - started
     assert out.sequence == 300
     assert len(set(out.ids)) == 300
@@ -123,8 +124,29 @@ async def test_a_batch_is_published_pipelined(js: Any, new_harness: Any) -> None
 async def test_min_sequence_against_the_real_watermark(js: Any, new_harness: Any) -> None:
     _, ctx = js
     gateway = _gateway(ctx, MemoryCache(), new_harness)
-    out = await gateway.writer.store("acme", [StoreItem(MemoryInput(content="x"))])
+    out = await gateway.writer.store(
+        "acme", [StoreItem(MemoryInput(content="x"))], Deadline.within(5.0)
+    )
     with pytest.raises(DeadlineExceeded, match=f"min_sequence {out.sequence}"):
         await gateway.reader.recall(
             "acme", RecallRequest(query="x", min_sequence=out.sequence), Deadline.within(0.3)
         )
+
+
+class _SilentJetStream:
+    """Takes every publish and never acknowledges it."""
+
+    def __init__(self) -> None:
+        self.pending: list[asyncio.Future[Any]] = []
+
+    async def publish_async(self, *args: Any, **kw: Any) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending.append(future)
+        return future
+
+
+async def test_a_publish_waits_for_its_ack_no_longer_than_it_was_given() -> None:
+    log = JetStreamLog(_SilentJetStream(), timeout_s=30)  # type: ignore[arg-type]
+    memory = Memory(id="m1", tenant="acme", content="hello", timestamp=NOW, updated_at=NOW)
+    with pytest.raises(Unavailable, match=r"not acknowledged within 0\.050s.*same idempotency"):
+        await log.stored(Envelope("ev-1", "acme", NOW), memory, timeout=0.05)

@@ -28,7 +28,11 @@ class JetStreamLog:
         self._timeout = timeout_s
 
     async def _publish(
-        self, env: Envelope, event: str, build: Callable[[events_pb2.Envelope], Message]
+        self,
+        env: Envelope,
+        event: str,
+        build: Callable[[events_pb2.Envelope], Message],
+        timeout: float | None = None,
     ) -> Ack:
         trace = inject_context()
         envelope = events_pb2.Envelope(
@@ -40,26 +44,36 @@ class JetStreamLog:
         subject = jetstream.subject(env.tenant, event)
         # The trace also rides in the headers, for consumers that trace before decoding.
         headers = {"Nats-Msg-Id": env.event_id, jetstream.EVENT_HEADER: event, **trace}
+        wait = self._timeout if timeout is None else min(timeout, self._timeout)
         # publish_async + awaiting the ack future pipelines many publishes on one connection
         # (about 1.6x js.publish's rate here); the reply still waits for the ack.
         try:
-            future = await self._js.publish_async(
-                subject, build(envelope).SerializeToString(), headers=headers
-            )
-            ack = await asyncio.wait_for(future, self._timeout)
+            async with asyncio.timeout(wait):
+                future = await self._js.publish_async(
+                    subject, build(envelope).SerializeToString(), headers=headers
+                )
+                ack = await future
+        except TimeoutError as exc:
+            raise Unavailable(
+                f"log publish to {subject} not acknowledged within {wait:.3f}s; the log may "
+                "hold it all the same: retry with the same idempotency key"
+            ) from exc
         except Exception as exc:
             raise Unavailable(f"log publish to {subject} failed: {exc!r}") from exc
         return Ack(int(ack.seq), bool(ack.duplicate))
 
-    async def stored(self, env: Envelope, memory: Memory) -> Ack:
+    async def stored(self, env: Envelope, memory: Memory, timeout: float | None = None) -> Ack:
         proto = memory_to_proto(memory)
         return await self._publish(
             env,
             jetstream.MEMORY_STORED,
             lambda e: events_pb2.MemoryStored(envelope=e, memory=proto),
+            timeout,
         )
 
-    async def updated(self, env: Envelope, memory: Memory, mask: Sequence[str]) -> Ack:
+    async def updated(
+        self, env: Envelope, memory: Memory, mask: Sequence[str], timeout: float | None = None
+    ) -> Ack:
         proto = memory_to_proto(memory)
         return await self._publish(
             env,
@@ -67,19 +81,26 @@ class JetStreamLog:
             lambda e: events_pb2.MemoryUpdated(
                 envelope=e, memory=proto, update_mask=FieldMask(paths=list(mask))
             ),
+            timeout,
         )
 
-    async def deleted(self, env: Envelope, id: str) -> Ack:
+    async def deleted(self, env: Envelope, id: str, timeout: float | None = None) -> Ack:
         return await self._publish(
-            env, jetstream.MEMORY_DELETED, lambda e: events_pb2.MemoryDeleted(envelope=e, id=id)
+            env,
+            jetstream.MEMORY_DELETED,
+            lambda e: events_pb2.MemoryDeleted(envelope=e, id=id),
+            timeout,
         )
 
-    async def relation_added(self, env: Envelope, relation: Relation) -> Ack:
+    async def relation_added(
+        self, env: Envelope, relation: Relation, timeout: float | None = None
+    ) -> Ack:
         proto = relation_to_proto(relation)
         return await self._publish(
             env,
             jetstream.RELATION_ADDED,
             lambda e: events_pb2.RelationAdded(envelope=e, relation=proto),
+            timeout,
         )
 
     async def accessed(self, env: Envelope, ids: Sequence[str], at: datetime) -> Ack:

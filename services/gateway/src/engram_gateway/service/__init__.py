@@ -16,7 +16,14 @@ from engram_gateway.service.reads import (
     RelatedItem,
     Stats,
 )
-from engram_gateway.service.writes import StoreItem, StoreOutcome, WriteConfig, Writer
+from engram_gateway.service.writes import (
+    ItemResult,
+    StoreItem,
+    StoreOutcome,
+    WriteConfig,
+    Writer,
+    batch_items,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +40,7 @@ __all__ = [
     "Budget",
     "Deadline",
     "Gateway",
+    "ItemResult",
     "RateLimitConfig",
     "ReadConfig",
     "Reader",
@@ -45,4 +53,5 @@ __all__ = [
     "TenantRateLimit",
     "WriteConfig",
     "Writer",
+    "batch_items",
 ]

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from engram_core import validation as v
-from engram_core.errors import InvalidArgument, NotFound
+from engram_core.errors import EngramError, Internal, InvalidArgument, NotFound
 from engram_core.model import Memory, Relation
 from engram_core.ports import Cache
 from engram_core.relations import ORIGIN_USER
@@ -38,9 +38,31 @@ class StoreItem:
 
 
 @dataclass(frozen=True, slots=True)
+class ItemResult:
+    """One item's outcome: stored (id, sequence), or the error of its publish."""
+
+    id: str = ""
+    sequence: int = 0
+    duplicate: bool = False  # an earlier call with the same key stored it
+    error: EngramError | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class StoreOutcome:
-    ids: tuple[str, ...]
-    sequence: int  # the highest sequence of the write
+    results: tuple[ItemResult, ...]  # per item, in request order
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(r.id for r in self.results)
+
+    @property
+    def sequence(self) -> int:
+        """The highest sequence of the items stored."""
+        return max((r.sequence for r in self.results if r.error is None), default=0)
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for r in self.results if r.error is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +71,7 @@ class WriteConfig:
     idempotency_ttl_s: float
     publish_concurrency: int
     backend_timeout_s: float
+    publish_timeout_s: float = 5.0  # cap of one publish's wait for the ack, within the deadline
 
 
 @dataclass(slots=True)
@@ -58,6 +81,13 @@ class _Planned:
     key: str  # idempotency key; "" when none
     cache_key: str
     sequence: int = 0  # known already when a retry is answered from the cache
+    duplicate: bool = False
+    error: EngramError | None = None
+
+    def result(self) -> ItemResult:
+        if self.error is not None:
+            return ItemResult(error=self.error)
+        return ItemResult(self.memory.id, self.sequence, self.duplicate)
 
 
 def event_id_for(tenant: str, key: str) -> str:
@@ -73,6 +103,33 @@ def _decode(value: bytes) -> tuple[str, int]:
     text = value.decode("ascii", "replace")
     mid, _, seq = text.partition(" ")
     return mid, int(seq) if seq.isdigit() else 0
+
+
+def batch_items(
+    inputs: Sequence[v.MemoryInput], batch_key: str, keys: Sequence[str], limits: v.Limits
+) -> list[StoreItem]:
+    """StoreBatch's items: item i's key is ``keys[i]``, else ``<batch_key>:<i>``, else none.
+
+    A derived key names the item by its place, so a retry of the same batch (same items,
+    same order) with the same batch key stores each item once."""
+    if keys and len(keys) != len(inputs):
+        raise InvalidArgument(
+            "idempotency_keys", f"{len(keys)} keys for {len(inputs)} memories; give one per memory"
+        )
+    room = limits.max_idempotency_key_length - len(f":{max(0, len(inputs) - 1)}")
+    if len(batch_key) > room:
+        raise InvalidArgument(
+            "idempotency_key",
+            f"longer than {room} characters (each item's key <key>:<index> must fit in "
+            f"{limits.max_idempotency_key_length})",
+        )
+    items = []
+    for i, inp in enumerate(inputs):
+        own = keys[i] if keys else ""
+        key = own or (f"{batch_key}:{i}" if batch_key else "")
+        path = f"idempotency_keys[{i}]" if own else "idempotency_key"
+        items.append(StoreItem(inp, key, path=f"memories[{i}]", key_path=path))
+    return items
 
 
 class Writer:
@@ -98,10 +155,19 @@ class Writer:
     def limits(self) -> v.Limits:
         return self._config.limits
 
+    def _publish_timeout(self, deadline: Deadline) -> float:
+        """What is left of the caller's deadline, capped: a publish never outlives its call."""
+        return deadline.cap(self._config.publish_timeout_s)
+
     # --- store --------------------------------------------------------------------
 
-    async def store(self, tenant: str, items: Sequence[StoreItem]) -> StoreOutcome:
-        """Validate all items (nothing is published if one is bad), then publish them."""
+    async def store(
+        self, tenant: str, items: Sequence[StoreItem], deadline: Deadline
+    ) -> StoreOutcome:
+        """Validate all items (nothing is published if one is bad), then publish each one.
+
+        Each item gets its own result: one failed publish does not fail the items stored
+        beside it. Only when no item was stored does the call fail, with the first error."""
         now = self._clock()
         limits = self._config.limits
         memories = []
@@ -117,36 +183,50 @@ class Writer:
             )
         )
         sem = asyncio.Semaphore(self._config.publish_concurrency)
+        # Pipelined: every publish is in flight at once (bounded), acks come back together.
+        pending = [p for p in planned if not p.sequence]
+        with _tracer.start_as_current_span("engram.gateway/log.publish") as span:
+            span.set_attribute("engram.events", len(pending))
+            await asyncio.gather(*(self._publish(tenant, now, p, sem, deadline) for p in pending))
+        published = [p.sequence for p in pending if p.error is None]
+        if published:
+            await self._recall_cache.invalidate(tenant, max(published))
+        outcome = StoreOutcome(tuple(p.result() for p in planned))
+        if outcome.failed == len(planned):
+            raise next(p.error for p in planned if p.error is not None)
+        return outcome
 
-        async def publish(p: _Planned) -> None:
+    async def _publish(
+        self,
+        tenant: str,
+        now: datetime,
+        p: _Planned,
+        sem: asyncio.Semaphore,
+        deadline: Deadline,
+    ) -> None:
+        """Publish one planned item; its failure is kept on it, not raised."""
+        env = Envelope(p.event_id, tenant, now)
+        try:
             async with sem:
-                ack = await self._log.stored(Envelope(p.event_id, tenant, now), p.memory)
-            p.sequence = ack.sequence
+                ack = await self._log.stored(env, p.memory, self._publish_timeout(deadline))
             if ack.duplicate and p.key:
                 # A retry the log already holds: its first publish may carry another id
                 # when the key→id entry was lost, and the first publish is what counts.
                 first = await self._log.stored_memory_id(ack.sequence)
                 if first:
                     p.memory = replace(p.memory, id=first)
-
-        # Pipelined: every publish is in flight at once (bounded), acks come back together.
-        pending = [p for p in planned if not p.sequence]
-        with _tracer.start_as_current_span("engram.gateway/log.publish") as span:
-            span.set_attribute("engram.events", len(pending))
-            outcomes = await asyncio.gather(*(publish(p) for p in pending), return_exceptions=True)
-        if pending and any(p.sequence for p in pending):
-            await self._recall_cache.invalidate(tenant, max(p.sequence for p in pending))
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
-        for p in pending:
-            if p.key:
-                value = f"{p.memory.id} {p.sequence}".encode("ascii")
-                await self._cache.set(p.cache_key, value, self._config.idempotency_ttl_s)
-        return StoreOutcome(
-            ids=tuple(p.memory.id for p in planned),
-            sequence=max(p.sequence for p in planned),
-        )
+        except EngramError as err:
+            p.error = err
+            return
+        except Exception:  # a bug must not hide which of the other items are stored
+            ref = uuid.uuid4().hex[:12]
+            log.exception("publishing a memory failed (ref %s)", ref)
+            p.error = Internal(f"internal error (ref {ref})")
+            return
+        p.sequence, p.duplicate = ack.sequence, ack.duplicate
+        if p.key:
+            value = f"{p.memory.id} {p.sequence}".encode("ascii")
+            await self._cache.set(p.cache_key, value, self._config.idempotency_ttl_s)
 
     async def _plan(self, tenant: str, memory: Memory, key: str) -> _Planned:
         assigned = memory.id or self._new_id()
@@ -158,7 +238,9 @@ class Writer:
         if held is not None:
             mid, seq = _decode(held)
             if seq:  # published before: answer as then, publish nothing
-                return _Planned(replace(memory, id=mid), event_id, key, cache_key, seq)
+                return _Planned(
+                    replace(memory, id=mid), event_id, key, cache_key, seq, duplicate=True
+                )
         else:
             held = await self._cache.set_if_absent(
                 cache_key, assigned.encode("ascii"), self._config.idempotency_ttl_s
@@ -193,14 +275,17 @@ class Writer:
         )
         current = await self._lookup.one(tenant, mid, deadline.cap(self._config.backend_timeout_s))
         merged = v.merge_update(current, inp, paths, prefix="memory", now=now, limits=limits)
-        ack = await self._log.updated(Envelope(self._new_id(), tenant, now), merged, paths)
+        ack = await self._log.updated(
+            Envelope(self._new_id(), tenant, now), merged, paths, self._publish_timeout(deadline)
+        )
         await self._recall_cache.invalidate(tenant, ack.sequence)
         return mid, ack.sequence
 
     async def delete(self, tenant: str, id: str, deadline: Deadline) -> tuple[str, int]:
         mid = v.check_id(id, "id")
         await self._lookup.one(tenant, mid, deadline.cap(self._config.backend_timeout_s))
-        ack = await self._log.deleted(Envelope(self._new_id(), tenant, self._clock()), mid)
+        env = Envelope(self._new_id(), tenant, self._clock())
+        ack = await self._log.deleted(env, mid, self._publish_timeout(deadline))
         await self._recall_cache.invalidate(tenant, ack.sequence)
         return mid, ack.sequence
 
@@ -238,6 +323,8 @@ class Writer:
             origin=ORIGIN_USER,
             created_at=now,
         )
-        ack = await self._log.relation_added(Envelope(self._new_id(), tenant, now), relation)
+        ack = await self._log.relation_added(
+            Envelope(self._new_id(), tenant, now), relation, self._publish_timeout(deadline)
+        )
         await self._recall_cache.invalidate(tenant, ack.sequence)
         return ack.sequence

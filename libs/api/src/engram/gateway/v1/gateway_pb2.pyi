@@ -88,7 +88,7 @@ class StoreRequest(_message.Message):
     MEMORY_FIELD_NUMBER: _builtins.int
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
     idempotency_key: _builtins.str
-    """same key → same id, no second write"""
+    """Same key (per tenant) → same id, no second write; at most 256 characters."""
     @_builtins.property
     def memory(self) -> _common_pb2.MemoryInput: ...
     def __init__(
@@ -111,18 +111,22 @@ class StoreResponse(_message.Message):
 
     ID_FIELD_NUMBER: _builtins.int
     SEQUENCE_FIELD_NUMBER: _builtins.int
+    DUPLICATE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     sequence: _builtins.int
     """log sequence; pass as min_sequence to read it back"""
+    duplicate: _builtins.bool
+    """an earlier call with this key stored it"""
     def __init__(
         self,
         *,
         id: _builtins.str = ...,
         sequence: _builtins.int = ...,
+        duplicate: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "sequence", b"sequence"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicate", b"duplicate", "id", b"id", "sequence", b"sequence"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -133,22 +137,73 @@ class StoreBatchRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     MEMORIES_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEYS_FIELD_NUMBER: _builtins.int
+    idempotency_key: _builtins.str
+    """Batch key: item i's key is "<idempotency_key>:<i>" unless idempotency_keys[i] is set.
+    Retry the same items in the same order with it; to resend only some items, give
+    each its own key instead.
+    """
     @_builtins.property
     def memories(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.MemoryInput]:
         """at most 1000"""
+
+    @_builtins.property
+    def idempotency_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Per-item keys: empty, or one per memory ("" = derived from the batch key, or none)."""
 
     def __init__(
         self,
         *,
         memories: _abc.Iterable[_common_pb2.MemoryInput] | None = ...,
+        idempotency_key: _builtins.str = ...,
+        idempotency_keys: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["memories", b"memories"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["idempotency_key", b"idempotency_key", "idempotency_keys", b"idempotency_keys", "memories", b"memories"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___StoreBatchRequest: _TypeAlias = StoreBatchRequest  # noqa: Y015
+
+@_typing.final
+class StoreResult(_message.Message):
+    """One item of a batch or stream: stored (id, sequence) or not (code, message)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    DUPLICATE_FIELD_NUMBER: _builtins.int
+    CODE_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """"" when the item failed"""
+    sequence: _builtins.int
+    duplicate: _builtins.bool
+    """an earlier call with this key stored it"""
+    code: _builtins.str
+    """"" when stored; else the gRPC status name of the item's failure, e.g. UNAVAILABLE or
+    DEADLINE_EXCEEDED (ambiguous: the log may hold it; retry with the same key).
+    """
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        sequence: _builtins.int = ...,
+        duplicate: _builtins.bool = ...,
+        code: _builtins.str = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "duplicate", b"duplicate", "id", b"id", "message", b"message", "sequence", b"sequence"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreResult: _TypeAlias = StoreResult  # noqa: Y015
 
 @_typing.final
 class StoreBatchResponse(_message.Message):
@@ -156,19 +211,31 @@ class StoreBatchResponse(_message.Message):
 
     IDS_FIELD_NUMBER: _builtins.int
     SEQUENCE_FIELD_NUMBER: _builtins.int
+    RESULTS_FIELD_NUMBER: _builtins.int
+    FAILED_FIELD_NUMBER: _builtins.int
     sequence: _builtins.int
-    """the highest sequence of the batch"""
+    """the highest sequence of the items stored"""
+    failed: _builtins.int
+    """items not stored (results with a code)"""
     @_builtins.property
-    def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """per item, as results[i].id ("" = failed)"""
+
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___StoreResult]:
+        """per item, in request order"""
+
     def __init__(
         self,
         *,
         ids: _abc.Iterable[_builtins.str] | None = ...,
         sequence: _builtins.int = ...,
+        results: _abc.Iterable[Global___StoreResult] | None = ...,
+        failed: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids", b"ids", "sequence", b"sequence"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["failed", b"failed", "ids", b"ids", "results", b"results", "sequence", b"sequence"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

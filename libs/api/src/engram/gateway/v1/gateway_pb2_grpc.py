@@ -29,8 +29,10 @@ class MemoryServiceStub:
     """The public API. Every call carries `authorization: Bearer <token>`; the
     token names the tenant and its scopes (read, write, admin).
     Every RPC may also return UNAUTHENTICATED (no or unknown token),
-    PERMISSION_DENIED (scope missing), RESOURCE_EXHAUSTED (message too large)
-    and INTERNAL (never with a stack trace).
+    PERMISSION_DENIED (scope missing), RESOURCE_EXHAUSTED (message too large, or the
+    tenant over its rate limit: trailing metadata `retry-after-ms` says when to retry)
+    and INTERNAL (never with a stack trace). A write's publish waits for the log's ack no
+    longer than the call's deadline allows.
     """
 
     def __init__(self, channel):
@@ -95,21 +97,34 @@ class MemoryServiceServicer:
     """The public API. Every call carries `authorization: Bearer <token>`; the
     token names the tenant and its scopes (read, write, admin).
     Every RPC may also return UNAUTHENTICATED (no or unknown token),
-    PERMISSION_DENIED (scope missing), RESOURCE_EXHAUSTED (message too large)
-    and INTERNAL (never with a stack trace).
+    PERMISSION_DENIED (scope missing), RESOURCE_EXHAUSTED (message too large, or the
+    tenant over its rate limit: trailing metadata `retry-after-ms` says when to retry)
+    and INTERNAL (never with a stack trace). A write's publish waits for the log's ack no
+    longer than the call's deadline allows.
     """
 
     def Store(self, request, context):
-        """Stores one memory. Replies once the event is durable in the log.
-        Codes: OK, INVALID_ARGUMENT (field named), UNAVAILABLE (log down).
+        """Stores one memory. Replies once the event is durable in the log. With an
+        idempotency_key a retry stores nothing new and answers the first call's id and
+        sequence (duplicate = true); without one, a retry after an ambiguous failure
+        (UNAVAILABLE, DEADLINE_EXCEEDED: the log may have it already) can store it twice.
+        Codes: OK, INVALID_ARGUMENT (field named), UNAVAILABLE (log down or no ack in time:
+        ambiguous, retry with the same key), DEADLINE_EXCEEDED (ambiguous likewise).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def StoreBatch(self, request, context):
-        """Stores up to 1000 memories; all or nothing at validation.
-        Codes: OK, INVALID_ARGUMENT (field named, e.g. memories[3].importance), UNAVAILABLE.
+        """Stores up to 1000 memories. Every item is validated before anything is published
+        (INVALID_ARGUMENT naming memories[i].field, nothing stored). Then each item is
+        published on its own: the reply has one result per item (stored, or the item's
+        error), so a partial failure says which items are stored; retry the failed ones with
+        the same keys. Items with keys (idempotency_keys[i], else "<idempotency_key>:<i>")
+        are stored once however often the batch is retried.
+        Codes: OK (check `failed` and each result), INVALID_ARGUMENT (field named, e.g.
+        memories[3].importance, idempotency_keys), UNAVAILABLE / DEADLINE_EXCEEDED (no item
+        was acknowledged: ambiguous, retry the batch with the same keys).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -117,8 +132,10 @@ class MemoryServiceServicer:
 
     def StoreStream(self, request_iterator, context):
         """Client-streaming store: every message is validated before any is published
-        (at most max_stream, default 10000, per call), then all are published in order.
-        Codes: OK, INVALID_ARGUMENT (requests[i].field named), UNAVAILABLE.
+        (at most max_stream, default 10000, per call), then each is published with its own
+        idempotency_key and gets its own result, as in StoreBatch.
+        Codes: OK (check `failed` and each result), INVALID_ARGUMENT (requests[i].field
+        named), UNAVAILABLE / DEADLINE_EXCEEDED (no message was acknowledged).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -127,7 +144,8 @@ class MemoryServiceServicer:
     def Recall(self, request, context):
         """Hybrid recall, or one retrieval stream (`mode`). Codes: OK, INVALID_ARGUMENT,
         DEADLINE_EXCEEDED (min_sequence not reached in time), UNAVAILABLE (no retrieval
-        stream answered).
+        stream answered), RESOURCE_EXHAUSTED (the tenant already has its most recalls waiting
+        for a turn, or the gateway its most in all; retry after `retry-after-ms`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -142,14 +160,14 @@ class MemoryServiceServicer:
 
     def Update(self, request, context):
         """Merges the masked fields into the stored memory and publishes the update.
-        Codes: OK, INVALID_ARGUMENT (field named), NOT_FOUND, UNAVAILABLE.
+        Codes: OK, INVALID_ARGUMENT (field named), NOT_FOUND, UNAVAILABLE, DEADLINE_EXCEEDED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Delete(self, request, context):
-        """Codes: OK, INVALID_ARGUMENT (id), NOT_FOUND, UNAVAILABLE.
+        """Codes: OK, INVALID_ARGUMENT (id), NOT_FOUND, UNAVAILABLE, DEADLINE_EXCEEDED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -157,7 +175,8 @@ class MemoryServiceServicer:
 
     def Associate(self, request, context):
         """Adds a typed relation between two stored memories.
-        Codes: OK, INVALID_ARGUMENT (type, strength, ids), NOT_FOUND, UNAVAILABLE.
+        Codes: OK, INVALID_ARGUMENT (type, strength, ids), NOT_FOUND, UNAVAILABLE,
+        DEADLINE_EXCEEDED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -244,8 +263,10 @@ class MemoryService:
     """The public API. Every call carries `authorization: Bearer <token>`; the
     token names the tenant and its scopes (read, write, admin).
     Every RPC may also return UNAUTHENTICATED (no or unknown token),
-    PERMISSION_DENIED (scope missing), RESOURCE_EXHAUSTED (message too large)
-    and INTERNAL (never with a stack trace).
+    PERMISSION_DENIED (scope missing), RESOURCE_EXHAUSTED (message too large, or the
+    tenant over its rate limit: trailing metadata `retry-after-ms` says when to retry)
+    and INTERNAL (never with a stack trace). A write's publish waits for the log's ack no
+    longer than the call's deadline allows.
     """
 
     @staticmethod

@@ -30,8 +30,10 @@ class MemoryServiceStub:
     """The public API. Every call carries `authorization: Bearer <token>`; the
     token names the tenant and its scopes (read, write, admin).
     Every RPC may also return UNAUTHENTICATED (no or unknown token),
-    PERMISSION_DENIED (scope missing), RESOURCE_EXHAUSTED (message too large)
-    and INTERNAL (never with a stack trace).
+    PERMISSION_DENIED (scope missing), RESOURCE_EXHAUSTED (message too large, or the
+    tenant over its rate limit: trailing metadata `retry-after-ms` says when to retry)
+    and INTERNAL (never with a stack trace). A write's publish waits for the log's ack no
+    longer than the call's deadline allows.
     """
 
     @_typing.overload
@@ -39,34 +41,49 @@ class MemoryServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> MemoryServiceAsyncStub: ...
     Store: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.StoreRequest, _gateway_pb2.StoreResponse]
-    """Stores one memory. Replies once the event is durable in the log.
-    Codes: OK, INVALID_ARGUMENT (field named), UNAVAILABLE (log down).
+    """Stores one memory. Replies once the event is durable in the log. With an
+    idempotency_key a retry stores nothing new and answers the first call's id and
+    sequence (duplicate = true); without one, a retry after an ambiguous failure
+    (UNAVAILABLE, DEADLINE_EXCEEDED: the log may have it already) can store it twice.
+    Codes: OK, INVALID_ARGUMENT (field named), UNAVAILABLE (log down or no ack in time:
+    ambiguous, retry with the same key), DEADLINE_EXCEEDED (ambiguous likewise).
     """
     StoreBatch: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.StoreBatchRequest, _gateway_pb2.StoreBatchResponse]
-    """Stores up to 1000 memories; all or nothing at validation.
-    Codes: OK, INVALID_ARGUMENT (field named, e.g. memories[3].importance), UNAVAILABLE.
+    """Stores up to 1000 memories. Every item is validated before anything is published
+    (INVALID_ARGUMENT naming memories[i].field, nothing stored). Then each item is
+    published on its own: the reply has one result per item (stored, or the item's
+    error), so a partial failure says which items are stored; retry the failed ones with
+    the same keys. Items with keys (idempotency_keys[i], else "<idempotency_key>:<i>")
+    are stored once however often the batch is retried.
+    Codes: OK (check `failed` and each result), INVALID_ARGUMENT (field named, e.g.
+    memories[3].importance, idempotency_keys), UNAVAILABLE / DEADLINE_EXCEEDED (no item
+    was acknowledged: ambiguous, retry the batch with the same keys).
     """
     StoreStream: _grpc.StreamUnaryMultiCallable[_gateway_pb2.StoreRequest, _gateway_pb2.StoreBatchResponse]
     """Client-streaming store: every message is validated before any is published
-    (at most max_stream, default 10000, per call), then all are published in order.
-    Codes: OK, INVALID_ARGUMENT (requests[i].field named), UNAVAILABLE.
+    (at most max_stream, default 10000, per call), then each is published with its own
+    idempotency_key and gets its own result, as in StoreBatch.
+    Codes: OK (check `failed` and each result), INVALID_ARGUMENT (requests[i].field
+    named), UNAVAILABLE / DEADLINE_EXCEEDED (no message was acknowledged).
     """
     Recall: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.RecallRequest, _gateway_pb2.RecallResponse]
     """Hybrid recall, or one retrieval stream (`mode`). Codes: OK, INVALID_ARGUMENT,
     DEADLINE_EXCEEDED (min_sequence not reached in time), UNAVAILABLE (no retrieval
-    stream answered).
+    stream answered), RESOURCE_EXHAUSTED (the tenant already has its most recalls waiting
+    for a turn, or the gateway its most in all; retry after `retry-after-ms`).
     """
     Get: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GetRequest, _gateway_pb2.GetResponse]
     """Codes: OK, INVALID_ARGUMENT (id), NOT_FOUND, UNAVAILABLE."""
     Update: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.UpdateRequest, _gateway_pb2.UpdateResponse]
     """Merges the masked fields into the stored memory and publishes the update.
-    Codes: OK, INVALID_ARGUMENT (field named), NOT_FOUND, UNAVAILABLE.
+    Codes: OK, INVALID_ARGUMENT (field named), NOT_FOUND, UNAVAILABLE, DEADLINE_EXCEEDED.
     """
     Delete: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.DeleteRequest, _gateway_pb2.DeleteResponse]
-    """Codes: OK, INVALID_ARGUMENT (id), NOT_FOUND, UNAVAILABLE."""
+    """Codes: OK, INVALID_ARGUMENT (id), NOT_FOUND, UNAVAILABLE, DEADLINE_EXCEEDED."""
     Associate: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.AssociateRequest, _gateway_pb2.AssociateResponse]
     """Adds a typed relation between two stored memories.
-    Codes: OK, INVALID_ARGUMENT (type, strength, ids), NOT_FOUND, UNAVAILABLE.
+    Codes: OK, INVALID_ARGUMENT (type, strength, ids), NOT_FOUND, UNAVAILABLE,
+    DEADLINE_EXCEEDED.
     """
     Related: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.RelatedRequest, _gateway_pb2.RelatedResponse]
     """Memories reachable from one memory over typed relations.
@@ -82,40 +99,57 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """The public API. Every call carries `authorization: Bearer <token>`; the
     token names the tenant and its scopes (read, write, admin).
     Every RPC may also return UNAUTHENTICATED (no or unknown token),
-    PERMISSION_DENIED (scope missing), RESOURCE_EXHAUSTED (message too large)
-    and INTERNAL (never with a stack trace).
+    PERMISSION_DENIED (scope missing), RESOURCE_EXHAUSTED (message too large, or the
+    tenant over its rate limit: trailing metadata `retry-after-ms` says when to retry)
+    and INTERNAL (never with a stack trace). A write's publish waits for the log's ack no
+    longer than the call's deadline allows.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     Store: _aio.UnaryUnaryMultiCallable[_gateway_pb2.StoreRequest, _gateway_pb2.StoreResponse]  # type: ignore[assignment]
-    """Stores one memory. Replies once the event is durable in the log.
-    Codes: OK, INVALID_ARGUMENT (field named), UNAVAILABLE (log down).
+    """Stores one memory. Replies once the event is durable in the log. With an
+    idempotency_key a retry stores nothing new and answers the first call's id and
+    sequence (duplicate = true); without one, a retry after an ambiguous failure
+    (UNAVAILABLE, DEADLINE_EXCEEDED: the log may have it already) can store it twice.
+    Codes: OK, INVALID_ARGUMENT (field named), UNAVAILABLE (log down or no ack in time:
+    ambiguous, retry with the same key), DEADLINE_EXCEEDED (ambiguous likewise).
     """
     StoreBatch: _aio.UnaryUnaryMultiCallable[_gateway_pb2.StoreBatchRequest, _gateway_pb2.StoreBatchResponse]  # type: ignore[assignment]
-    """Stores up to 1000 memories; all or nothing at validation.
-    Codes: OK, INVALID_ARGUMENT (field named, e.g. memories[3].importance), UNAVAILABLE.
+    """Stores up to 1000 memories. Every item is validated before anything is published
+    (INVALID_ARGUMENT naming memories[i].field, nothing stored). Then each item is
+    published on its own: the reply has one result per item (stored, or the item's
+    error), so a partial failure says which items are stored; retry the failed ones with
+    the same keys. Items with keys (idempotency_keys[i], else "<idempotency_key>:<i>")
+    are stored once however often the batch is retried.
+    Codes: OK (check `failed` and each result), INVALID_ARGUMENT (field named, e.g.
+    memories[3].importance, idempotency_keys), UNAVAILABLE / DEADLINE_EXCEEDED (no item
+    was acknowledged: ambiguous, retry the batch with the same keys).
     """
     StoreStream: _aio.StreamUnaryMultiCallable[_gateway_pb2.StoreRequest, _gateway_pb2.StoreBatchResponse]  # type: ignore[assignment]
     """Client-streaming store: every message is validated before any is published
-    (at most max_stream, default 10000, per call), then all are published in order.
-    Codes: OK, INVALID_ARGUMENT (requests[i].field named), UNAVAILABLE.
+    (at most max_stream, default 10000, per call), then each is published with its own
+    idempotency_key and gets its own result, as in StoreBatch.
+    Codes: OK (check `failed` and each result), INVALID_ARGUMENT (requests[i].field
+    named), UNAVAILABLE / DEADLINE_EXCEEDED (no message was acknowledged).
     """
     Recall: _aio.UnaryUnaryMultiCallable[_gateway_pb2.RecallRequest, _gateway_pb2.RecallResponse]  # type: ignore[assignment]
     """Hybrid recall, or one retrieval stream (`mode`). Codes: OK, INVALID_ARGUMENT,
     DEADLINE_EXCEEDED (min_sequence not reached in time), UNAVAILABLE (no retrieval
-    stream answered).
+    stream answered), RESOURCE_EXHAUSTED (the tenant already has its most recalls waiting
+    for a turn, or the gateway its most in all; retry after `retry-after-ms`).
     """
     Get: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GetRequest, _gateway_pb2.GetResponse]  # type: ignore[assignment]
     """Codes: OK, INVALID_ARGUMENT (id), NOT_FOUND, UNAVAILABLE."""
     Update: _aio.UnaryUnaryMultiCallable[_gateway_pb2.UpdateRequest, _gateway_pb2.UpdateResponse]  # type: ignore[assignment]
     """Merges the masked fields into the stored memory and publishes the update.
-    Codes: OK, INVALID_ARGUMENT (field named), NOT_FOUND, UNAVAILABLE.
+    Codes: OK, INVALID_ARGUMENT (field named), NOT_FOUND, UNAVAILABLE, DEADLINE_EXCEEDED.
     """
     Delete: _aio.UnaryUnaryMultiCallable[_gateway_pb2.DeleteRequest, _gateway_pb2.DeleteResponse]  # type: ignore[assignment]
-    """Codes: OK, INVALID_ARGUMENT (id), NOT_FOUND, UNAVAILABLE."""
+    """Codes: OK, INVALID_ARGUMENT (id), NOT_FOUND, UNAVAILABLE, DEADLINE_EXCEEDED."""
     Associate: _aio.UnaryUnaryMultiCallable[_gateway_pb2.AssociateRequest, _gateway_pb2.AssociateResponse]  # type: ignore[assignment]
     """Adds a typed relation between two stored memories.
-    Codes: OK, INVALID_ARGUMENT (type, strength, ids), NOT_FOUND, UNAVAILABLE.
+    Codes: OK, INVALID_ARGUMENT (type, strength, ids), NOT_FOUND, UNAVAILABLE,
+    DEADLINE_EXCEEDED.
     """
     Related: _aio.UnaryUnaryMultiCallable[_gateway_pb2.RelatedRequest, _gateway_pb2.RelatedResponse]  # type: ignore[assignment]
     """Memories reachable from one memory over typed relations.
@@ -130,8 +164,10 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     """The public API. Every call carries `authorization: Bearer <token>`; the
     token names the tenant and its scopes (read, write, admin).
     Every RPC may also return UNAUTHENTICATED (no or unknown token),
-    PERMISSION_DENIED (scope missing), RESOURCE_EXHAUSTED (message too large)
-    and INTERNAL (never with a stack trace).
+    PERMISSION_DENIED (scope missing), RESOURCE_EXHAUSTED (message too large, or the
+    tenant over its rate limit: trailing metadata `retry-after-ms` says when to retry)
+    and INTERNAL (never with a stack trace). A write's publish waits for the log's ack no
+    longer than the call's deadline allows.
     """
 
     @_abc_1.abstractmethod
@@ -140,8 +176,12 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _gateway_pb2.StoreRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.StoreResponse, _abc.Awaitable[_gateway_pb2.StoreResponse]]:
-        """Stores one memory. Replies once the event is durable in the log.
-        Codes: OK, INVALID_ARGUMENT (field named), UNAVAILABLE (log down).
+        """Stores one memory. Replies once the event is durable in the log. With an
+        idempotency_key a retry stores nothing new and answers the first call's id and
+        sequence (duplicate = true); without one, a retry after an ambiguous failure
+        (UNAVAILABLE, DEADLINE_EXCEEDED: the log may have it already) can store it twice.
+        Codes: OK, INVALID_ARGUMENT (field named), UNAVAILABLE (log down or no ack in time:
+        ambiguous, retry with the same key), DEADLINE_EXCEEDED (ambiguous likewise).
         """
 
     @_abc_1.abstractmethod
@@ -150,8 +190,15 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _gateway_pb2.StoreBatchRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.StoreBatchResponse, _abc.Awaitable[_gateway_pb2.StoreBatchResponse]]:
-        """Stores up to 1000 memories; all or nothing at validation.
-        Codes: OK, INVALID_ARGUMENT (field named, e.g. memories[3].importance), UNAVAILABLE.
+        """Stores up to 1000 memories. Every item is validated before anything is published
+        (INVALID_ARGUMENT naming memories[i].field, nothing stored). Then each item is
+        published on its own: the reply has one result per item (stored, or the item's
+        error), so a partial failure says which items are stored; retry the failed ones with
+        the same keys. Items with keys (idempotency_keys[i], else "<idempotency_key>:<i>")
+        are stored once however often the batch is retried.
+        Codes: OK (check `failed` and each result), INVALID_ARGUMENT (field named, e.g.
+        memories[3].importance, idempotency_keys), UNAVAILABLE / DEADLINE_EXCEEDED (no item
+        was acknowledged: ambiguous, retry the batch with the same keys).
         """
 
     @_abc_1.abstractmethod
@@ -161,8 +208,10 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.StoreBatchResponse, _abc.Awaitable[_gateway_pb2.StoreBatchResponse]]:
         """Client-streaming store: every message is validated before any is published
-        (at most max_stream, default 10000, per call), then all are published in order.
-        Codes: OK, INVALID_ARGUMENT (requests[i].field named), UNAVAILABLE.
+        (at most max_stream, default 10000, per call), then each is published with its own
+        idempotency_key and gets its own result, as in StoreBatch.
+        Codes: OK (check `failed` and each result), INVALID_ARGUMENT (requests[i].field
+        named), UNAVAILABLE / DEADLINE_EXCEEDED (no message was acknowledged).
         """
 
     @_abc_1.abstractmethod
@@ -173,7 +222,8 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_gateway_pb2.RecallResponse, _abc.Awaitable[_gateway_pb2.RecallResponse]]:
         """Hybrid recall, or one retrieval stream (`mode`). Codes: OK, INVALID_ARGUMENT,
         DEADLINE_EXCEEDED (min_sequence not reached in time), UNAVAILABLE (no retrieval
-        stream answered).
+        stream answered), RESOURCE_EXHAUSTED (the tenant already has its most recalls waiting
+        for a turn, or the gateway its most in all; retry after `retry-after-ms`).
         """
 
     @_abc_1.abstractmethod
@@ -191,7 +241,7 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.UpdateResponse, _abc.Awaitable[_gateway_pb2.UpdateResponse]]:
         """Merges the masked fields into the stored memory and publishes the update.
-        Codes: OK, INVALID_ARGUMENT (field named), NOT_FOUND, UNAVAILABLE.
+        Codes: OK, INVALID_ARGUMENT (field named), NOT_FOUND, UNAVAILABLE, DEADLINE_EXCEEDED.
         """
 
     @_abc_1.abstractmethod
@@ -200,7 +250,7 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _gateway_pb2.DeleteRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.DeleteResponse, _abc.Awaitable[_gateway_pb2.DeleteResponse]]:
-        """Codes: OK, INVALID_ARGUMENT (id), NOT_FOUND, UNAVAILABLE."""
+        """Codes: OK, INVALID_ARGUMENT (id), NOT_FOUND, UNAVAILABLE, DEADLINE_EXCEEDED."""
 
     @_abc_1.abstractmethod
     def Associate(
@@ -209,7 +259,8 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.AssociateResponse, _abc.Awaitable[_gateway_pb2.AssociateResponse]]:
         """Adds a typed relation between two stored memories.
-        Codes: OK, INVALID_ARGUMENT (type, strength, ids), NOT_FOUND, UNAVAILABLE.
+        Codes: OK, INVALID_ARGUMENT (type, strength, ids), NOT_FOUND, UNAVAILABLE,
+        DEADLINE_EXCEEDED.
         """
 
     @_abc_1.abstractmethod
