@@ -50,7 +50,13 @@ class PermissionDenied(EngramError):
 
 
 class ResourceExhausted(EngramError):
+    """Over a limit (rate, queue); `retry_after_s` says when a retry may get in, if known."""
+
     code = "RESOURCE_EXHAUSTED"
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class Unavailable(EngramError):

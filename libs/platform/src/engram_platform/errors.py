@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import grpc
 
 from engram_core import errors as e
 
 FIELD_KEY = "engram-field"
+# Trailing metadata of RESOURCE_EXHAUSTED: milliseconds after which a retry may get in.
+RETRY_AFTER_KEY = "retry-after-ms"
 
 TO_CODE: dict[type[e.EngramError], grpc.StatusCode] = {
     e.InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
@@ -26,6 +30,26 @@ def status_code(err: e.EngramError) -> grpc.StatusCode:
         if cls in TO_CODE:
             return TO_CODE[cls]
     return grpc.StatusCode.INTERNAL
+
+
+def trailing_metadata(err: e.EngramError) -> tuple[tuple[str, str], ...]:
+    """What a server sends beside the status: the field named, when to retry."""
+    out: list[tuple[str, str]] = []
+    field = getattr(err, "field", None)
+    if field:
+        out.append((FIELD_KEY, field))
+    retry_after = getattr(err, "retry_after_s", None)
+    if retry_after is not None:
+        out.append((RETRY_AFTER_KEY, str(max(1, math.ceil(retry_after * 1000)))))
+    return tuple(out)
+
+
+def _retry_after_s(err: grpc.aio.AioRpcError) -> float | None:
+    for key, value in err.trailing_metadata() or ():
+        if key == RETRY_AFTER_KEY:
+            text = value.decode() if isinstance(value, bytes) else str(value)
+            return int(text) / 1000.0 if text.isdigit() else None
+    return None
 
 
 def _field(err: grpc.aio.AioRpcError, detail: str) -> tuple[str, str]:
@@ -62,7 +86,7 @@ def from_rpc_error(err: grpc.aio.AioRpcError, target: str) -> e.EngramError:
     if code == grpc.StatusCode.PERMISSION_DENIED:
         return e.PermissionDenied(detail)
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return e.ResourceExhausted(detail)
+        return e.ResourceExhausted(detail, _retry_after_s(err))
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return e.DeadlineExceeded(f"{target}: {detail}")
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):

@@ -17,7 +17,7 @@ from opentelemetry import trace
 from opentelemetry.trace import StatusCode as SpanStatus
 
 from engram_core.errors import EngramError
-from engram_platform.errors import FIELD_KEY, status_code
+from engram_platform.errors import status_code, trailing_metadata
 from engram_platform.settings import ServiceSettings
 from engram_platform.telemetry import extract_context
 
@@ -56,9 +56,9 @@ class _Interceptor(grpc.aio.ServerInterceptor):
                     return await call()
                 except EngramError as err:
                     span.set_status(SpanStatus.ERROR, err.code)
-                    field = getattr(err, "field", None)
-                    if field:
-                        context.set_trailing_metadata(((FIELD_KEY, field),))
+                    metadata = trailing_metadata(err)
+                    if metadata:
+                        context.set_trailing_metadata(metadata)
                     await context.abort(status_code(err), err.message)
                 except (asyncio.CancelledError, grpc.aio.AbortError):
                     raise

@@ -12,7 +12,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from engram.scoring.v1 import scoring_pb2, scoring_pb2_grpc
-from engram_core.errors import InvalidArgument, NotFound
+from engram_core.errors import InvalidArgument, NotFound, ResourceExhausted
+from engram_platform.errors import RETRY_AFTER_KEY
 from engram_platform.grpc_client import open_channel, translate_errors
 from engram_platform.grpc_server import RunningServer, start_server
 from engram_platform.settings import ServiceSettings
@@ -26,6 +27,8 @@ class _Servicer(scoring_pb2_grpc.ScoringServiceServicer):
             raise InvalidArgument("limit", "must be in 1..1000")
         if request.query == "missing":
             raise NotFound("memory 42 not found")
+        if request.query == "busy":
+            raise ResourceExhausted("queue full; retry after 0.250s", retry_after_s=0.2501)
         if request.query == "boom":
             raise RuntimeError("secret stack detail")
         return scoring_pb2.RankResponse()
@@ -55,6 +58,19 @@ async def test_invalid_argument_names_the_field(server: RunningServer) -> None:
                 await stub.Rank(scoring_pb2.RankRequest(query="bad"))
         assert caught.value.field == "limit"
         assert caught.value.reason == "must be in 1..1000"
+
+
+async def test_resource_exhausted_carries_when_to_retry(server: RunningServer) -> None:
+    async with open_channel(f"127.0.0.1:{server.port}") as channel:
+        stub = scoring_pb2_grpc.ScoringServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as raw:
+            await stub.Rank(scoring_pb2.RankRequest(query="busy"))
+        assert raw.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert (RETRY_AFTER_KEY, "251") in list(raw.value.trailing_metadata() or ())
+        with pytest.raises(ResourceExhausted) as caught:
+            async with translate_errors("scoring"):
+                await stub.Rank(scoring_pb2.RankRequest(query="busy"))
+        assert caught.value.retry_after_s == 0.251
 
 
 async def test_not_found_and_internal_hide_details(server: RunningServer) -> None:

@@ -268,7 +268,11 @@ def build_gateway(
         ),
         clock,
         models=models.query,
-        admission=Admission(AdmissionConfig(settings.recall_concurrency, settings.recall_queue)),
+        admission=Admission(
+            AdmissionConfig(
+                settings.recall_concurrency, settings.recall_queue, settings.recall_tenant_queue
+            )
+        ),
         decomposer=models.decomposer_over(
             RuleDecomposer(settings.decompose_max_parts), settings.decompose_model.timeout_s
         ),

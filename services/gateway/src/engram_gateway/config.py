@@ -368,10 +368,20 @@ class Settings(ServiceSettings):
     recall_queue: int = Field(
         256,
         ge=0,
-        description="Recalls that may wait for a turn; one more is refused with "
-        "RESOURCE_EXHAUSTED at once.",
+        description="Recalls that may wait for a turn, over all tenants; one more is refused "
+        "with RESOURCE_EXHAUSTED at once.",
     )
-    publish_timeout_s: float = Field(5.0, gt=0, description="Wait for the log's publish ack.")
+    recall_tenant_queue: int = Field(
+        32,
+        ge=0,
+        description="Recalls one tenant may have waiting for a turn; one more of that tenant "
+        "is refused with RESOURCE_EXHAUSTED at once (retry-after-ms), the others still wait.",
+    )
+    publish_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        description="Longest wait for the log's publish ack; a call's shorter deadline cuts it.",
+    )
     publish_concurrency: int = Field(
         256, ge=1, description="Publishes in flight for one batch (pipelined)."
     )

@@ -7,11 +7,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import grpc
 import pytest
 
+from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram_core.errors import DeadlineExceeded, ResourceExhausted
+from engram_gateway import server
+from engram_gateway.auth import Authenticator
 from engram_gateway.service import Deadline
 from engram_gateway.service.admission import Admission, AdmissionConfig
+from engram_platform.errors import RETRY_AFTER_KEY
 
 TENANT = "acme"
 
@@ -86,6 +91,59 @@ async def test_a_full_queue_refuses_at_once() -> None:
     assert await second > 0.0  # it waited for the first
 
 
+async def test_a_tenant_at_its_queue_limit_is_refused_and_the_others_still_get_in() -> None:
+    admission = Admission(AdmissionConfig(limit=1, queue=20, tenant_queue=2))
+    entered: list[str] = []
+    go = asyncio.Event()
+
+    async def one(tenant: str, name: str) -> None:
+        async with admission.turn(tenant, Deadline.within(5.0)):
+            entered.append(name)
+            await go.wait()
+
+    holder = asyncio.create_task(one("a", "a0"))
+    await asyncio.sleep(0.01)
+    tasks = [asyncio.create_task(one("a", f"a{i}")) for i in (1, 2)]
+    await asyncio.sleep(0.01)
+    with pytest.raises(ResourceExhausted, match=r"tenant 'a' already has 2 .*retry after") as exc:
+        async with admission.turn("a", Deadline.within(5.0)):
+            pass
+    assert exc.value.retry_after_s is not None
+    assert exc.value.retry_after_s > 0
+    tasks.append(asyncio.create_task(one("b", "b1")))  # b waits, though a's queue is full
+    await asyncio.sleep(0.01)
+    assert admission.waiting == 3
+    go.set()
+    await asyncio.gather(holder, *tasks)
+    assert entered == ["a0", "a1", "b1", "a2"]
+
+
+async def test_the_retry_hint_grows_with_the_tenants_waiting() -> None:
+    """A refused tenant's next waiter goes after one recall of each tenant waiting."""
+    admission = Admission(AdmissionConfig(limit=1, tenant_queue=1))
+    go = asyncio.Event()
+
+    async def one(tenant: str) -> None:
+        async with admission.turn(tenant, Deadline.within(5.0)):
+            await go.wait()
+
+    async def hint() -> float:
+        with pytest.raises(ResourceExhausted) as exc:
+            async with admission.turn("a", Deadline.within(5.0)):
+                pass
+        assert exc.value.retry_after_s is not None
+        return exc.value.retry_after_s
+
+    tasks = [asyncio.create_task(one(t)) for t in ("x", "a")]
+    await asyncio.sleep(0.01)
+    alone = await hint()
+    tasks += [asyncio.create_task(one(t)) for t in ("b", "c")]
+    await asyncio.sleep(0.01)
+    assert await hint() == pytest.approx(3 * alone)
+    go.set()
+    await asyncio.gather(*tasks)
+
+
 async def test_a_waiter_gives_up_at_its_deadline_and_leaks_no_slot() -> None:
     admission = Admission(AdmissionConfig(limit=1, queue=5))
     inside: list[str] = []
@@ -137,6 +195,8 @@ def test_negative_settings_are_refused() -> None:
         AdmissionConfig(limit=-1)
     with pytest.raises(ValueError, match="bad admission settings"):
         AdmissionConfig(queue=-1)
+    with pytest.raises(ValueError, match="bad admission settings"):
+        AdmissionConfig(tenant_queue=-1)
 
 
 async def _one_recall_running(new_harness: Callable[..., Any], queue: int) -> tuple[Any, Any]:
@@ -171,3 +231,39 @@ async def test_the_gateway_runs_a_waiting_recall_after_the_one_before(
     assert first.done()
     assert [r.memory.id for r in second.results] == ["m1"]
     assert not second.degraded
+
+
+async def test_a_tenant_refused_over_grpc_gets_a_retry_hint_and_another_is_served(
+    new_harness: Callable[..., Any],
+) -> None:
+    h = new_harness(recall_concurrency=1, recall_tenant_queue=1, recall_cache_ttl_s=0)
+    h.world.put(
+        h.memory("m1", "the lake at sunset"), h.memory("g1", "the lake at dawn", tenant="globex")
+    )
+    h.vector.delay = 0.2
+    auth = Authenticator.from_sources(h.settings.tokens.get_secret_value())
+    running = await server.start(h.settings, h.gateway, auth)
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            stub = gateway_pb2_grpc.MemoryServiceStub(channel)
+            first = asyncio.create_task(h.recall("lake"))  # acme's turn
+            await asyncio.sleep(0.05)
+            second = asyncio.create_task(h.recall("sunset"))  # acme's one waiter
+            await asyncio.sleep(0.01)
+            with pytest.raises(grpc.aio.AioRpcError) as exc:
+                await stub.Recall(gateway_pb2.RecallRequest(query="lake"), metadata=_auth())
+            assert exc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "retry after" in (exc.value.details() or "")
+            assert int(dict(exc.value.trailing_metadata() or ())[RETRY_AFTER_KEY]) >= 1
+            other = await stub.Recall(
+                gateway_pb2.RecallRequest(query="lake"), metadata=_auth("other")
+            )
+            assert [r.memory.id for r in other.results] == ["g1"]
+            await asyncio.gather(first, second)
+    finally:
+        await h.gateway.access.drain()
+        await running.stop(None)
+
+
+def _auth(token: str = "rw-token") -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {token}"),)

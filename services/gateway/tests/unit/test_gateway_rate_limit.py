@@ -20,6 +20,7 @@ from engram_gateway.auth import Authenticator
 from engram_gateway.config import Settings
 from engram_gateway.service import RateLimitConfig, TenantRateLimit
 from engram_platform.coordination import MemoryRateLimiter
+from engram_platform.errors import RETRY_AFTER_KEY
 from engram_platform.settings import CacheSettings
 
 UUID = "0190f3a4-7b1c-7d2e-8f00-123456789abc"
@@ -86,6 +87,8 @@ async def test_every_rpc_counts_against_the_tenant(
         assert exc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "'acme'" in (exc.value.details() or "")
         assert "retry after" in (exc.value.details() or "")
+        hint = dict(exc.value.trailing_metadata() or ())[RETRY_AFTER_KEY]
+        assert int(hint) >= 1
         # Another tenant has its own budget.
         assert await _code(method(request_, metadata=_auth("other"))) != (
             grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -142,8 +145,9 @@ async def test_retry_after_comes_from_the_limiter() -> None:
             return RateDecision(allowed=False, retry_after_s=0.4321)
 
     limit = TenantRateLimit(Refusing(), RateLimitConfig(requests_per_s=10))
-    with pytest.raises(ResourceExhausted, match=r"retry after 0\.432s"):
+    with pytest.raises(ResourceExhausted, match=r"retry after 0\.432s") as exc:
         await limit.admit("acme")
+    assert exc.value.retry_after_s == 0.4321
     assert limit.enabled
     assert not TenantRateLimit(Refusing(), RateLimitConfig()).enabled
     await TenantRateLimit(Refusing(), RateLimitConfig()).admit("acme")  # 0 rps: off

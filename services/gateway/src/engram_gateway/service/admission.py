@@ -4,9 +4,11 @@ With more recalls in flight than the backends can serve, every one of them slows
 the steps with a capped budget (context, relations, state) run out of time, and answers
 come back degraded: on the 10k bench with 64 clients, 256-276 of 384 answers lacked a step.
 So a gateway works on at most ``limit`` recalls at once. The others wait their turn, each
-no longer than its deadline allows (then DEADLINE_EXCEEDED), and once ``queue`` are waiting
-a new one is refused at once with RESOURCE_EXHAUSTED, so its client can back off or go to
-another replica rather than wait behind a long line.
+no longer than its deadline allows (then DEADLINE_EXCEEDED). A tenant with ``tenant_queue``
+recalls waiting already, or a gateway with ``queue`` waiting in all, refuses a new one at
+once with RESOURCE_EXHAUSTED and a retry hint, so its client can back off or go to another
+replica rather than wait behind a long line. The per-tenant bound keeps one tenant's flood
+from filling the whole queue: the others still get in.
 
 Turns go round the tenants: a freed slot goes to the tenant after the last one served, and
 within a tenant in arrival order. So one tenant sending a flood of recalls makes the others
@@ -25,14 +27,19 @@ from dataclasses import dataclass
 from engram_core.errors import DeadlineExceeded, ResourceExhausted
 from engram_gateway.service.deadline import Deadline
 
+# The retry hint before any turn has been timed, and how fast the timing follows changes.
+_FIRST_TURN_S = 0.1
+_TURN_WEIGHT = 0.2
+
 
 @dataclass(frozen=True, slots=True)
 class AdmissionConfig:
     limit: int = 8  # recalls worked on at once; 0 = no limit
     queue: int = 256  # recalls that may wait for a turn, over all tenants
+    tenant_queue: int = 32  # recalls one tenant may have waiting
 
     def __post_init__(self) -> None:
-        if self.limit < 0 or self.queue < 0:
+        if self.limit < 0 or self.queue < 0 or self.tenant_queue < 0:
             raise ValueError(f"bad admission settings: {self}")
 
 
@@ -43,6 +50,7 @@ class Admission:
         # Each tenant's waiters in arrival order; the dict's order is the round of tenants.
         self._queues: dict[str, deque[asyncio.Future[None]]] = {}
         self._waiting = 0
+        self._turn_s = _FIRST_TURN_S  # moving average of how long a turn is held
 
     @property
     def waiting(self) -> int:
@@ -59,18 +67,37 @@ class Admission:
             self._busy += 1
         else:
             await self._wait(tenant, deadline, started)
+        entered = time.monotonic()
         try:
-            yield time.monotonic() - started
+            yield entered - started
         finally:
+            held = time.monotonic() - entered
+            self._turn_s += _TURN_WEIGHT * (held - self._turn_s)
             self._release()
+
+    def retry_after_s(self) -> float:
+        """About when a refused recall would get in: a slot frees every turn / limit seconds
+        and the round serves every waiting tenant once before the same tenant again."""
+        return self._turn_s * max(1, len(self._queues)) / max(1, self._config.limit)
+
+    def _refuse_when_full(self, tenant: str) -> None:
+        cfg = self._config
+        mine = len(self._queues.get(tenant, ()))
+        if mine >= cfg.tenant_queue:
+            why = f"tenant {tenant!r} already has {mine} recalls waiting for a turn"
+        elif self._waiting >= cfg.queue:
+            why = (
+                f"this gateway already has {self._waiting} recalls waiting behind the "
+                f"{cfg.limit} it is working on"
+            )
+        else:
+            return
+        retry = self.retry_after_s()
+        raise ResourceExhausted(f"{why}; retry after {retry:.3f}s", retry_after_s=retry)
 
     async def _wait(self, tenant: str, deadline: Deadline, started: float) -> None:
         """Until a releasing turn hands its slot over (``_busy`` stays counted for it)."""
-        if self._waiting >= self._config.queue:
-            raise ResourceExhausted(
-                f"this gateway already has {self._waiting} recalls waiting behind the "
-                f"{self._config.limit} it is working on; retry with backoff"
-            )
+        self._refuse_when_full(tenant)
         handed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queues.setdefault(tenant, deque()).append(handed)
         self._waiting += 1

@@ -47,5 +47,6 @@ class TenantRateLimit:
         if not decision.allowed:
             raise ResourceExhausted(
                 f"tenant {tenant!r} is over its rate limit of {cfg.per_window} requests per "
-                f"{cfg.window_s:g}s; retry after {decision.retry_after_s:.3f}s"
+                f"{cfg.window_s:g}s; retry after {decision.retry_after_s:.3f}s",
+                retry_after_s=decision.retry_after_s,
             )
