@@ -41,6 +41,14 @@ CONSOLIDATE_BUCKET = "ENGRAM_CONSOLIDATE"
 STREAM_STATE = "ENGRAM_STATE"
 # The state keeper's checkpoint (StateKeeperCheckpoint) in CONSOLIDATE_BUCKET.
 KEEPER_KEY = "state.keeper"
+# Which memory events ingest has decided (applied or dead-lettered), one key per event
+# (<tenant>.<sequence>), so a tenant's read-your-writes wait need not wait for the ack
+# floor, which any tenant's backlog holds. Kept as long as an ack floor may plausibly lag.
+APPLIED_BUCKET = "ENGRAM_APPLIED"
+APPLIED_MAX_AGE_S = 15 * 60.0
+# Most events of one tenant a read-your-writes check looks up above the ack floor before
+# it leaves the wait to the floor.
+TENANT_LOOKUPS = 64
 
 MEMORY_STORED = "memory_stored"
 MEMORY_UPDATED = "memory_updated"
@@ -114,6 +122,65 @@ async def ensure_streams(js: JetStreamContext, settings: NatsSettings) -> None:
             duplicate_window=settings.duplicate_window_s,
         )
         await ensure_stream(js, config, settings.ready_wait_s)
+    await ensure_stream(js, _applied_bucket(settings), settings.ready_wait_s)
+
+
+def _applied_bucket(settings: NatsSettings) -> StreamConfig:
+    """The KV bucket APPLIED_BUCKET as the stream behind it (what `js.create_key_value`
+    would make), so `ensure_stream` creates or updates it like the others."""
+    return StreamConfig(
+        name=f"KV_{APPLIED_BUCKET}",
+        subjects=[f"$KV.{APPLIED_BUCKET}.>"],
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        num_replicas=settings.stream_replicas,
+        max_msgs_per_subject=1,
+        max_age=APPLIED_MAX_AGE_S,
+    )
+
+
+async def mark_decided(js: JetStreamContext, decided: Sequence[tuple[str, int]]) -> None:
+    """Record (tenant, sequence) of memory events that ingest has decided; pipelined, and
+    raising Unavailable when the log did not take every mark (the wait then falls back to
+    the ack floor for them)."""
+    try:
+        futures = [await js.publish_async(_mark(tenant, seq), b"") for tenant, seq in decided]
+        await asyncio.gather(*futures)
+    except Exception as exc:
+        raise Unavailable(f"cannot record decided events: {exc!r}") from exc
+
+
+def _mark(tenant: str, sequence: int) -> str:
+    return f"$KV.{APPLIED_BUCKET}.{tenant}.{sequence}"
+
+
+async def tenant_decided(
+    js: JetStreamContext, tenant: str, after: int, until: int, lookups: int = TENANT_LOOKUPS
+) -> bool:
+    """Whether every memory event of ``tenant`` with a sequence in (``after``, ``until``] is
+    decided (`mark_decided`): walks the tenant's events by subject, not the whole log, so
+    other tenants' events in between cost nothing. False when more than ``lookups`` of its
+    events are in the range or one is not decided yet."""
+    seq = after + 1
+    for _ in range(lookups):
+        if seq > until:
+            return True
+        try:
+            event = await js.get_msg(STREAM_MEMORY, seq, subject(tenant, "*"), next=True)
+        except NotFoundError:
+            return True  # none of the tenant's events at or after seq
+        except Exception as exc:
+            raise Unavailable(f"cannot read the log: {exc!r}") from exc
+        if event.seq is None or event.seq > until:
+            return True
+        try:
+            await js.get_msg(f"KV_{APPLIED_BUCKET}", subject=_mark(tenant, event.seq))
+        except NotFoundError:
+            return False
+        except Exception as exc:
+            raise Unavailable(f"cannot read the decided events: {exc!r}") from exc
+        seq = event.seq + 1
+    return False
 
 
 async def ensure_stream(js: JetStreamContext, config: StreamConfig, wait_s: float = 0.0) -> None:

@@ -218,10 +218,19 @@ class PullWorker(ABC):
     async def process(self, msgs: Sequence[Msg]) -> None:
         """Handle a batch and settle every message of it."""
         settlements = await self.handle(msgs)
+        decided: list[tuple[str, int]] = []
         for msg, settlement in zip(msgs, settlements, strict=True):
-            await self._settle(msg, settlement)
+            if await self._settle(msg, settlement) and settlement.tenant:
+                decided.append((settlement.tenant, msg.metadata.sequence.stream))
         await self._nc.flush()
         self.counters.batches += 1
+        if decided:
+            await self.on_decided(decided)
+
+    async def on_decided(self, decided: Sequence[tuple[str, int]]) -> None:
+        """Called with (tenant, stream sequence) of each message of a batch that was acked
+        or dead-lettered, after settling it. Most workers need nothing of it."""
+        return
 
     async def apply_decoded(
         self,
@@ -241,11 +250,12 @@ class PullWorker(ABC):
             out[k] = Settlement(outcome, reason, decoded[k].tenant)
         return out
 
-    async def _settle(self, msg: Msg, settlement: Settlement) -> None:
+    async def _settle(self, msg: Msg, settlement: Settlement) -> bool:
+        """Ack, dead-letter or nak; True when the message is decided (acked or termed)."""
         if settlement.outcome is Outcome.APPLIED:
             await msg.ack()
             self.counters.acked += 1
-            return
+            return True
         deliveries = msg.metadata.num_delivered
         sequence = msg.metadata.sequence.stream
         if settlement.outcome is Outcome.POISON:
@@ -259,7 +269,7 @@ class PullWorker(ABC):
                 self.log.warning(
                     "dead-lettered %s seq %d: %s", msg.subject, sequence, settlement.reason
                 )
-                return
+                return True
         delay = backoff_s(deliveries, self._settings.retry_base_s, self._settings.retry_max_s)
         await msg.nak(delay=delay)
         self.counters.retried += 1
@@ -271,6 +281,7 @@ class PullWorker(ABC):
             deliveries,
             settlement.reason,
         )
+        return False
 
     async def _dead_letter(self, msg: Msg, settlement: Settlement) -> None:
         md = msg.metadata

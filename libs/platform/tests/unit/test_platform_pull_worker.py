@@ -287,6 +287,30 @@ async def test_poison_whose_copy_cannot_be_stored_is_kept_and_retried(log: Log) 
     assert copy.headers[DELIVERIES_HEADER] == "2"
 
 
+async def test_decided_messages_are_reported_with_their_tenant_after_settling(log: Log) -> None:
+    outcomes = {1: Outcome.APPLIED, 2: Outcome.POISON, 3: Outcome.RETRY, 4: Outcome.APPLIED}
+
+    def decide(msg: Msg) -> Settlement:
+        seq = msg.metadata.sequence.stream
+        outcome = outcomes[seq] if msg.metadata.num_delivered == 1 else Outcome.APPLIED
+        return Settlement(outcome, "why", "" if seq == 4 else f"t{seq}")
+
+    class Reporting(Recorder):
+        decided: list[tuple[str, int]] = []
+
+        async def on_decided(self, decided: Sequence[tuple[str, int]]) -> None:
+            # Settled first: the ack floor already counts what is reported.
+            assert (await log.consumer())[0] >= 2
+            self.decided.extend(decided)
+
+    for n in range(1, 5):
+        await log.publish(n)
+    worker = await log.start(Reporting(log.nc, log.js, Tuning(), decide))
+    await until(lambda: len(worker.decided) == 3)
+    # The retry is reported only once decided; a message without a tenant never is.
+    assert sorted(worker.decided) == [("t1", 1), ("t2", 2), ("t3", 3)]
+
+
 async def test_stop_hands_back_what_was_delivered_but_not_started(log: Log) -> None:
     for n in range(1, 4):
         await log.publish(n)

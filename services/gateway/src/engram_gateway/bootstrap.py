@@ -208,7 +208,11 @@ def build_gateway(
         event_log,
         lookup,
         recall_cache,
-        WatermarkCache(event_log.watermark, settings.watermark_cache_ms / 1000.0),
+        WatermarkCache(
+            event_log.watermark,
+            settings.watermark_cache_ms / 1000.0,
+            decided=event_log.tenant_decided,
+        ),
         access,
         ReadConfig(
             limits=limits,

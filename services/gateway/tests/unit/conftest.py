@@ -271,6 +271,7 @@ class FakeLog:
         self.events: list[Published] = []
         self.by_event_id: dict[str, int] = {}
         self.applied = 0  # the watermark
+        self.decided: set[int] = set()  # sequences ingest decided above the watermark
         self.auto_watermark = True
         self.fail: Exception | None = None
         # Per publish: the error to fail it with (event, payload), None to take it.
@@ -353,6 +354,18 @@ class FakeLog:
         if self.fail is not None:
             raise Unavailable("log down")
         return self.applied
+
+    async def tenant_decided(self, tenant: str, after: int, until: int) -> bool:
+        if self.fail is not None:
+            raise Unavailable("log down")
+        events = self.events[after:until]
+        if not all(isinstance(p, Published) for p in events):
+            return False  # a test's placeholder event: never decided
+        return all(
+            p.sequence <= self.applied or p.sequence in self.decided
+            for p in events
+            if p.env.tenant == tenant
+        )
 
     async def last_sequence(self) -> int:
         return self.last

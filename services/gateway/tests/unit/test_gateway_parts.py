@@ -80,6 +80,38 @@ async def test_wait_for_polls_through_a_log_outage() -> None:
         await wm.wait_for(9, Deadline.within(0.05), poll_s=0.01)
 
 
+async def test_wait_for_passes_when_the_tenants_own_events_are_decided() -> None:
+    asked: list[tuple[str, int, int]] = []
+
+    async def read() -> int:
+        return 2  # held by another tenant's undecided event
+
+    async def decided(tenant: str, after: int, until: int) -> bool:
+        asked.append((tenant, after, until))
+        return tenant == "b"
+
+    wm = WatermarkCache(read, max_age_s=0, decided=decided)
+    assert await wm.wait_for(9, Deadline.within(2.0), poll_s=0.001, tenant="b") == 9
+    # What was learned is kept: the next wait asks only about the events after it.
+    assert await wm.wait_for(12, Deadline.within(2.0), poll_s=0.001, tenant="b") == 12
+    assert asked == [("b", 2, 9), ("b", 9, 12)]
+    with pytest.raises(DeadlineExceeded, match="min_sequence 9"):
+        await wm.wait_for(9, Deadline.within(0.05), poll_s=0.01, tenant="a")
+
+
+async def test_wait_for_falls_back_to_the_watermark_when_the_check_fails() -> None:
+    values = iter([1, 1, 5])
+
+    async def read() -> int:
+        return next(values, 5)
+
+    async def decided(tenant: str, after: int, until: int) -> bool:
+        raise Unavailable("log down")
+
+    wm = WatermarkCache(read, max_age_s=0, decided=decided)
+    assert await wm.wait_for(4, Deadline.within(2.0), poll_s=0.001, tenant="b") == 5
+
+
 def m(id: str, version: int = 1) -> Memory:
     return Memory(id=id, tenant="t", content=id, version=version)
 

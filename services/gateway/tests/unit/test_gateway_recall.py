@@ -226,6 +226,50 @@ async def test_min_sequence_waits_for_the_watermark(client: Any) -> None:
     assert [r.memory.id for r in answer.results] == [reply.id]
 
 
+async def test_min_sequence_passes_another_tenants_undecided_event(client: Any) -> None:
+    h = client.harness
+    h.log.auto_watermark = False
+
+    async def store(content: str, token: str) -> Any:
+        request = gateway_pb2.StoreRequest(memory=common_pb2.MemoryInput(content=content))
+        return await client.stub.Store(request, metadata=client.auth(token))
+
+    stuck = await store("a note ingest keeps retrying", "rw-token")  # holds the ack floor
+    mine = await store("globex tea order", "other")
+    h.log.decided.add(mine.sequence)
+    answer = await client.stub.Recall(
+        recall("tea order", min_sequence=mine.sequence), metadata=client.auth("other"), timeout=5
+    )
+    assert [r.memory.id for r in answer.results] == [mine.id]
+    with pytest.raises(grpc.aio.AioRpcError) as exc:  # acme's own event is not decided
+        await client.stub.Recall(
+            recall("note", min_sequence=stuck.sequence), metadata=client.auth(), timeout=0.3
+        )
+    assert exc.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+async def test_min_sequence_waits_for_the_tenants_earlier_undecided_event(client: Any) -> None:
+    h = client.harness
+    h.log.auto_watermark = False
+    request = gateway_pb2.StoreRequest(memory=common_pb2.MemoryInput(content="globex tea"))
+    first = await client.stub.Store(request, metadata=client.auth("other"))
+    request = gateway_pb2.StoreRequest(memory=common_pb2.MemoryInput(content="globex coffee"))
+    second = await client.stub.Store(request, metadata=client.auth("other"))
+    h.log.decided.add(second.sequence)  # decided, but the tenant's first write is not
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await client.stub.Recall(
+            recall("tea", min_sequence=second.sequence),
+            metadata=client.auth("other"),
+            timeout=0.3,
+        )
+    assert exc.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    h.log.decided.add(first.sequence)
+    answer = await client.stub.Recall(
+        recall("tea", min_sequence=second.sequence), metadata=client.auth("other"), timeout=5
+    )
+    assert first.id in [r.memory.id for r in answer.results]
+
+
 async def test_min_sequence_not_reached_is_deadline_exceeded(client: Any) -> None:
     h = client.harness
     h.log.auto_watermark = False

@@ -53,6 +53,14 @@ class IngestConsumer(PullWorker):
             events: Sequence[Decodable[Event]] = decoded  # mypy would infer object from the union
             return await self.apply_decoded(events, self._applier.apply)
 
+    async def on_decided(self, decided: Sequence[tuple[str, int]]) -> None:
+        # The marks let one tenant's read-your-writes wait pass other tenants' backlog; a
+        # missing mark only makes that wait fall back to the ack floor.
+        try:
+            await jsm.mark_decided(self._js, decided)
+        except Exception as exc:
+            self.log.warning("decided events not recorded: %s", exc)
+
     async def progress(self) -> str:
         return f"watermark={await jsm.watermark(self._js)}"
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from engram_core.errors import Unavailable
 from engram_core.model import Entity, Memory, Relation, UpsertResult
 from engram_core.ports import Embedder
 from engram_core.relations import relation_versions
@@ -40,6 +41,7 @@ class FakeStore:
         self.fail_next: list[BaseException] = []
         self.delay_s = 0.0
         self.barrier: asyncio.Barrier | None = None  # every store must enter before any leaves
+        self.down_for: set[str] = set()  # tenants whose writes fail as unavailable
 
     async def _enter(self, method: str, tenant: str, ids: Sequence[str], version: int = 0) -> None:
         self.calls.append(Call(method, tenant, tuple(ids), version))
@@ -49,6 +51,8 @@ class FakeStore:
             await self.barrier.wait()
         if self.fail_next:
             raise self.fail_next.pop(0)
+        if tenant in self.down_for:
+            raise Unavailable(f"{self.name} is down for {tenant}")
 
     def _put(self, tenant: str, memory: Memory) -> bool:
         held = self.rows.get((tenant, memory.id))

@@ -193,6 +193,29 @@ async def test_the_watermark_never_passes_an_unapplied_event(
             await until_watermark(js, 3)
 
 
+async def test_decided_events_are_marked_so_a_tenant_need_not_wait_for_the_ack_floor(
+    nats_server: NatsServer, stores: Stores
+) -> None:
+    stores.lexical.down_for.add("t1")  # t1's event is retried and holds the ack floor
+    async with log_connection(nats_server) as js:
+        held = await publish(js, jsm.MEMORY_STORED, stored(1, tenant="t1"), 1, tenant="t1")
+        mine = await publish(js, jsm.MEMORY_STORED, stored(2, tenant="t2"), 2, tenant="t2")
+        dead = await publish(js, jsm.MEMORY_STORED, stored(3, tenant="t2", content=" "), 3, "t2")
+        async with running(settings_for(nats_server), stores):
+
+            async def t2_decided() -> bool:
+                return await jsm.tenant_decided(js, "t2", 0, dead)
+
+            await until(t2_decided)  # applied (2) and dead-lettered (3) both count
+            assert await jsm.watermark(js) < held
+            assert not await jsm.tenant_decided(js, "t1", 0, mine)
+            stores.lexical.down_for.clear()
+            await until_watermark(js, dead)
+        assert await jsm.tenant_decided(js, "t1", 0, dead)
+        # A range holding none of the tenant's events is decided without a mark.
+        assert await jsm.tenant_decided(js, "t3", 0, dead)
+
+
 async def test_two_replicas_share_the_durable_and_split_the_work(
     nats_server: NatsServer, stores: Stores
 ) -> None:

@@ -123,5 +123,8 @@ class JetStreamLog:
     async def watermark(self) -> int:
         return await jetstream.watermark(self._js)
 
+    async def tenant_decided(self, tenant: str, after: int, until: int) -> bool:
+        return await jetstream.tenant_decided(self._js, tenant, after, until)
+
     async def last_sequence(self) -> int:
         return await jetstream.last_sequence(self._js)

@@ -155,6 +155,11 @@ class EventLog(Protocol):
 
     async def watermark(self) -> int: ...
 
+    async def tenant_decided(self, tenant: str, after: int, until: int) -> bool:
+        """Whether ingest has decided every event of ``tenant`` in (after, until], whatever
+        other tenants' events in that range wait for."""
+        ...
+
     async def last_sequence(self) -> int: ...
 
 

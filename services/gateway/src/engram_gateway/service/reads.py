@@ -459,7 +459,7 @@ class Reader:
         if result is None:
             epoch = self._recall_cache.epoch(tenant)
             if plan.min_sequence:
-                watermark = await self._wait(plan.min_sequence, deadline)
+                watermark = await self._wait(tenant, plan.min_sequence, deadline)
             elif written:
                 watermark = await self._applied()
             else:
@@ -484,7 +484,7 @@ class Reader:
             log.warning("watermark read failed: %s", exc)
             return 0
 
-    async def _wait(self, min_sequence: int, deadline: Deadline) -> int:
+    async def _wait(self, tenant: str, min_sequence: int, deadline: Deadline) -> int:
         seen = await self._applied()
         if seen >= min_sequence:
             return seen
@@ -499,7 +499,7 @@ class Reader:
                     "min_sequence", f"{min_sequence} is beyond the log's last sequence {last}"
                 )
         return await self._watermark.wait_for(
-            min_sequence, deadline, self._config.min_sequence_poll_s
+            min_sequence, deadline, self._config.min_sequence_poll_s, tenant
         )
 
     async def _modelled(self, tenant: str, plan: _Plan, deadline: Deadline) -> RecallResult:
