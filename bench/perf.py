@@ -150,6 +150,8 @@ async def ingest(stub: Any, docs: list[tuple[str, datetime]], batch: int) -> tup
             reply = await stub.StoreBatch(
                 gateway_pb2.StoreBatchRequest(memories=memories), metadata=AUTH, timeout=120
             )
+        if reply.failed:  # a partial batch would skew every figure after it
+            raise RuntimeError(f"StoreBatch stored all but {reply.failed} of {len(memories)}")
         return int(reply.sequence)
 
     seqs = await asyncio.gather(*(send(docs[i : i + batch]) for i in range(0, len(docs), batch)))

@@ -286,6 +286,8 @@ async def ingest(
                     memories=[memory_input(conv, t) for t in turns]
                 )
                 reply = await stub.StoreBatch(request, metadata=auth(conv.token), timeout=120)
+                if reply.failed:  # a partial batch would skew every figure after it
+                    raise RuntimeError(f"StoreBatch stored all but {reply.failed} of {len(turns)}")
                 sent += len(turns)
                 last = int(reply.sequence)
                 print(f"  ingest: stored {sent}/{total} (sequence {last})", flush=True)
