@@ -57,7 +57,7 @@ async def store_corpus(gateway: Stub, tag: str) -> tuple[list[str], int]:
     reply = await gateway.StoreBatch(
         gateway_pb2.StoreBatchRequest(memories=memories), metadata=AUTH
     )
-    assert len(reply.ids) == 100
+    assert (len(reply.ids), reply.failed) == (100, 0)
     return list(reply.ids), reply.sequence
 
 
