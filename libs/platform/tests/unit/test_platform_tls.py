@@ -14,6 +14,7 @@ import trustme
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pydantic import ValidationError
 
+from engram_platform import health
 from engram_platform.grpc_client import Channels, open_channel
 from engram_platform.grpc_server import RunningServer, start_server
 from engram_platform.settings import ClientTlsSettings, ServerTlsSettings, ServiceSettings
@@ -224,3 +225,18 @@ async def test_a_start_with_an_unusable_file_names_the_setting(
     with pytest.raises(TlsError, match=r"^client_tls\.ca_file: cannot read"):
         Channels(1024, ClientTlsSettings(ca_file=pki.root / "nope.pem"))
     assert servers == []
+
+
+async def test_the_health_probe_speaks_tls_when_asked(
+    pki: Pki, servers: list[RunningServer]
+) -> None:
+    pki.issue("server")
+    pki.issue("client")
+    port = await _start(servers, pki.server_tls(client_auth="require"))
+    address = f"{HOST}:{port}"
+    mtls = ["--ca", str(pki.ca_file), "--cert", str(pki.root / "client.crt")]
+    mtls += ["--key", str(pki.root / "client.key")]
+    # The probe blocks: off the loop, which serves the server it asks.
+    assert await asyncio.to_thread(health.main, [address, *mtls]) == 0
+    assert await asyncio.to_thread(health.main, [address, "--ca", str(pki.ca_file)]) == 1
+    assert await asyncio.to_thread(health.main, [address]) == 1
