@@ -110,7 +110,7 @@ async def start_server(
 ) -> RunningServer:
     """Start a server on settings.host:settings.port (0 = a free port) and mark it SERVING;
     TLS (mTLS) when settings.tls says so, its files checked before anything starts."""
-    credentials = server_credentials(settings.tls) if settings.tls.enabled else None
+    credentials = server_credentials(settings.tls) if settings.tls.on else None
     limit = settings.max_message_bytes
     options: list[tuple[str, int]] = [
         ("grpc.max_receive_message_length", limit),
@@ -140,7 +140,7 @@ async def start_server(
     for svc in ("", *service_names):
         await health_servicer.set(svc, health_pb2.HealthCheckResponse.SERVING)
     security = (
-        {"none": "TLS", "require": "mTLS"}[settings.tls.client_auth] if credentials else "plaintext"
+        "plaintext" if credentials is None else f"TLS, client_auth={settings.tls.client_auth}"
     )
     log.info("engram-%s serving on %s:%d (%s)", name, settings.host, port, security)
     return RunningServer(server=server, port=port, health=health_servicer)

@@ -59,7 +59,7 @@ class ServerTlsSettings(BaseModel):
         return self
 
     @property
-    def enabled(self) -> bool:
+    def on(self) -> bool:
         return self.cert_file is not None
 
 

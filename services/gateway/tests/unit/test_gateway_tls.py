@@ -71,7 +71,7 @@ def test_tls_settings_come_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENGRAM_GATEWAY_CLIENT_TLS__CA_FILE", "/tls/ca.crt")
     monkeypatch.setenv("ENGRAM_GATEWAY_CLIENT_TLS__SERVER_NAME", "engram.internal")
     s = Settings()
-    assert s.tls.enabled
+    assert s.tls.on
     assert s.tls.key_file == Path("/tls/tls.key")
     assert s.client_tls.on
     assert s.client_tls.server_name == "engram.internal"
