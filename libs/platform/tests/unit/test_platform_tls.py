@@ -14,8 +14,11 @@ import trustme
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pydantic import ValidationError
 
+from engram.common.v1 import common_pb2
+from engram.scoring.v1 import scoring_pb2, scoring_pb2_grpc
+from engram_core.errors import NotFound
 from engram_platform import health
-from engram_platform.grpc_client import Channels, open_channel
+from engram_platform.grpc_client import Channels, open_channel, translate_errors
 from engram_platform.grpc_server import RunningServer, start_server
 from engram_platform.settings import ClientTlsSettings, ServerTlsSettings, ServiceSettings
 from engram_platform.tls import TlsError, channel_credentials, labels
@@ -173,6 +176,45 @@ async def test_channels_follow_a_rotated_client_certificate(
         assert await _check(channel) == grpc.StatusCode.UNAVAILABLE
         pki.issue("client")  # now one of the server's CA, same stub and channel object
         assert await _check(channel) == grpc.StatusCode.OK
+    finally:
+        await channels.close()
+
+
+class _Scoring(scoring_pb2_grpc.ScoringServiceServicer):
+    async def Rank(  # noqa: N802 - generated name
+        self, request: scoring_pb2.RankRequest, context: object
+    ) -> scoring_pb2.RankResponse:
+        if request.query == "missing":
+            raise NotFound("memory 42 not found")
+        memory = common_pb2.Memory(id="m1", content=request.query)
+        return scoring_pb2.RankResponse(results=[common_pb2.ScoredMemory(memory=memory)])
+
+
+async def test_a_service_client_over_mtls_channels_keeps_its_error_mapping(
+    pki: Pki, servers: list[RunningServer]
+) -> None:
+    pki.issue("server")
+    pki.issue("client")
+    settings = ServiceSettings(host=HOST, port=0, tls=pki.server_tls(client_auth="require"))
+    service = scoring_pb2.DESCRIPTOR.services_by_name["ScoringService"].full_name
+    running = await start_server(
+        "scoring",
+        settings,
+        lambda s: scoring_pb2_grpc.add_ScoringServiceServicer_to_server(_Scoring(), s),
+        [service],
+    )
+    servers.append(running)
+    tls = ClientTlsSettings(
+        ca_file=pki.ca_file, cert_file=pki.root / "client.crt", key_file=pki.root / "client.key"
+    )
+    channels = Channels(1024 * 1024, tls)
+    stub = scoring_pb2_grpc.ScoringServiceStub(channels.open(f"{HOST}:{running.port}"))
+    try:
+        reply = await stub.Rank(scoring_pb2.RankRequest(query="q"), timeout=10)
+        assert [r.memory.id for r in reply.results] == ["m1"]
+        with pytest.raises(NotFound):
+            async with translate_errors("scoring"):
+                await stub.Rank(scoring_pb2.RankRequest(query="missing"), timeout=10)
     finally:
         await channels.close()
 
