@@ -15,6 +15,7 @@ from google.protobuf.message import Message
 
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
+from engram_platform.tls_flags import add_tls_flags, flag_credentials, flag_options
 
 _DEFAULT_LIMIT = 5
 
@@ -23,6 +24,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="engram", description="Talk to an Engram gateway.")
     p.add_argument("--addr", default=os.environ.get("ENGRAM_ADDR", "127.0.0.1:50051"))
     p.add_argument("--token", default=os.environ.get("ENGRAM_TOKEN", "dev-token"))
+    add_tls_flags(p)
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("store", help="store one memory")
     s.add_argument("content", nargs="?", help="the text (or `content` in --memory)")
@@ -97,6 +99,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--poll", type=float, default=2.0, help="seconds between two looks (--wait)")
     return p
+
+
+def _channel(args: argparse.Namespace) -> grpc.aio.Channel:
+    if args.credentials is None:
+        return grpc.aio.insecure_channel(args.addr)
+    return grpc.aio.secure_channel(args.addr, args.credentials, flag_options(args))
 
 
 _STORES = ("vector", "lexical", "graph")
@@ -242,7 +250,7 @@ async def _follow(
 
 async def _run(args: argparse.Namespace) -> Message:
     metadata = (("authorization", f"Bearer {args.token}"),)
-    async with grpc.aio.insecure_channel(args.addr) as channel:
+    async with _channel(args) as channel:
         stub = gateway_pb2_grpc.MemoryServiceStub(channel)
         call: Any
         if args.cmd == "consolidate" and args.wait:
@@ -284,6 +292,10 @@ def main(argv: list[str] | None = None) -> int:
             "--wait follows a run: not with --dry-run (its report comes at once) or status"
         )
     args.ok = True
+    try:
+        args.credentials = flag_credentials(args)
+    except ValueError as err:  # a TlsError too: it names the flag
+        parser.error(str(err))
     build = {"store": store_request, "recall": recall_request}.get(args.cmd)
     if build is not None:
         try:

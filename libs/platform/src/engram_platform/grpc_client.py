@@ -9,7 +9,11 @@ from typing import Any
 import grpc
 
 from engram_platform.errors import from_rpc_error
+from engram_platform.reloading import Reloading
+from engram_platform.rotating_channel import RotatingChannel
+from engram_platform.settings import ClientTlsSettings
 from engram_platform.telemetry import inject_context
+from engram_platform.tls import reloading_channel_credentials
 
 
 def _with_trace(details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
@@ -42,8 +46,14 @@ class _TraceStreamUnary(grpc.aio.StreamUnaryClientInterceptor):
 BALANCED_SCHEMES = ("dns:", "ipv4:", "ipv6:")
 
 
-def open_channel(target: str, max_message_bytes: int = 8 * 1024 * 1024) -> grpc.aio.Channel:
-    """A channel with trace propagation and the message limit.
+def open_channel(
+    target: str,
+    max_message_bytes: int = 8 * 1024 * 1024,
+    credentials: grpc.ChannelCredentials | None = None,
+    server_name: str = "",
+) -> grpc.aio.Channel:
+    """A channel with trace propagation and the message limit; TLS with ``credentials``,
+    the server's certificate checked against ``server_name`` when given, else the host.
 
     A target naming a resolver (``dns:///vector.engram.svc:50051``, a headless Kubernetes
     Service; ``ipv4:10.0.0.1:50051,10.0.0.2:50051``) spreads its calls round robin over
@@ -62,9 +72,12 @@ def open_channel(target: str, max_message_bytes: int = 8 * 1024 * 1024) -> grpc.
             ("grpc.max_reconnect_backoff_ms", 1_000),
             ("grpc.dns_min_time_between_resolutions_ms", 1_000),
         ]
-    return grpc.aio.insecure_channel(
-        target, options=options, interceptors=[_TraceUnary(), _TraceStreamUnary()]
-    )
+    interceptors = [_TraceUnary(), _TraceStreamUnary()]
+    if credentials is None:
+        return grpc.aio.insecure_channel(target, options=options, interceptors=interceptors)
+    if server_name:
+        options.append(("grpc.ssl_target_name_override", server_name))
+    return grpc.aio.secure_channel(target, credentials, options, interceptors=interceptors)
 
 
 @asynccontextmanager
@@ -82,14 +95,30 @@ async def call(target: str, awaitable: Awaitable[Any]) -> Any:
 
 
 class Channels:
-    """Channels opened on demand with one message limit, closed together at shutdown."""
+    """Channels opened on demand with one message limit and TLS, closed together at shutdown.
 
-    def __init__(self, max_message_bytes: int) -> None:
+    With TLS the files are read here (a broken one stops the start, naming its setting)
+    and looked at again at most every ``tls.reload_s`` by a call; once they changed, that
+    call and the later ones go over a new channel with the new files (`RotatingChannel`).
+    """
+
+    def __init__(self, max_message_bytes: int, tls: ClientTlsSettings | None = None) -> None:
         self._limit = max_message_bytes
         self._open: list[grpc.aio.Channel] = []
+        self._server_name = tls.server_name if tls is not None else ""
+        self._credentials: Reloading[grpc.ChannelCredentials] | None = None
+        if tls is not None and tls.on:
+            self._credentials = reloading_channel_credentials(tls)
 
     def open(self, target: str) -> grpc.aio.Channel:
-        channel = open_channel(target, max_message_bytes=self._limit)
+        channel: grpc.aio.Channel
+        if self._credentials is None:
+            channel = open_channel(target, max_message_bytes=self._limit)
+        else:
+            channel = RotatingChannel(
+                lambda creds: open_channel(target, self._limit, creds, self._server_name),
+                self._credentials,
+            )
         self._open.append(channel)
         return channel
 

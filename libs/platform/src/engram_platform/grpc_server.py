@@ -20,6 +20,7 @@ from engram_core.errors import EngramError
 from engram_platform.errors import status_code, trailing_metadata
 from engram_platform.settings import ServiceSettings
 from engram_platform.telemetry import extract_context
+from engram_platform.tls import server_credentials
 
 log = logging.getLogger(__name__)
 Register = Callable[[grpc.aio.Server], None]
@@ -107,7 +108,9 @@ async def start_server(
     register: Register,
     service_names: Sequence[str],
 ) -> RunningServer:
-    """Start a server on settings.host:settings.port (0 = a free port) and mark it SERVING."""
+    """Start a server on settings.host:settings.port (0 = a free port) and mark it SERVING;
+    TLS (mTLS) when settings.tls says so, its files checked before anything starts."""
+    credentials = server_credentials(settings.tls) if settings.tls.on else None
     limit = settings.max_message_bytes
     options: list[tuple[str, int]] = [
         ("grpc.max_receive_message_length", limit),
@@ -126,13 +129,20 @@ async def start_server(
     reflection.enable_server_reflection(
         [*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
     )
-    port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+    address = f"{settings.host}:{settings.port}"
+    if credentials is None:
+        port = server.add_insecure_port(address)
+    else:
+        port = server.add_secure_port(address, credentials)
     if port == 0:
         raise OSError(f"engram-{name}: cannot bind {settings.host}:{settings.port}")
     await server.start()
     for svc in ("", *service_names):
         await health_servicer.set(svc, health_pb2.HealthCheckResponse.SERVING)
-    log.info("engram-%s serving on %s:%d", name, settings.host, port)
+    security = (
+        "plaintext" if credentials is None else f"TLS, client_auth={settings.tls.client_auth}"
+    )
+    log.info("engram-%s serving on %s:%d (%s)", name, settings.host, port, security)
     return RunningServer(server=server, port=port, health=health_servicer)
 
 

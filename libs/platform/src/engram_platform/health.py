@@ -15,14 +15,27 @@ from collections.abc import Sequence
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from engram_platform.tls_flags import add_tls_flags, flag_credentials, flag_options
+
 SERVING = "SERVING"
 
 
-def status(address: str, service: str = "", timeout_s: float = 5.0) -> str:
+def status(
+    address: str,
+    service: str = "",
+    timeout_s: float = 5.0,
+    credentials: grpc.ChannelCredentials | None = None,
+    options: list[tuple[str, str]] | None = None,
+) -> str:
     """The status ``address`` gives ``service`` ("" is the server as a whole): SERVING or
     NOT_SERVING, else the call's error code (NOT_FOUND: the server does not serve that
-    name; UNAVAILABLE: nothing answers there; DEADLINE_EXCEEDED: too slow)."""
-    with grpc.insecure_channel(address) as channel:
+    name; UNAVAILABLE: nothing answers there, or not in the TLS asked for;
+    DEADLINE_EXCEEDED: too slow). TLS with ``credentials``."""
+    if credentials is None:
+        opened = grpc.insecure_channel(address, options)
+    else:
+        opened = grpc.secure_channel(address, credentials, options)
+    with opened as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
             reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout_s)
@@ -37,8 +50,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("address", help="host:port")
     parser.add_argument("service", nargs="?", default="", help='service name ("": the server)')
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait")
+    add_tls_flags(parser)
     args = parser.parse_args(argv)
-    got = status(args.address, args.service, args.timeout)
+    try:
+        credentials = flag_credentials(args)
+    except ValueError as err:
+        parser.error(str(err))
+    got = status(args.address, args.service, args.timeout, credentials, flag_options(args))
     print(f"{args.address} {args.service or '(server)'}: {got}")
     return 0 if got == SERVING else 1
 

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Most items (memories, ids, updates) one store RPC takes: vector's fixed limit and the
@@ -25,6 +25,83 @@ def engram_home() -> Path:
 
 def default_data_dir() -> Path:
     return engram_home() / "data"
+
+
+class ServerTlsSettings(BaseModel):
+    """TLS of a gRPC server (``ENGRAM_<SERVICE>_TLS__CERT_FILE`` …); off while cert_file is
+    unset. The files are read again when they change: a new connection gets the new ones."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cert_file: Path | None = Field(
+        None, description="PEM certificate chain the server presents; set, the server speaks TLS."
+    )
+    key_file: Path | None = Field(None, description="PEM private key of cert_file.")
+    ca_file: Path | None = Field(
+        None, description="PEM CA bundle that client certificates must chain to (mTLS)."
+    )
+    # grpcio offers no "request but do not require" mode, so there is no "optional".
+    client_auth: Literal["none", "require"] = Field(
+        "none",
+        description="require: a client without a certificate signed by ca_file is refused "
+        "(mTLS); none: no client certificate is asked for.",
+    )
+
+    @model_validator(mode="after")
+    def _complete(self) -> ServerTlsSettings:
+        if (self.cert_file is None) != (self.key_file is None):
+            missing = "key_file" if self.key_file is None else "cert_file"
+            raise ValueError(f"tls.{missing} is required: TLS needs cert_file and key_file")
+        if self.cert_file is None and (self.ca_file is not None or self.client_auth != "none"):
+            raise ValueError("tls.ca_file and tls.client_auth need tls.cert_file and key_file")
+        if self.client_auth == "require" and self.ca_file is None:
+            raise ValueError("tls.ca_file is required with tls.client_auth = require")
+        return self
+
+    @property
+    def on(self) -> bool:
+        return self.cert_file is not None
+
+
+class ClientTlsSettings(BaseModel):
+    """TLS of the channels a service opens to the others (``ENGRAM_<SERVICE>_CLIENT_TLS__…``).
+    Changed files are read again at most every reload_s and used by a new channel."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = Field(
+        False,
+        description="Speak TLS (implied by ca_file or cert_file); without ca_file the "
+        "server is checked against the system's CAs.",
+    )
+    ca_file: Path | None = Field(
+        None, description="PEM CA bundle the servers' certificates chain to."
+    )
+    cert_file: Path | None = Field(
+        None, description="PEM certificate chain presented to servers that require one (mTLS)."
+    )
+    key_file: Path | None = Field(None, description="PEM private key of cert_file.")
+    server_name: str = Field(
+        "",
+        description="Name the server certificates are checked against instead of the "
+        "target's host (one certificate for every internal service).",
+    )
+    reload_s: float = Field(
+        5.0,
+        ge=0,
+        description="Seconds between two looks at the files, on the call path; 0: every call.",
+    )
+
+    @model_validator(mode="after")
+    def _complete(self) -> ClientTlsSettings:
+        if (self.cert_file is None) != (self.key_file is None):
+            missing = "key_file" if self.key_file is None else "cert_file"
+            raise ValueError(f"client_tls.{missing} is required: mTLS needs cert_file and key_file")
+        return self
+
+    @property
+    def on(self) -> bool:
+        return self.enabled or self.ca_file is not None or self.cert_file is not None
 
 
 class ServiceSettings(BaseSettings):
@@ -50,6 +127,9 @@ class ServiceSettings(BaseSettings):
         ge=0,
         description="Close a client connection this long after it opened (after grace_s for "
         "its calls), so clients resolve the address again and reach new replicas; 0: never.",
+    )
+    tls: ServerTlsSettings = Field(
+        default_factory=ServerTlsSettings, description="TLS and mTLS of the gRPC server; off."
     )
 
 
@@ -81,6 +161,9 @@ class WorkerSettings(ServiceSettings):
     vector_addr: str = Field("127.0.0.1:50052", description="host:port of the vector service.")
     lexical_addr: str = Field("127.0.0.1:50053", description="host:port of the lexical service.")
     graph_addr: str = Field("127.0.0.1:50054", description="host:port of the graph service.")
+    client_tls: ClientTlsSettings = Field(
+        default_factory=ClientTlsSettings, description="TLS of the channels to the stores; off."
+    )
     batch_size: int = Field(64, ge=1, le=4096, description="Most events handled at once.")
     fetch_timeout_s: float = Field(
         1.0,

@@ -154,7 +154,7 @@ def build(
     maintenance: Callable[[Stores], Maintenance] | None = None,
     marks: ChangeMarks | None = None,
 ) -> Consolidate:
-    channels = Channels(settings.max_message_bytes)
+    channels = Channels(settings.max_message_bytes, settings.client_tls)
     closers: list[Callable[[], Awaitable[None]]] = []
     v: VectorAll = (
         vector if vector is not None else VectorClient(channels.open(settings.vector_addr))
@@ -313,7 +313,7 @@ async def open_consolidate(settings: Settings, js: JetStreamContext) -> Consolid
     kv = await open_bucket(js, settings.nats.stream_replicas)
     tenants = LogTenants(js)
     state = NatsStateLog(js, kv)
-    channels = Channels(settings.max_message_bytes)
+    channels = Channels(settings.max_message_bytes, settings.client_tls)
     vector = VectorClient(channels.open(settings.vector_addr))
     lexical = LexicalClient(channels.open(settings.lexical_addr))
     graph = GraphClient(channels.open(settings.graph_addr))

@@ -2,8 +2,11 @@
 
 Sources: a JSON file (``[{"sha256": "<hex>", "tenant": "...", "scopes": ["read", ...]}]``)
 and a dev string ``"<token>=<tenant>:<scope>+<scope>;..."``. Nothing configured means no
-token is valid. ``admin`` implies ``read`` and ``write``. The tenant ``*`` (every tenant)
-is only for AdminService calls that name their tenant.
+token is valid. The file is read again when it changes (looked at on the request path at
+most every ``reload_s``): a token added works and a token removed stops working without a
+restart; a file that no longer parses is logged and the tokens read before stay.
+``admin`` implies ``read`` and ``write``. The tenant ``*`` (every tenant) is only for
+AdminService calls that name their tenant.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -19,6 +23,7 @@ from typing import Any
 
 from engram_core.errors import InvalidArgument, PermissionDenied, Unauthenticated
 from engram_platform.jetstream import TENANT_RE
+from engram_platform.reloading import Reloading
 
 ALL_TENANTS = "*"
 
@@ -97,26 +102,47 @@ def parse_token_file(path: Path) -> list[tuple[str, Principal]]:
     return out
 
 
+def _entries(entries: Sequence[tuple[str, Principal]]) -> list[_Entry]:
+    return [_Entry(bytes.fromhex(d), p) for d, p in entries]
+
+
 class Authenticator:
-    def __init__(self, entries: Sequence[tuple[str, Principal]]) -> None:
-        self._entries = [_Entry(bytes.fromhex(d), p) for d, p in entries]
+    def __init__(
+        self,
+        entries: Sequence[tuple[str, Principal]],
+        token_file: Reloading[list[_Entry]] | None = None,
+    ) -> None:
+        self._fixed = _entries(entries)
+        self._file = token_file
 
     @classmethod
-    def from_sources(cls, token_string: str = "", token_file: Path | None = None) -> Authenticator:
-        entries = parse_token_string(token_string)
+    def from_sources(
+        cls,
+        token_string: str = "",
+        token_file: Path | None = None,
+        reload_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> Authenticator:
+        """The file, when given, is read here (a broken one stops the start) and again
+        when it changes, looked at on the request path at most every ``reload_s``."""
+        source = None
         if token_file is not None:
-            entries += parse_token_file(token_file)
-        return cls(entries)
+            path = token_file
+            source = Reloading([path], lambda: _entries(parse_token_file(path)), reload_s, clock)
+        return cls(parse_token_string(token_string), source)
+
+    def _current(self) -> list[_Entry]:
+        return self._fixed if self._file is None else [*self._fixed, *self._file.get()]
 
     @property
     def configured(self) -> bool:
-        return bool(self._entries)
+        return bool(self._current())
 
     def identify(self, token: str) -> Principal | None:
         digest = hashlib.sha256(token.encode("utf-8")).digest()
         found = None
         # Every entry is compared, in constant time, so timing says nothing about which matched.
-        for entry in self._entries:
+        for entry in self._current():
             if hmac.compare_digest(entry.digest, digest):
                 found = entry.principal
         return found

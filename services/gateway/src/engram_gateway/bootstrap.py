@@ -160,7 +160,9 @@ def build_models(settings: Settings, transport: httpx.AsyncBaseTransport | None 
 
 
 def build_authenticator(settings: Settings) -> Authenticator:
-    auth = Authenticator.from_sources(settings.tokens.get_secret_value(), settings.tokens_file)
+    auth = Authenticator.from_sources(
+        settings.tokens.get_secret_value(), settings.tokens_file, settings.tokens_reload_s
+    )
     if not auth.configured:
         log.warning("no tokens configured: every call will be refused as UNAUTHENTICATED")
     return auth
@@ -305,7 +307,7 @@ async def open_gateway(settings: Settings) -> tuple[Gateway, Callable[[], Awaita
     """
     # First: it opens no connection yet, but fails fast on a missing password file.
     coordination = open_coordination(settings.cache, max_entries=settings.cache_max_entries)
-    channels = Channels(settings.max_message_bytes)
+    channels = Channels(settings.max_message_bytes, settings.client_tls)
     nc, js = await jetstream.connect(settings.nats, "gateway")
     try:
         await jetstream.ensure_streams(js, settings.nats)

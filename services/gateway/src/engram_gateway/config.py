@@ -20,6 +20,7 @@ from engram_platform.settings import (
     SEARCH_MANY_MAX_FILTERS,
     SEARCH_MANY_MAX_HITS,
     CacheSettings,
+    ClientTlsSettings,
     NatsSettings,
     ServiceSettings,
 )
@@ -144,6 +145,10 @@ class Settings(ServiceSettings):
     lexical_addr: str = Field("127.0.0.1:50062", description="host:port of the lexical service.")
     graph_addr: str = Field("127.0.0.1:50063", description="host:port of the graph service.")
     scoring_addr: str = Field("127.0.0.1:50064", description="host:port of the scoring service.")
+    client_tls: ClientTlsSettings = Field(
+        default_factory=ClientTlsSettings,
+        description="TLS of the channels to vector, lexical, graph and scoring; off.",
+    )
 
     # Auth
     tokens: SecretStr = Field(
@@ -151,7 +156,15 @@ class Settings(ServiceSettings):
         description='Dev tokens "<token>=<tenant>:<scope>+<scope>;..." (prefer tokens_file).',
     )
     tokens_file: Path | None = Field(
-        None, description="JSON list of {sha256, tenant, scopes}: tokens hashed at rest."
+        None,
+        description="JSON list of {sha256, tenant, scopes}: tokens hashed at rest; read again "
+        "when it changes, so tokens are added and revoked without a restart.",
+    )
+    tokens_reload_s: float = Field(
+        5.0,
+        ge=0,
+        description="Most seconds between two looks at tokens_file (on the request path); "
+        "a revoked token works at most this long; 0: every call.",
     )
 
     # Limits (issue 2 §9)
