@@ -37,7 +37,7 @@ def build(
     graph: GraphWriter | None = None,
 ) -> Ingest:
     """The applier over the given or configured parts. The local model(s) load here."""
-    channels = Channels(settings.max_message_bytes)
+    channels = Channels(settings.max_message_bytes, settings.client_tls)
     if next_embedder is None and settings.next_embed is not None:
         next_embedder = make_embedder(settings.next_embed)
 
