@@ -3,7 +3,8 @@
 Sources: a JSON file (``[{"sha256": "<hex>", "tenant": "...", "scopes": ["read", ...]}]``)
 and a dev string ``"<token>=<tenant>:<scope>+<scope>;..."``. Nothing configured means no
 token is valid. ``admin`` implies ``read`` and ``write``. The tenant ``*`` (every tenant)
-is only for AdminService calls that name their tenant.
+makes a cluster-admin token: only it may call what reaches beyond one tenant (Rebuild,
+RebuildStatus), and it acts on another tenant only where a call names one.
 """
 
 from __future__ import annotations
@@ -161,3 +162,12 @@ def target_tenant(principal: Principal, requested: str) -> str:
     if not TENANT_RE.match(wanted):
         raise InvalidArgument("tenant", f"must match {TENANT_RE.pattern}")
     return wanted
+
+
+def require_cluster(principal: Principal, what: str) -> None:
+    """``what`` reaches beyond one tenant: only a cluster-admin token (tenant ``*``) may."""
+    if principal.tenant != ALL_TENANTS:
+        raise PermissionDenied(
+            f"{what} acts on every tenant: it needs a cluster-admin token (tenant "
+            f"{ALL_TENANTS!r}), not a token of tenant {principal.tenant!r}"
+        )

@@ -341,6 +341,24 @@ class FakeLog:
         return self.last
 
 
+class FakeTenantLog:
+    """What the log holds per tenant, read off a FakeLog (access events are another
+    stream); dead letters as a test sets them."""
+
+    def __init__(self, log: FakeLog) -> None:
+        self.log = log
+        self.letters: dict[str, int] = {}
+
+    async def last_sequence(self, tenant: str) -> int:
+        mine = (p.sequence for p in self.log.events if p.env.tenant == tenant)
+        return max((s for s in mine if self.log.events[s - 1].event != "accessed"), default=0)
+
+    async def dead_letters(self, tenant: str) -> int:
+        if self.log.fail is not None:
+            raise self.log.fail
+        return self.letters.get(tenant, 0)
+
+
 @dataclass
 class Harness:
     """Everything behind one gateway; tests reach helpers through it (importlib mode
@@ -355,6 +373,7 @@ class Harness:
     cache: MemoryCache
     settings: Settings
     gateway: Gateway
+    tenant_log: FakeTenantLog
     tenant: str = TENANT
     memory = staticmethod(memory)
     settings_with = staticmethod(lambda **kw: make_settings(**kw))
@@ -382,9 +401,17 @@ def make_harness(settings: Settings | None = None, ids: Callable[[], str] | None
     ranker = FakeRanker()
     log = FakeLog(world)
     cache = MemoryCache()
+    tenant_log = FakeTenantLog(log)
     extra: dict[str, Any] = {"ids": ids} if ids else {}
-    gateway = build_gateway(settings, Backends(vector, lexical, graph, ranker), log, cache, **extra)
-    return Harness(world, vector, lexical, graph, ranker, log, cache, settings, gateway)
+    gateway = build_gateway(
+        settings,
+        Backends(vector, lexical, graph, ranker),
+        log,
+        cache,
+        tenant_log=tenant_log,
+        **extra,
+    )
+    return Harness(world, vector, lexical, graph, ranker, log, cache, settings, gateway, tenant_log)
 
 
 @pytest.fixture

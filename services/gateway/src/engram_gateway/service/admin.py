@@ -168,7 +168,10 @@ class Admin:
         return run_id
 
     async def maintenance(self, tenant: str, deadline: Deadline) -> Maintenance:
+        """The rebuilds, and ``tenant``'s syncs ("": none)."""
         rebuilds = await self._statuses(GLOBAL, [f"{REBUILD_PREFIX}{s}" for s in STORES], deadline)
+        if not tenant:
+            return Maintenance(rebuilds, [])
         syncs = await self._statuses(tenant, [f"{SYNC_PREFIX}{s}" for s in STORES], deadline)
         return Maintenance(rebuilds, syncs)
 

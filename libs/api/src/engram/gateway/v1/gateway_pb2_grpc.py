@@ -31,6 +31,8 @@ class MemoryServiceStub:
     Every RPC may also return UNAUTHENTICATED (no or unknown token),
     PERMISSION_DENIED (scope missing), RESOURCE_EXHAUSTED (message too large)
     and INTERNAL (never with a stack trace).
+    The `sequence` of a write's reply is an opaque token: pass it as Recall's min_sequence
+    to read the write back; do not compare it across writes or read a volume into it.
     """
 
     def __init__(self, channel):
@@ -97,6 +99,8 @@ class MemoryServiceServicer:
     Every RPC may also return UNAUTHENTICATED (no or unknown token),
     PERMISSION_DENIED (scope missing), RESOURCE_EXHAUSTED (message too large)
     and INTERNAL (never with a stack trace).
+    The `sequence` of a write's reply is an opaque token: pass it as Recall's min_sequence
+    to read the write back; do not compare it across writes or read a volume into it.
     """
 
     def Store(self, request, context):
@@ -172,8 +176,12 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Stats(self, request, context):
-        """Per-store counts for the caller's tenant and the applied watermark.
-        Codes: OK, UNAVAILABLE.
+        """Per-store counts for the caller's tenant, its dead letters and the applied watermark.
+        The log positions are the tenant's own: last_sequence is its latest event's sequence
+        and watermark is capped there, so nothing shows other tenants' write volume. A
+        cluster-admin token (tenant "*") names the tenant and sees the log's own positions.
+        Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED (tenant named without a
+        cluster-admin token), UNAVAILABLE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -246,6 +254,8 @@ class MemoryService:
     Every RPC may also return UNAUTHENTICATED (no or unknown token),
     PERMISSION_DENIED (scope missing), RESOURCE_EXHAUSTED (message too large)
     and INTERNAL (never with a stack trace).
+    The `sequence` of a write's reply is an opaque token: pass it as Recall's min_sequence
+    to read the write back; do not compare it across writes or read a volume into it.
     """
 
     @staticmethod

@@ -32,6 +32,8 @@ class MemoryServiceStub:
     Every RPC may also return UNAUTHENTICATED (no or unknown token),
     PERMISSION_DENIED (scope missing), RESOURCE_EXHAUSTED (message too large)
     and INTERNAL (never with a stack trace).
+    The `sequence` of a write's reply is an opaque token: pass it as Recall's min_sequence
+    to read the write back; do not compare it across writes or read a volume into it.
     """
 
     @_typing.overload
@@ -73,8 +75,12 @@ class MemoryServiceStub:
     Codes: OK, INVALID_ARGUMENT (depth, types, limit), NOT_FOUND, UNAVAILABLE.
     """
     Stats: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.StatsRequest, _gateway_pb2.StatsResponse]
-    """Per-store counts for the caller's tenant and the applied watermark.
-    Codes: OK, UNAVAILABLE.
+    """Per-store counts for the caller's tenant, its dead letters and the applied watermark.
+    The log positions are the tenant's own: last_sequence is its latest event's sequence
+    and watermark is capped there, so nothing shows other tenants' write volume. A
+    cluster-admin token (tenant "*") names the tenant and sees the log's own positions.
+    Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED (tenant named without a
+    cluster-admin token), UNAVAILABLE.
     """
 
 @_typing.type_check_only
@@ -84,6 +90,8 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     Every RPC may also return UNAUTHENTICATED (no or unknown token),
     PERMISSION_DENIED (scope missing), RESOURCE_EXHAUSTED (message too large)
     and INTERNAL (never with a stack trace).
+    The `sequence` of a write's reply is an opaque token: pass it as Recall's min_sequence
+    to read the write back; do not compare it across writes or read a volume into it.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -122,8 +130,12 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     Codes: OK, INVALID_ARGUMENT (depth, types, limit), NOT_FOUND, UNAVAILABLE.
     """
     Stats: _aio.UnaryUnaryMultiCallable[_gateway_pb2.StatsRequest, _gateway_pb2.StatsResponse]  # type: ignore[assignment]
-    """Per-store counts for the caller's tenant and the applied watermark.
-    Codes: OK, UNAVAILABLE.
+    """Per-store counts for the caller's tenant, its dead letters and the applied watermark.
+    The log positions are the tenant's own: last_sequence is its latest event's sequence
+    and watermark is capped there, so nothing shows other tenants' write volume. A
+    cluster-admin token (tenant "*") names the tenant and sees the log's own positions.
+    Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED (tenant named without a
+    cluster-admin token), UNAVAILABLE.
     """
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -132,6 +144,8 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     Every RPC may also return UNAUTHENTICATED (no or unknown token),
     PERMISSION_DENIED (scope missing), RESOURCE_EXHAUSTED (message too large)
     and INTERNAL (never with a stack trace).
+    The `sequence` of a write's reply is an opaque token: pass it as Recall's min_sequence
+    to read the write back; do not compare it across writes or read a volume into it.
     """
 
     @_abc_1.abstractmethod
@@ -228,8 +242,12 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _gateway_pb2.StatsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.StatsResponse, _abc.Awaitable[_gateway_pb2.StatsResponse]]:
-        """Per-store counts for the caller's tenant and the applied watermark.
-        Codes: OK, UNAVAILABLE.
+        """Per-store counts for the caller's tenant, its dead letters and the applied watermark.
+        The log positions are the tenant's own: last_sequence is its latest event's sequence
+        and watermark is capped there, so nothing shows other tenants' write volume. A
+        cluster-admin token (tenant "*") names the tenant and sees the log's own positions.
+        Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED (tenant named without a
+        cluster-admin token), UNAVAILABLE.
         """
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
