@@ -260,6 +260,7 @@ async def _follow(
                 print(_progress(name.lower(), run), file=sys.stderr, flush=True)
         if len(mine) == len(started.passes) and all(r.state in _FINISHED for r in mine.values()):
             del status.passes[:]
+            del status.syncs[:]
             status.passes.extend(admin_pb2.PassStatus(mode=m, last_run=r) for m, r in mine.items())
             ok = all(r.state == admin_pb2.PASS_STATE_SUCCEEDED for r in mine.values())
             return status, ok

@@ -86,8 +86,9 @@ class AdminHandlers(admin_pb2_grpc.AdminServiceServicer):
         self, request: admin_pb2.ConsolidationStatusRequest, context: Context
     ) -> admin_pb2.ConsolidationStatusResponse:
         tenant = await self._tenant(context, request.tenant)
-        statuses = await self._admin.status(tenant, self._deadline(context))
-        return status_to_proto(tenant, statuses)
+        deadline = self._deadline(context)
+        statuses = await self._admin.status(tenant, deadline)
+        return status_to_proto(tenant, statuses, await self._admin.syncs(tenant, deadline))
 
     async def Sync(  # noqa: N802
         self, request: admin_pb2.SyncRequest, context: Context

@@ -103,7 +103,7 @@ def consolidation_to_proto(out: Consolidation) -> admin_pb2.ConsolidateResponse:
 
 
 def status_to_proto(
-    tenant: str, statuses: list[PassStatus]
+    tenant: str, statuses: list[PassStatus], syncs: list[PassStatus]
 ) -> admin_pb2.ConsolidationStatusResponse:
     passes = []
     for s in statuses:
@@ -113,7 +113,9 @@ def status_to_proto(
         if s.last_dry_run is not None:
             item.last_dry_run.CopyFrom(pass_run_to_proto(s.last_dry_run))
         passes.append(item)
-    return admin_pb2.ConsolidationStatusResponse(tenant=tenant, passes=passes)
+    return admin_pb2.ConsolidationStatusResponse(
+        tenant=tenant, passes=passes, syncs=[_store_status(s) for s in syncs]
+    )
 
 
 # --- Sync, Rebuild, RebuildStatus ------------------------------------------------------------

@@ -487,6 +487,12 @@ async def test_what_spans_tenants_needs_a_cluster_admin_token(admin: Admin) -> N
     # Without a tenant a cluster admin sees the rebuilds and no tenant's syncs.
     reply = await admin.stub.RebuildStatus(admin_pb2.RebuildStatusRequest(), metadata=ROOT)
     assert (len(reply.rebuilds), len(reply.syncs), reply.tenant) == (3, 0, "")
-    # A tenant admin keeps what concerns its tenant alone.
+    # A tenant admin keeps what concerns its tenant alone, its syncs' status included.
     await admin.stub.Sync(admin_pb2.SyncRequest(), metadata=ADMIN)
-    await admin.stub.ConsolidationStatus(admin_pb2.ConsolidationStatusRequest(), metadata=ADMIN)
+    synced = PassRun("sync_lexical", "s-1", RunState.SUCCEEDED, started_at=NOW, finished_at=NOW)
+    admin.control.statuses["acme"] = [PassStatus("sync_lexical", last_run=synced)]
+    status = await admin.stub.ConsolidationStatus(
+        admin_pb2.ConsolidationStatusRequest(), metadata=ADMIN
+    )
+    assert [s.store for s in status.syncs] == [1, 2, 3]
+    assert status.syncs[1].last_run.run_id == "s-1"

@@ -606,20 +606,26 @@ class ConsolidationStatusResponse(_message.Message):
 
     TENANT_FIELD_NUMBER: _builtins.int
     PASSES_FIELD_NUMBER: _builtins.int
+    SYNCS_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
     @_builtins.property
     def passes(self) -> _containers.RepeatedCompositeFieldContainer[Global___PassStatus]:
         """decay, associate, cluster, forget"""
+
+    @_builtins.property
+    def syncs(self) -> _containers.RepeatedCompositeFieldContainer[Global___StoreStatus]:
+        """vector, lexical, graph"""
 
     def __init__(
         self,
         *,
         tenant: _builtins.str = ...,
         passes: _abc.Iterable[Global___PassStatus] | None = ...,
+        syncs: _abc.Iterable[Global___StoreStatus] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["passes", b"passes", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["passes", b"passes", "syncs", b"syncs", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

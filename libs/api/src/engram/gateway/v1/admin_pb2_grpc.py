@@ -102,7 +102,8 @@ class AdminServiceServicer:
 
     def ConsolidationStatus(self, request, context):
         """Per pass: the current or latest run (start, end, state, changes, duration, progress),
-        a requested run waiting to start, and the latest dry run.
+        a requested run waiting to start, and the latest dry run; and the tenant's latest sync
+        (real and dry) of each store.
         Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED, UNAVAILABLE (log down).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

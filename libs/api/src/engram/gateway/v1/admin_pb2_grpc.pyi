@@ -51,7 +51,8 @@ class AdminServiceStub:
     """
     ConsolidationStatus: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ConsolidationStatusRequest, _admin_pb2.ConsolidationStatusResponse]
     """Per pass: the current or latest run (start, end, state, changes, duration, progress),
-    a requested run waiting to start, and the latest dry run.
+    a requested run waiting to start, and the latest dry run; and the tenant's latest sync
+    (real and dry) of each store.
     Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED, UNAVAILABLE (log down).
     """
     Sync: _grpc.UnaryUnaryMultiCallable[_admin_pb2.SyncRequest, _admin_pb2.SyncResponse]
@@ -126,7 +127,8 @@ class AdminServiceAsyncStub(AdminServiceStub):
     """
     ConsolidationStatus: _aio.UnaryUnaryMultiCallable[_admin_pb2.ConsolidationStatusRequest, _admin_pb2.ConsolidationStatusResponse]  # type: ignore[assignment]
     """Per pass: the current or latest run (start, end, state, changes, duration, progress),
-    a requested run waiting to start, and the latest dry run.
+    a requested run waiting to start, and the latest dry run; and the tenant's latest sync
+    (real and dry) of each store.
     Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED, UNAVAILABLE (log down).
     """
     Sync: _aio.UnaryUnaryMultiCallable[_admin_pb2.SyncRequest, _admin_pb2.SyncResponse]  # type: ignore[assignment]
@@ -210,7 +212,8 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.ConsolidationStatusResponse, _abc.Awaitable[_admin_pb2.ConsolidationStatusResponse]]:
         """Per pass: the current or latest run (start, end, state, changes, duration, progress),
-        a requested run waiting to start, and the latest dry run.
+        a requested run waiting to start, and the latest dry run; and the tenant's latest sync
+        (real and dry) of each store.
         Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED, UNAVAILABLE (log down).
         """
 
