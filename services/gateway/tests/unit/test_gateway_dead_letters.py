@@ -155,7 +155,7 @@ async def all_letters(api: Api, metadata: Any, tenant: str = "") -> list[admin_p
 
 
 async def test_list_pages_through_the_tenants_letters_and_no_others(api: Api) -> None:
-    acme = [await poison(api.js, "acme", f"a{n}", f"bad {n}", "lexical") for n in range(3)]
+    acme = [await poison(api.js, "acme", f"a{n}", f"bad {n} zoë", "lexical") for n in range(3)]
     theirs = await poison(api.js, "globex", "g0")
     acme.append(await poison(api.js, "acme", "a3"))
 
@@ -175,7 +175,7 @@ async def test_list_pages_through_the_tenants_letters_and_no_others(api: Api) ->
         jsm.STREAM_MEMORY,
     )
     assert (letter.reason, letter.store, letter.deliveries, letter.memory_id) == (
-        "bad 0",
+        "bad 0 zoë",  # a reason quoting the input: UTF-8 kept
         "lexical",
         3,
         "a0",

@@ -9,6 +9,7 @@ per letter (next by subject from a sequence), so a page costs no consumer.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from email.header import Header, decode_header
 from typing import Any
 
 from google.protobuf.message import DecodeError
@@ -55,6 +56,21 @@ def replay_id(sequence: int) -> str:
     return f"replay:{jsm.STREAM_DEADLETTER}:{sequence}"
 
 
+def _headers(raw: RawStreamMsg) -> dict[str, str]:
+    """The letter's headers as sent. The stream-get reply parses them with the email
+    parser, which keeps a non-ASCII value (a reason may quote the input; publish sends
+    UTF-8) as a Header of raw bytes."""
+    return {str(k): _text(v) for k, v in (raw.headers or {}).items()}
+
+
+def _text(value: object) -> str:
+    if isinstance(value, Header):
+        parts = decode_header(value)
+        raw = b"".join(p if isinstance(p, bytes) else p.encode() for p, _ in parts)
+        return raw.decode("utf-8", "replace")
+    return str(value)
+
+
 def _int(headers: Mapping[str, Any], key: str) -> int:
     try:
         return int(headers.get(key, 0))
@@ -71,17 +87,17 @@ def _memory_id(event: str, payload: bytes) -> str:
 
 
 def _letter(raw: RawStreamMsg) -> DeadLetter:
-    headers = raw.headers or {}
-    original = str(headers.get(ORIGINAL_SUBJECT_HEADER, ""))
+    headers = _headers(raw)
+    original = headers.get(ORIGINAL_SUBJECT_HEADER, "")
     event = jsm.event_of(original)
     return DeadLetter(
         sequence=int(raw.seq or 0),
         event=event,
         original_subject=original,
-        original_stream=str(headers.get(ORIGINAL_STREAM_HEADER, "")),
+        original_stream=headers.get(ORIGINAL_STREAM_HEADER, ""),
         original_sequence=_int(headers, ORIGINAL_SEQUENCE_HEADER),
-        reason=str(headers.get(REASON_HEADER, "")),
-        store=str(headers.get(STORE_HEADER, "")),
+        reason=headers.get(REASON_HEADER, ""),
+        store=headers.get(STORE_HEADER, ""),
         deliveries=_int(headers, DELIVERIES_HEADER),
         at=raw.time,
         memory_id=_memory_id(event, raw.data or b""),
@@ -124,13 +140,13 @@ class JetStreamDeadLetters:
         raw = await self._get(sequence)
         if raw is None or raw.subject != jsm.subject(tenant, jsm.DEAD_LETTER):
             raise NotFound(f"no dead letter {sequence} of tenant {tenant!r}")
-        headers = raw.headers or {}
-        original = str(headers.get(ORIGINAL_SUBJECT_HEADER, ""))
+        headers = _headers(raw)
+        original = headers.get(ORIGINAL_SUBJECT_HEADER, "")
         # The letter's subject names the tenant; its payload goes back to that tenant only.
         if original.split(".")[1:2] != [tenant]:
             raise ValueError(f"its original subject {original!r} is not the tenant's")
         kept = {
-            k: str(v)
+            k: v
             for k, v in headers.items()
             if k not in _LETTER_HEADERS and not k.startswith("Nats-")
         }
