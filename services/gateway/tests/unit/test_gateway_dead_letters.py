@@ -427,3 +427,16 @@ async def test_stats_shows_a_tenant_its_own_log_positions_only(
             assert await positions(a) == (2, 8)  # behind its own writes: the watermark
     finally:
         await running.stop(None)
+
+
+async def test_replay_of_all_stops_near_the_deadline_and_counts_what_is_left(
+    js: JetStreamContext,
+) -> None:
+    for n in range(102):
+        await poison(js, "acme", f"a{n}")
+    # A backend timeout longer than the deadline leaves time for one page only.
+    service = DeadLetters(JetStreamDeadLetters(js, 2.0), backend_timeout_s=60.0)
+    out = await service.replay("acme", [], Deadline.within(30))
+    assert (len(out.replayed), out.failed, out.remaining) == (100, (), 2)
+    out = await service.replay("acme", [], Deadline.within(30))
+    assert (len(out.replayed), out.remaining) == (2, 0)

@@ -161,9 +161,6 @@ class JetStreamDeadLetters:
         except Exception as exc:
             raise Unavailable(f"cannot delete dead letter {sequence}: {exc!r}") from exc
 
-    async def count(self, tenant: str) -> int:
-        return await self.dead_letters(tenant)
-
     async def dead_letters(self, tenant: str) -> int:
         subject = jsm.subject(tenant, jsm.DEAD_LETTER)
         try:

@@ -69,7 +69,9 @@ class DeadLetterLog(Protocol):
 
     async def delete(self, sequence: int) -> None: ...
 
-    async def count(self, tenant: str) -> int: ...
+    async def dead_letters(self, tenant: str) -> int:
+        """How many letters the tenant has."""
+        ...
 
 
 class DeadLetters:
@@ -85,9 +87,6 @@ class DeadLetters:
         got = await self._letters.page(tenant, after, limit + 1)
         page = tuple(got[:limit])
         return DeadLetterPage(page, page[-1].sequence if len(got) > limit else 0)
-
-    async def count(self, tenant: str) -> int:
-        return await self._letters.count(tenant)
 
     async def replay(self, tenant: str, sequences: Sequence[int], deadline: Deadline) -> Replay:
         """Replay the named letters, or all the tenant's (page by page until the deadline
@@ -105,7 +104,7 @@ class DeadLetters:
     async def _replay_all(self, tenant: str, deadline: Deadline) -> Replay:
         """The letters there are when it starts: one replayed and refused again comes back
         as a new letter, which this call does not take up again."""
-        total = await self._letters.count(tenant)
+        total = await self._letters.dead_letters(tenant)
         done: list[Replayed] = []
         failed: list[tuple[int, str]] = []
         after = handled = 0

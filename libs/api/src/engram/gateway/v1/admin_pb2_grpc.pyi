@@ -98,10 +98,10 @@ class AdminServiceStub:
     the store or the limit that refused them was fixed); a letter is deleted from
     ENGRAM_DEADLETTER once the log has acknowledged its republished copy, so a letter is
     never lost and a retried replay republishes it once. One that fails again comes back
-    as a new dead letter. A sequence that is not one of the tenant's letters is a failure
-    ("not found"), not an error.
+    as a new dead letter. A letter that cannot be republished or deleted is a failure with
+    its reason, as is a sequence that is not one of the tenant's letters ("not found").
     Codes: OK, INVALID_ARGUMENT (tenant, sequences), PERMISSION_DENIED, UNAVAILABLE (log
-    down before anything was replayed).
+    down when replaying all: the tenant's letters cannot be counted or read).
     """
 
 @_typing.type_check_only
@@ -174,10 +174,10 @@ class AdminServiceAsyncStub(AdminServiceStub):
     the store or the limit that refused them was fixed); a letter is deleted from
     ENGRAM_DEADLETTER once the log has acknowledged its republished copy, so a letter is
     never lost and a retried replay republishes it once. One that fails again comes back
-    as a new dead letter. A sequence that is not one of the tenant's letters is a failure
-    ("not found"), not an error.
+    as a new dead letter. A letter that cannot be republished or deleted is a failure with
+    its reason, as is a sequence that is not one of the tenant's letters ("not found").
     Codes: OK, INVALID_ARGUMENT (tenant, sequences), PERMISSION_DENIED, UNAVAILABLE (log
-    down before anything was replayed).
+    down when replaying all: the tenant's letters cannot be counted or read).
     """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -289,10 +289,10 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         the store or the limit that refused them was fixed); a letter is deleted from
         ENGRAM_DEADLETTER once the log has acknowledged its republished copy, so a letter is
         never lost and a retried replay republishes it once. One that fails again comes back
-        as a new dead letter. A sequence that is not one of the tenant's letters is a failure
-        ("not found"), not an error.
+        as a new dead letter. A letter that cannot be republished or deleted is a failure with
+        its reason, as is a sequence that is not one of the tenant's letters ("not found").
         Codes: OK, INVALID_ARGUMENT (tenant, sequences), PERMISSION_DENIED, UNAVAILABLE (log
-        down before anything was replayed).
+        down when replaying all: the tenant's letters cannot be counted or read).
         """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
