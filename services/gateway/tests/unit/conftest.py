@@ -343,20 +343,17 @@ class FakeLog:
 
 class FakeTenantLog:
     """What the log holds per tenant, read off a FakeLog (access events are another
-    stream); dead letters as a test sets them."""
+    stream); no dead letters (tests/unit/test_gateway_dead_letters.py has real ones)."""
 
     def __init__(self, log: FakeLog) -> None:
         self.log = log
-        self.letters: dict[str, int] = {}
 
     async def last_sequence(self, tenant: str) -> int:
-        mine = (p.sequence for p in self.log.events if p.env.tenant == tenant)
-        return max((s for s in mine if self.log.events[s - 1].event != "accessed"), default=0)
+        mine = (p for p in self.log.events if p.env.tenant == tenant and p.event != "accessed")
+        return max((p.sequence for p in mine), default=0)
 
     async def dead_letters(self, tenant: str) -> int:
-        if self.log.fail is not None:
-            raise self.log.fail
-        return self.letters.get(tenant, 0)
+        return 0
 
 
 @dataclass
