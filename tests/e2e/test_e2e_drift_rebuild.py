@@ -24,7 +24,7 @@ from engram.gateway.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb
 from engram_clients.vector import VectorClient
 from engram_platform.devstack import DevStack
 from engram_platform.grpc_client import open_channel
-from engram_testing.e2e import AUTH, model_env, wait_for_watermark, wait_kept
+from engram_testing.e2e import AUTH, CLUSTER_AUTH, model_env, wait_for_watermark, wait_kept
 
 TENANT = "default"  # the dev token's
 WORKER = {
@@ -74,7 +74,8 @@ async def store(api: Api, tag: str, contents: list[str]) -> tuple[list[str], int
 
 
 async def status(api: Api) -> admin_pb2.RebuildStatusResponse:
-    return await api.admin.RebuildStatus(admin_pb2.RebuildStatusRequest(), metadata=AUTH)
+    request = admin_pb2.RebuildStatusRequest(tenant=TENANT)
+    return await api.admin.RebuildStatus(request, metadata=CLUSTER_AUTH)
 
 
 async def wait_run(api: Api, run_id: str, kind: str, store: int) -> admin_pb2.StoreRun:
@@ -182,7 +183,7 @@ async def test_rebuild_lexical_from_the_log_keeps_bm25_recall_and_a_write_made_d
     assert all(before[q] for q in QUERIES)
 
     reply = await api.admin.Rebuild(
-        admin_pb2.RebuildRequest(store=admin_pb2.STORE_LEXICAL), metadata=AUTH
+        admin_pb2.RebuildRequest(store=admin_pb2.STORE_LEXICAL), metadata=CLUSTER_AUTH
     )
     # A write while the rebuild replays (pages of 8, paced): ingest puts it in the old
     # generation or the new one; either way it must be in the rebuilt index.
@@ -236,7 +237,7 @@ async def test_rebuild_vector_with_the_same_model_keeps_vector_recall(api: Api) 
     try:
         [live] = [g for g in await vector.list_generations() if g.live]
         reply = await api.admin.Rebuild(
-            admin_pb2.RebuildRequest(store=admin_pb2.STORE_VECTOR), metadata=AUTH
+            admin_pb2.RebuildRequest(store=admin_pb2.STORE_VECTOR), metadata=CLUSTER_AUTH
         )
         run = await wait_run(api, reply.run_id, "rebuild", admin_pb2.STORE_VECTOR)
         assert run.previous_generation == live.name

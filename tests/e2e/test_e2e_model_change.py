@@ -24,7 +24,7 @@ from engram.gateway.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb
 from engram_clients.vector import VectorClient
 from engram_platform.devstack import DevStack, start_stack
 from engram_platform.grpc_client import open_channel
-from engram_testing.e2e import AUTH, model_env, wait_for_watermark, wait_kept
+from engram_testing.e2e import AUTH, CLUSTER_AUTH, model_env, wait_for_watermark, wait_kept
 
 pytestmark = pytest.mark.timeout(600)  # its own stack: start, two rebuilds, an ingest restart
 TENANT = "default"
@@ -83,7 +83,7 @@ async def vector(stack: DevStack) -> AsyncIterator[VectorClient]:
 
 async def wait_rebuild(admin: admin_pb2_grpc.AdminServiceStub, run_id: str) -> admin_pb2.StoreRun:
     for _ in range(1200):
-        got = await admin.RebuildStatus(admin_pb2.RebuildStatusRequest(), metadata=AUTH)
+        got = await admin.RebuildStatus(admin_pb2.RebuildStatusRequest(), metadata=CLUSTER_AUTH)
         run = next(s for s in got.rebuilds if s.store == admin_pb2.STORE_VECTOR).last_run
         if run.run_id == run_id and run.state == admin_pb2.PASS_STATE_SUCCEEDED:
             return run
@@ -127,7 +127,7 @@ async def test_rebuild_vector_onto_the_next_model_without_downtime(
     # (the gateway checks the name's form only), nothing is built, recall is untouched.
     refused = await admin.Rebuild(
         admin_pb2.RebuildRequest(store=admin_pb2.STORE_VECTOR, embedding_model="no-such"),
-        metadata=AUTH,
+        metadata=CLUSTER_AUTH,
     )
     with pytest.raises(AssertionError, match="embedding_model"):
         await wait_rebuild(admin, refused.run_id)
@@ -135,7 +135,7 @@ async def test_rebuild_vector_onto_the_next_model_without_downtime(
 
     started = await admin.Rebuild(
         admin_pb2.RebuildRequest(store=admin_pb2.STORE_VECTOR, embedding_model=NEXT_MODEL),
-        metadata=AUTH,
+        metadata=CLUSTER_AUTH,
     )
     # Recall keeps answering while the new generation is built and swapped in.
     answered: list[list[str]] = []

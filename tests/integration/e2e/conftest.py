@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from engram_platform import localservers
-from engram_platform.devstack import DEV_TOKEN, DevStack, start_stack
+from engram_platform.devstack import DEV_ADMIN_TOKEN, DEV_TOKEN, DevStack, start_stack
 from engram_testing.e2e import ServerStack, model_env
 
 
@@ -28,7 +28,7 @@ def server_stack(
     env = {
         **model_env(),
         **localservers.service_env(),
-        "ENGRAM_GATEWAY_TOKENS": f"{DEV_TOKEN}={tenant}:read+write+admin",
+        "ENGRAM_GATEWAY_TOKENS": f"{DEV_TOKEN}={tenant}:read+write+admin;{DEV_ADMIN_TOKEN}=*:admin",
         "ENGRAM_LEXICAL_OPENSEARCH__INDEX_PREFIX": prefix,
     }
     stack = start_stack(

@@ -74,7 +74,8 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("target_id")
     a.add_argument("--type", default="RELATES_TO")
     a.add_argument("--strength", type=float, default=0.5)
-    sub.add_parser("stats", help="counts per store and the watermark")
+    t = sub.add_parser("stats", help="counts per store, dead letters and the watermark")
+    t.add_argument("--tenant", default="", help="another tenant (a token of tenant '*')")
     y = sub.add_parser("sync", help="check the stores against the log and repair them (admin)")
     y.add_argument("--store", action="append", choices=_STORES, default=[])
     y.add_argument("--dry-run", action="store_true")
@@ -84,6 +85,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     b.add_argument("store", choices=(*_STORES, "status"))
     b.add_argument("--embedding-model", default="")
+    b.add_argument("--tenant", default="", help="status: also this tenant's syncs")
+    d = sub.add_parser(
+        "dead-letters", help="list or replay the events the workers could not apply (admin)"
+    )
+    letters = d.add_subparsers(dest="action", required=True)
+    dl = letters.add_parser("list", help="one page of dead letters, oldest first")
+    dl.add_argument("--page-size", type=int, default=0, help="1..1000 (default 100)")
+    dl.add_argument("--after", type=int, default=0, help="the previous page's next_after")
+    dr = letters.add_parser(
+        "replay", help="republish dead letters to their original subject, then delete them"
+    )
+    dr.add_argument(
+        "--sequence", type=int, action="append", default=[], help="one letter (default: all)"
+    )
+    for parser in (dl, dr):
+        parser.add_argument("--tenant", default="", help="another tenant (a token of tenant '*')")
     c = sub.add_parser(
         "consolidate",
         help="run consolidation passes now, or show each pass's last run and progress (admin)",
@@ -192,8 +209,17 @@ def _admin_call(
             tenant=args.tenant, stores=[store[s] for s in args.store], dry_run=args.dry_run
         )
         return stub.Sync(request, metadata=metadata)
+    if args.cmd == "dead-letters":
+        if args.action == "list":
+            page = admin_pb2.ListDeadLettersRequest(
+                tenant=args.tenant, page_size=args.page_size, after=args.after
+            )
+            return stub.ListDeadLetters(page, metadata=metadata)
+        replay = admin_pb2.ReplayDeadLettersRequest(tenant=args.tenant, sequences=args.sequence)
+        return stub.ReplayDeadLetters(replay, metadata=metadata)
     if args.store == "status":
-        return stub.RebuildStatus(admin_pb2.RebuildStatusRequest(), metadata=metadata)
+        rebuilds = admin_pb2.RebuildStatusRequest(tenant=args.tenant)
+        return stub.RebuildStatus(rebuilds, metadata=metadata)
     rebuild = admin_pb2.RebuildRequest(
         store=store[args.store], embedding_model=args.embedding_model
     )
@@ -242,6 +268,7 @@ async def _follow(
                 print(_progress(name.lower(), run), file=sys.stderr, flush=True)
         if len(mine) == len(started.passes) and all(r.state in _FINISHED for r in mine.values()):
             del status.passes[:]
+            del status.syncs[:]
             status.passes.extend(admin_pb2.PassStatus(mode=m, last_run=r) for m, r in mine.items())
             ok = all(r.state == admin_pb2.PASS_STATE_SUCCEEDED for r in mine.values())
             return status, ok
@@ -258,7 +285,7 @@ async def _run(args: argparse.Namespace) -> Message:
             started = await _admin_call(args, channel, metadata)
             status, args.ok = await _follow(admin, started, args, metadata)
             return status
-        if args.cmd in ("sync", "rebuild", "consolidate"):
+        if args.cmd in ("sync", "rebuild", "consolidate", "dead-letters"):
             call = _admin_call(args, channel, metadata)
         elif args.cmd == "store":
             call = stub.Store(args.built, metadata=metadata)
@@ -279,7 +306,7 @@ async def _run(args: argparse.Namespace) -> Message:
             )
             call = stub.Associate(request_a, metadata=metadata)
         else:
-            call = stub.Stats(gateway_pb2.StatsRequest(), metadata=metadata)
+            call = stub.Stats(gateway_pb2.StatsRequest(tenant=args.tenant), metadata=metadata)
         reply: Message = await call
         return reply
 

@@ -59,6 +59,20 @@ class Admin(admin_pb2_grpc.AdminServiceServicer):
             ],
         )
 
+    def ListDeadLetters(self, request: Any, context: Any) -> Any:  # noqa: N802
+        self.seen.append(request)
+        letter = admin_pb2.DeadLetter(sequence=4, reason="tags: more than 64", store="lexical")
+        return admin_pb2.ListDeadLettersResponse(tenant="acme", dead_letters=[letter], next_after=4)
+
+    def ReplayDeadLetters(self, request: Any, context: Any) -> Any:  # noqa: N802
+        self.seen.append(request)
+        if request.tenant == "globex":
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, "the token is for tenant 'acme'")
+        replays = [
+            admin_pb2.ReplayedDeadLetter(sequence=s, new_sequence=90) for s in request.sequences
+        ]
+        return admin_pb2.ReplayDeadLettersResponse(replayed=len(replays), replays=replays)
+
 
 _S = TypeVar("_S")
 
@@ -99,6 +113,29 @@ def test_consolidate_runs_a_pass_or_shows_their_progress(
     assert isinstance(status, admin_pb2.ConsolidationStatusRequest)
     with pytest.raises(SystemExit):  # argparse: not a pass
         main(["--addr", addr, "consolidate", "sleep"])
+
+
+def test_dead_letters_lists_a_page_and_replays_all_or_some(
+    admin: tuple[str, Admin], capsys: pytest.CaptureFixture[str]
+) -> None:
+    addr, fake = admin
+    assert main(["--addr", addr, "dead-letters", "list", "--page-size", "10", "--after", "3"]) == 0
+    out = capsys.readouterr().out
+    assert '"reason": "tags: more than 64"' in out
+    assert '"nextAfter": "4"' in out
+    assert main(["--addr", addr, "dead-letters", "replay"]) == 0
+    assert (
+        main(["--addr", addr, "dead-letters", "replay", "--sequence", "4", "--sequence", "7"]) == 0
+    )
+    assert '"replayed": 2' in capsys.readouterr().out
+    page, every, some = fake.seen
+    assert (page.page_size, page.after, page.tenant) == (10, 3, "")
+    assert list(every.sequences) == []
+    assert list(some.sequences) == [4, 7]
+    assert main(["--addr", addr, "dead-letters", "replay", "--tenant", "globex"]) == 1
+    assert capsys.readouterr().err.startswith("PERMISSION_DENIED: ")
+    with pytest.raises(SystemExit):  # argparse: list or replay
+        main(["--addr", addr, "dead-letters"])
 
 
 class Scripted(Admin):

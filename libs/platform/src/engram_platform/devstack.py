@@ -40,6 +40,8 @@ SERVICE_NAMES = {  # what each answers SERVING to: its gRPC service; a worker on
 # Stores first, the gateway last: each starts once what it calls is SERVING.
 START_ORDER = ("vector", "lexical", "graph", "scoring", "ingest", "consolidate", "gateway")
 DEV_TOKEN = "dev-token"
+# A cluster-admin token (tenant "*"): what spans tenants, e.g. AdminService.Rebuild.
+DEV_ADMIN_TOKEN = "dev-admin-token"
 
 
 @dataclass
@@ -129,7 +131,9 @@ def stack_env(
         for store in ("vector", "lexical", "graph"):
             env[f"ENGRAM_{consumer}_{store.upper()}_ADDR"] = addr[store]
     env["ENGRAM_GATEWAY_SCORING_ADDR"] = addr["scoring"]
-    env.setdefault("ENGRAM_GATEWAY_TOKENS", f"{token}=default:read+write+admin")
+    env.setdefault(
+        "ENGRAM_GATEWAY_TOKENS", f"{token}=default:read+write+admin;{DEV_ADMIN_TOKEN}=*:admin"
+    )
     env.update(extra)
     return env
 
@@ -194,6 +198,7 @@ def main() -> None:
 engram is up in {took:.1f}s.
   gateway   {addr}   (engram.gateway.v1.MemoryService, reflection on)
   token     {DEV_TOKEN}   (tenant "default", scopes read+write+admin)
+            {DEV_ADMIN_TOKEN}   (cluster admin, tenant "*": Rebuild, RebuildStatus)
   logs      {home / "logs"}
   nats      {stack.nats_url}
 

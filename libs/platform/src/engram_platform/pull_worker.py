@@ -40,6 +40,7 @@ from engram_platform.settings import WorkerSettings
 
 # Headers of a dead-lettered copy; the payload is the original, byte for byte.
 REASON_HEADER = "Engram-Dead-Letter-Reason"
+STORE_HEADER = "Engram-Dead-Letter-Store"
 ORIGINAL_SUBJECT_HEADER = "Engram-Original-Subject"
 ORIGINAL_STREAM_HEADER = "Engram-Original-Stream"
 ORIGINAL_SEQUENCE_HEADER = "Engram-Original-Sequence"

@@ -1,23 +1,28 @@
-"""gRPC servicer for engram.gateway.v1.AdminService: the admin scope, the tenant rule,
-then the admin service. Catalog errors become status codes in the platform interceptor."""
+"""gRPC servicer for engram.gateway.v1.AdminService: the admin scope, the tenant rule (a
+tenant admin acts on its tenant; what spans tenants needs a cluster-admin token), then the
+admin service. Catalog errors become status codes in the platform interceptor."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from engram.gateway.v1 import admin_pb2, admin_pb2_grpc
+from engram_core.errors import Unavailable
 from engram_gateway.admin_mapping import (
     consolidation_to_proto,
+    dead_letters_to_proto,
     maintenance_to_proto,
     passes_from_mode,
     rebuild_from_proto,
+    replay_to_proto,
     status_to_proto,
     stores_from_proto,
     sync_to_proto,
 )
-from engram_gateway.auth import ALL_TENANTS, Authenticator, Scope, target_tenant
+from engram_gateway.auth import Authenticator, Principal, Scope, require_cluster, target_tenant
 from engram_gateway.service import Deadline, TenantRateLimit
 from engram_gateway.service.admin import Admin
+from engram_gateway.service.dead_letters import DeadLetters
 
 if TYPE_CHECKING:
     import grpc
@@ -26,8 +31,8 @@ if TYPE_CHECKING:
 
 ADMIN_SERVICE_NAME: str = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
 _MARGIN_S = 0.05  # answer before the caller gives up, as MemoryService does
-# The subject token a rebuild asked for with a token of every tenant travels on (a request
-# subject names a tenant; the worker records rebuilds across tenants whatever it names).
+# The subject token a rebuild request travels on (a request subject names a tenant; the
+# worker records rebuilds across tenants whatever it names).
 REBUILD_SUBJECT_TENANT = "_all"
 
 
@@ -38,18 +43,28 @@ class AdminHandlers(admin_pb2_grpc.AdminServiceServicer):
         auth: Authenticator,
         rate_limit: TenantRateLimit,
         default_deadline_s: float,
+        dead_letters: DeadLetters | None = None,
     ) -> None:
         self._admin = admin
         self._auth = auth
         self._rate_limit = rate_limit
         self._default_deadline = default_deadline_s
+        self._dead_letters = dead_letters
 
-    async def _tenant(self, context: Context, requested: str) -> str:
+    async def _principal(self, context: Context) -> Principal:
         principal = self._auth.authorize(
             context.invocation_metadata() or (), Scope.ADMIN, any_tenant=True
         )
         await self._rate_limit.admit(principal.tenant)
-        return target_tenant(principal, requested)
+        return principal
+
+    async def _tenant(self, context: Context, requested: str) -> str:
+        return target_tenant(await self._principal(context), requested)
+
+    def _letters(self) -> DeadLetters:
+        if self._dead_letters is None:
+            raise Unavailable("dead letters are not served here (no log)")
+        return self._dead_letters
 
     def _deadline(self, context: Context) -> Deadline:
         remaining = context.time_remaining()
@@ -71,8 +86,9 @@ class AdminHandlers(admin_pb2_grpc.AdminServiceServicer):
         self, request: admin_pb2.ConsolidationStatusRequest, context: Context
     ) -> admin_pb2.ConsolidationStatusResponse:
         tenant = await self._tenant(context, request.tenant)
-        statuses = await self._admin.status(tenant, self._deadline(context))
-        return status_to_proto(tenant, statuses)
+        deadline = self._deadline(context)
+        statuses = await self._admin.status(tenant, deadline)
+        return status_to_proto(tenant, statuses, await self._admin.syncs(tenant, deadline))
 
     async def Sync(  # noqa: N802
         self, request: admin_pb2.SyncRequest, context: Context
@@ -85,20 +101,32 @@ class AdminHandlers(admin_pb2_grpc.AdminServiceServicer):
     async def Rebuild(  # noqa: N802
         self, request: admin_pb2.RebuildRequest, context: Context
     ) -> admin_pb2.RebuildResponse:
-        # Any admin token: a rebuild replays every tenant's log into a store and changes
-        # no tenant's data. The request travels on the caller's tenant's subject.
-        principal = self._auth.authorize(
-            context.invocation_metadata() or (), Scope.ADMIN, any_tenant=True
-        )
-        await self._rate_limit.admit(principal.tenant)
+        require_cluster(await self._principal(context), "Rebuild")
         store, model = rebuild_from_proto(request)
-        tenant = principal.tenant if principal.tenant != ALL_TENANTS else REBUILD_SUBJECT_TENANT
-        run_id = await self._admin.rebuild(tenant, store, model, self._deadline(context))
+        run_id = await self._admin.rebuild(
+            REBUILD_SUBJECT_TENANT, store, model, self._deadline(context)
+        )
         return admin_pb2.RebuildResponse(run_id=run_id)
 
     async def RebuildStatus(  # noqa: N802
         self, request: admin_pb2.RebuildStatusRequest, context: Context
     ) -> admin_pb2.RebuildStatusResponse:
-        tenant = await self._tenant(context, request.tenant)
+        principal = await self._principal(context)
+        require_cluster(principal, "RebuildStatus")
+        tenant = target_tenant(principal, request.tenant) if request.tenant.strip() else ""
         out = await self._admin.maintenance(tenant, self._deadline(context))
         return maintenance_to_proto(tenant, out)
+
+    async def ListDeadLetters(  # noqa: N802
+        self, request: admin_pb2.ListDeadLettersRequest, context: Context
+    ) -> admin_pb2.ListDeadLettersResponse:
+        tenant = await self._tenant(context, request.tenant)
+        page = await self._letters().listing(tenant, request.after, request.page_size)
+        return dead_letters_to_proto(tenant, page)
+
+    async def ReplayDeadLetters(  # noqa: N802
+        self, request: admin_pb2.ReplayDeadLettersRequest, context: Context
+    ) -> admin_pb2.ReplayDeadLettersResponse:
+        tenant = await self._tenant(context, request.tenant)
+        out = await self._letters().replay(tenant, list(request.sequences), self._deadline(context))
+        return replay_to_proto(tenant, out)

@@ -17,6 +17,7 @@ from engram_gateway.service.admin import (
     PassStatus,
     RunState,
 )
+from engram_gateway.service.dead_letters import DeadLetter, DeadLetterPage, Replay
 from engram_platform.convert import ts_to_proto
 
 _MODES: dict[int, tuple[str, ...]] = {
@@ -102,7 +103,7 @@ def consolidation_to_proto(out: Consolidation) -> admin_pb2.ConsolidateResponse:
 
 
 def status_to_proto(
-    tenant: str, statuses: list[PassStatus]
+    tenant: str, statuses: list[PassStatus], syncs: list[PassStatus]
 ) -> admin_pb2.ConsolidationStatusResponse:
     passes = []
     for s in statuses:
@@ -112,7 +113,9 @@ def status_to_proto(
         if s.last_dry_run is not None:
             item.last_dry_run.CopyFrom(pass_run_to_proto(s.last_dry_run))
         passes.append(item)
-    return admin_pb2.ConsolidationStatusResponse(tenant=tenant, passes=passes)
+    return admin_pb2.ConsolidationStatusResponse(
+        tenant=tenant, passes=passes, syncs=[_store_status(s) for s in syncs]
+    )
 
 
 # --- Sync, Rebuild, RebuildStatus ------------------------------------------------------------
@@ -195,4 +198,46 @@ def maintenance_to_proto(tenant: str, m: Maintenance) -> admin_pb2.RebuildStatus
         tenant=tenant,
         rebuilds=[_store_status(s) for s in m.rebuilds],
         syncs=[_store_status(s) for s in m.syncs],
+    )
+
+
+# --- ListDeadLetters, ReplayDeadLetters -------------------------------------------------------
+
+
+def dead_letter_to_proto(d: DeadLetter) -> admin_pb2.DeadLetter:
+    msg = admin_pb2.DeadLetter(
+        sequence=d.sequence,
+        event=d.event,
+        original_subject=d.original_subject,
+        original_stream=d.original_stream,
+        original_sequence=d.original_sequence,
+        reason=d.reason,
+        store=d.store,
+        deliveries=d.deliveries,
+        memory_id=d.memory_id,
+    )
+    if d.at is not None:
+        msg.dead_lettered_at.CopyFrom(ts_to_proto(d.at))
+    return msg
+
+
+def dead_letters_to_proto(tenant: str, page: DeadLetterPage) -> admin_pb2.ListDeadLettersResponse:
+    return admin_pb2.ListDeadLettersResponse(
+        tenant=tenant,
+        dead_letters=[dead_letter_to_proto(d) for d in page.letters],
+        next_after=page.next_after,
+    )
+
+
+def replay_to_proto(tenant: str, out: Replay) -> admin_pb2.ReplayDeadLettersResponse:
+    return admin_pb2.ReplayDeadLettersResponse(
+        tenant=tenant,
+        replayed=len(out.replayed),
+        failed=len(out.failed),
+        replays=[
+            admin_pb2.ReplayedDeadLetter(sequence=r.sequence, new_sequence=r.new_sequence)
+            for r in out.replayed
+        ],
+        failures=[admin_pb2.FailedReplay(sequence=s, reason=why) for s, why in out.failed],
+        remaining=out.remaining,
     )

@@ -5,8 +5,9 @@ and a dev string ``"<token>=<tenant>:<scope>+<scope>;..."``. Nothing configured 
 token is valid. The file is read again when it changes (looked at on the request path at
 most every ``reload_s``): a token added works and a token removed stops working without a
 restart; a file that no longer parses is logged and the tokens read before stay.
-``admin`` implies ``read`` and ``write``. The tenant ``*`` (every tenant) is only for
-AdminService calls that name their tenant.
+``admin`` implies ``read`` and ``write``. The tenant ``*`` (every tenant) makes a
+cluster-admin token: only it may call what reaches beyond one tenant (Rebuild,
+RebuildStatus), and it acts on another tenant only where a call names one.
 """
 
 from __future__ import annotations
@@ -187,3 +188,12 @@ def target_tenant(principal: Principal, requested: str) -> str:
     if not TENANT_RE.match(wanted):
         raise InvalidArgument("tenant", f"must match {TENANT_RE.pattern}")
     return wanted
+
+
+def require_cluster(principal: Principal, what: str) -> None:
+    """``what`` reaches beyond one tenant: only a cluster-admin token (tenant ``*``) may."""
+    if principal.tenant != ALL_TENANTS:
+        raise PermissionDenied(
+            f"{what} acts on every tenant: it needs a cluster-admin token (tenant "
+            f"{ALL_TENANTS!r}), not a token of tenant {principal.tenant!r}"
+        )

@@ -22,6 +22,7 @@ from engram_core.model import utcnow
 from engram_core.ports import Cache, RateLimiter
 from engram_embed.cross import OnnxCrossEncoder
 from engram_gateway.adapters.consolidation import NatsConsolidation
+from engram_gateway.adapters.dead_letters import JetStreamDeadLetters
 from engram_gateway.adapters.log import JetStreamLog
 from engram_gateway.adapters.openai_models import (
     ChatDecomposer,
@@ -49,6 +50,7 @@ from engram_gateway.service.access import AccessRecorder
 from engram_gateway.service.admin import Admin, AdminConfig, ConsolidationControl
 from engram_gateway.service.admission import Admission, AdmissionConfig
 from engram_gateway.service.context import ContextConfig
+from engram_gateway.service.dead_letters import DeadLetters
 from engram_gateway.service.decompose import RuleDecomposer
 from engram_gateway.service.expand import ExpandConfig
 from engram_gateway.service.lookup import Lookup
@@ -72,6 +74,7 @@ from engram_gateway.service.ports import (
 from engram_gateway.service.postrank import parse_group_by
 from engram_gateway.service.reads import PostRank
 from engram_gateway.service.recall_cache import RecallCache
+from engram_gateway.service.stats import StatsView, TenantLog
 from engram_gateway.service.watermark import WatermarkCache
 from engram_platform import jetstream
 from engram_platform.coordination import MemoryRateLimiter, open_coordination
@@ -178,10 +181,12 @@ def build_gateway(
     ids: Callable[[], str] = new_id,
     limiter: RateLimiter | None = None,
     models: Models | None = None,
+    tenant_log: TenantLog | None = None,
 ) -> Gateway:
     """The gateway over the given ports; without a `limiter` the rate limit (if set) counts
     in-process. Without `models` the settings' query-side models are built here (none unless
-    configured), their clients living as long as the process."""
+    configured), their clients living as long as the process. Without `tenant_log` Stats
+    shows a tenant no log positions and no dead-letter count."""
     models = models if models is not None else build_models(settings)
     limits = settings.limits()
     lookup = Lookup(backends.vector, backends.lexical)
@@ -287,7 +292,8 @@ def build_gateway(
         limiter or MemoryRateLimiter(),
         RateLimitConfig(settings.rate_limit_rps, settings.rate_limit_window_s),
     )
-    return Gateway(writer=writer, reader=reader, access=access, rate_limit=rate_limit)
+    stats = StatsView(reader, tenant_log, settings.backend_timeout_s)
+    return Gateway(writer=writer, reader=reader, access=access, rate_limit=rate_limit, stats=stats)
 
 
 def build_admin(
@@ -321,6 +327,7 @@ async def open_gateway(settings: Settings) -> tuple[Gateway, Callable[[], Awaita
         ranker=ScoringRanker(ScoringClient(channels.open(settings.scoring_addr))),
     )
     models = build_models(settings)
+    letters = JetStreamDeadLetters(js, settings.publish_timeout_s)
     gateway = build_gateway(
         settings,
         backends,
@@ -328,9 +335,11 @@ async def open_gateway(settings: Settings) -> tuple[Gateway, Callable[[], Awaita
         coordination.cache,
         limiter=coordination.limiter,
         models=models,
+        tenant_log=letters,
     )
     admin = build_admin(settings, NatsConsolidation(js, settings.publish_timeout_s))
-    gateway = replace(gateway, admin=admin)
+    dead_letters = DeadLetters(letters, settings.backend_timeout_s)
+    gateway = replace(gateway, admin=admin, dead_letters=dead_letters)
 
     closed = False
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram_core import validation as v
 from engram_core.errors import InvalidArgument
-from engram_gateway.auth import Authenticator, Scope
+from engram_gateway.auth import ALL_TENANTS, Authenticator, Scope, target_tenant
 from engram_gateway.mapping import (
     memory_input_from_proto,
     recall_request_from_proto,
@@ -20,7 +20,7 @@ from engram_gateway.mapping import (
     stats_to_proto,
     store_outcome_to_proto,
 )
-from engram_gateway.service import Deadline, Gateway, StoreItem, batch_items
+from engram_gateway.service import Deadline, Gateway, StatsView, StoreItem, batch_items
 from engram_platform.convert import memory_to_proto, struct_to_dict
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
         self._rate_limit = gateway.rate_limit
         self._default_deadline = default_deadline_s
         self._max_stream = max_stream
+        self._stats = gateway.stats or StatsView(gateway.reader, None, default_deadline_s)
 
     async def _tenant(self, context: Context, scope: Scope) -> str:
         """The caller's tenant, once its token allows `scope` and its rate limit this call."""
@@ -176,5 +177,11 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
     async def Stats(  # noqa: N802
         self, request: gateway_pb2.StatsRequest, context: Context
     ) -> gateway_pb2.StatsResponse:
-        tenant = await self._tenant(context, Scope.READ)
-        return stats_to_proto(await self._reader.stats(tenant, self._deadline(context)))
+        # A cluster-admin token names the tenant, and alone sees the log's own positions.
+        principal = self._auth.authorize(
+            context.invocation_metadata() or (), Scope.READ, any_tenant=True
+        )
+        await self._rate_limit.admit(principal.tenant)
+        tenant = target_tenant(principal, request.tenant)
+        cluster = principal.tenant == ALL_TENANTS
+        return stats_to_proto(await self._stats.stats(tenant, self._deadline(context), cluster))

@@ -19,11 +19,11 @@ from engram_gateway.service import (
     RecallMode,
     RecallRequest,
     RelatedItem,
-    Stats,
     StoreOutcome,
 )
 from engram_gateway.service.expand import ExpandedCandidate, ExpandRequest, expansion_of
 from engram_gateway.service.ports import RecallResult
+from engram_gateway.service.stats import TenantStats
 from engram_platform.convert import (
     focus_from_proto,
     memory_from_proto,
@@ -236,9 +236,14 @@ def related_to_proto(items: list[RelatedItem]) -> gateway_pb2.RelatedResponse:
     )
 
 
-def stats_to_proto(s: Stats) -> gateway_pb2.StatsResponse:
+def stats_to_proto(view: TenantStats) -> gateway_pb2.StatsResponse:
+    s = view.stats
     return gateway_pb2.StatsResponse(
-        tenant=s.tenant, counts=s.counts, watermark=s.watermark, last_sequence=s.last_sequence
+        tenant=s.tenant,
+        counts=s.counts,
+        watermark=s.watermark,
+        last_sequence=s.last_sequence,
+        dead_letters=view.dead_letters,
     )
 
 

@@ -24,7 +24,13 @@ def registrar(gateway: Gateway, auth: Authenticator, settings: Settings) -> grpc
         gateway_pb2_grpc.add_MemoryServiceServicer_to_server(handlers, server)
         if admin is not None:
             admin_pb2_grpc.add_AdminServiceServicer_to_server(
-                AdminHandlers(admin, auth, gateway.rate_limit, settings.default_deadline_s),
+                AdminHandlers(
+                    admin,
+                    auth,
+                    gateway.rate_limit,
+                    settings.default_deadline_s,
+                    gateway.dead_letters,
+                ),
                 server,
             )
 

@@ -371,6 +371,21 @@ class FakeLog:
         return self.last
 
 
+class FakeTenantLog:
+    """What the log holds per tenant, read off a FakeLog (access events are another
+    stream); no dead letters (tests/unit/test_gateway_dead_letters.py has real ones)."""
+
+    def __init__(self, log: FakeLog) -> None:
+        self.log = log
+
+    async def last_sequence(self, tenant: str) -> int:
+        mine = (p for p in self.log.events if p.env.tenant == tenant and p.event != "accessed")
+        return max((p.sequence for p in mine), default=0)
+
+    async def dead_letters(self, tenant: str) -> int:
+        return 0
+
+
 @dataclass
 class Harness:
     """Everything behind one gateway; tests reach helpers through it (importlib mode
@@ -385,6 +400,7 @@ class Harness:
     cache: MemoryCache
     settings: Settings
     gateway: Gateway
+    tenant_log: FakeTenantLog
     tenant: str = TENANT
     memory = staticmethod(memory)
     settings_with = staticmethod(lambda **kw: make_settings(**kw))
@@ -412,9 +428,17 @@ def make_harness(settings: Settings | None = None, ids: Callable[[], str] | None
     ranker = FakeRanker()
     log = FakeLog(world)
     cache = MemoryCache()
+    tenant_log = FakeTenantLog(log)
     extra: dict[str, Any] = {"ids": ids} if ids else {}
-    gateway = build_gateway(settings, Backends(vector, lexical, graph, ranker), log, cache, **extra)
-    return Harness(world, vector, lexical, graph, ranker, log, cache, settings, gateway)
+    gateway = build_gateway(
+        settings,
+        Backends(vector, lexical, graph, ranker),
+        log,
+        cache,
+        tenant_log=tenant_log,
+        **extra,
+    )
+    return Harness(world, vector, lexical, graph, ranker, log, cache, settings, gateway, tenant_log)
 
 
 @pytest.fixture

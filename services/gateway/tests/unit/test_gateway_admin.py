@@ -187,9 +187,9 @@ async def test_the_tenant_is_the_tokens_unless_it_is_for_every_tenant(admin: Adm
     )
     await admin.stub.Consolidate(replace_tenant(DECAY, "globex"), metadata=ROOT)
     assert [r[0] for r in admin.control.requests] == ["acme", "globex"]
-    # A token for every tenant is for AdminService only.
+    # A token for every tenant is for AdminService (and Stats, naming the tenant) only.
     await refused(
-        admin.memory.Stats(gateway_pb2.StatsRequest(), metadata=ROOT),
+        admin.memory.Get(gateway_pb2.GetRequest(id="m1"), metadata=ROOT),
         grpc.StatusCode.PERMISSION_DENIED,
     )
 
@@ -409,9 +409,9 @@ async def test_sync_requests_one_run_per_store_and_waits_for_dry_reports(admin: 
 
 async def test_rebuild_names_the_store_and_model_and_checks_them(admin: Admin) -> None:
     request = admin_pb2.RebuildRequest(store=admin_pb2.STORE_VECTOR, embedding_model="m-2")
-    reply = await admin.stub.Rebuild(request, metadata=ADMIN)
+    reply = await admin.stub.Rebuild(request, metadata=ROOT)
     assert reply.run_id == "run-1"
-    assert admin.control.requests == [("acme", "run-1", ("rebuild_vector",), False)]
+    assert admin.control.requests == [("_all", "run-1", ("rebuild_vector",), False)]
     assert admin.control.params == ['{"embedding_model": "m-2"}']
     await admin.stub.Rebuild(admin_pb2.RebuildRequest(store=admin_pb2.STORE_GRAPH), metadata=ROOT)
     assert admin.control.requests[-1] == ("_all", "run-2", ("rebuild_graph",), False)
@@ -429,7 +429,7 @@ async def test_rebuild_names_the_store_and_model_and_checks_them(admin: Admin) -
     ]
     for request, name in bad:
         err = await refused(
-            admin.stub.Rebuild(request, metadata=ADMIN), grpc.StatusCode.INVALID_ARGUMENT
+            admin.stub.Rebuild(request, metadata=ROOT), grpc.StatusCode.INVALID_ARGUMENT
         )
         assert field_of(err) == name
     await refused(
@@ -456,7 +456,9 @@ async def test_rebuild_status_shows_rebuilds_across_tenants_and_the_tenants_sync
     synced = PassRun("sync_graph", "s-1", RunState.SUCCEEDED, started_at=NOW, finished_at=NOW)
     admin.control.statuses["acme"] = [PassStatus("sync_graph", last_run=synced)]
 
-    reply = await admin.stub.RebuildStatus(admin_pb2.RebuildStatusRequest(), metadata=ADMIN)
+    reply = await admin.stub.RebuildStatus(
+        admin_pb2.RebuildStatusRequest(tenant="acme"), metadata=ROOT
+    )
 
     assert [s.store for s in reply.rebuilds] == [1, 2, 3]
     vector = reply.rebuilds[0].last_run
@@ -466,3 +468,31 @@ async def test_rebuild_status_shows_rebuilds_across_tenants_and_the_tenants_sync
     assert not reply.rebuilds[1].HasField("last_run")
     assert reply.syncs[2].last_run.run_id == "s-1"
     assert reply.syncs[2].last_run.state == admin_pb2.PASS_STATE_SUCCEEDED
+
+
+async def test_what_spans_tenants_needs_a_cluster_admin_token(admin: Admin) -> None:
+    vector = admin_pb2.RebuildRequest(store=admin_pb2.STORE_VECTOR, embedding_model="m-2")
+    calls = [
+        admin.stub.Rebuild(vector, metadata=ADMIN),
+        admin.stub.RebuildStatus(admin_pb2.RebuildStatusRequest(), metadata=ADMIN),
+        admin.stub.RebuildStatus(admin_pb2.RebuildStatusRequest(tenant="acme"), metadata=ADMIN),
+    ]
+    for call in calls:
+        err = await refused(call, grpc.StatusCode.PERMISSION_DENIED)
+        assert "cluster-admin token" in (err.details() or "")
+    assert not admin.control.requests
+
+    await admin.stub.Rebuild(vector, metadata=ROOT)
+    assert admin.control.requests == [("_all", "run-1", ("rebuild_vector",), False)]
+    # Without a tenant a cluster admin sees the rebuilds and no tenant's syncs.
+    reply = await admin.stub.RebuildStatus(admin_pb2.RebuildStatusRequest(), metadata=ROOT)
+    assert (len(reply.rebuilds), len(reply.syncs), reply.tenant) == (3, 0, "")
+    # A tenant admin keeps what concerns its tenant alone, its syncs' status included.
+    await admin.stub.Sync(admin_pb2.SyncRequest(), metadata=ADMIN)
+    synced = PassRun("sync_lexical", "s-1", RunState.SUCCEEDED, started_at=NOW, finished_at=NOW)
+    admin.control.statuses["acme"] = [PassStatus("sync_lexical", last_run=synced)]
+    status = await admin.stub.ConsolidationStatus(
+        admin_pb2.ConsolidationStatusRequest(), metadata=ADMIN
+    )
+    assert [s.store for s in status.syncs] == [1, 2, 3]
+    assert status.syncs[1].last_run.run_id == "s-1"

@@ -17,6 +17,7 @@ from engram_core.errors import Internal, Unavailable
 from engram_core.model import Hit, Relation, TagMatch
 from engram_gateway.bootstrap import Backends, build_gateway
 from engram_gateway.service import Deadline, RecallMode, RecallRequest
+from engram_gateway.service.ports import Envelope
 
 
 @pytest.fixture
@@ -448,8 +449,9 @@ async def test_stats_reports_counts_and_marks_a_failed_store(client: Any) -> Non
     h = client.harness
     seed(h)
     h.graph.fail = Unavailable("graph down")
-    h.log.events.append(object())
-    h.log.applied = 1
+    h.log.apply = False  # one event in the log, not in the stores
+    at = datetime(2025, 6, 1, tzinfo=UTC)
+    await h.log.stored(Envelope("e1", h.tenant, at), h.memory("m-new", "in the log"))
     reply = await client.stub.Stats(gateway_pb2.StatsRequest(), metadata=client.auth())
     assert reply.tenant == h.tenant
     assert dict(reply.counts) == {"vector": 4, "lexical": 4, "graph": -1}

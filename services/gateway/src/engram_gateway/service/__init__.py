@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from engram_gateway.service.access import AccessRecorder
 from engram_gateway.service.admin import Admin
+from engram_gateway.service.dead_letters import DeadLetters
 from engram_gateway.service.deadline import Budget, Deadline
 from engram_gateway.service.rate_limit import RateLimitConfig, TenantRateLimit
 from engram_gateway.service.reads import (
@@ -16,6 +17,7 @@ from engram_gateway.service.reads import (
     RelatedItem,
     Stats,
 )
+from engram_gateway.service.stats import StatsView
 from engram_gateway.service.writes import (
     ItemResult,
     StoreItem,
@@ -33,11 +35,14 @@ class Gateway:
     access: AccessRecorder
     rate_limit: TenantRateLimit = field(default_factory=TenantRateLimit.off)
     admin: Admin | None = None  # AdminService; None: not served
+    stats: StatsView | None = None  # None: the reader's counts, no log positions
+    dead_letters: DeadLetters | None = None  # AdminService's; None: UNAVAILABLE
 
 
 __all__ = [
     "Admin",
     "Budget",
+    "DeadLetters",
     "Deadline",
     "Gateway",
     "ItemResult",
@@ -48,6 +53,7 @@ __all__ = [
     "RecallRequest",
     "RelatedItem",
     "Stats",
+    "StatsView",
     "StoreItem",
     "StoreOutcome",
     "TenantRateLimit",

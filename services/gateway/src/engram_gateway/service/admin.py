@@ -168,9 +168,12 @@ class Admin:
         return run_id
 
     async def maintenance(self, tenant: str, deadline: Deadline) -> Maintenance:
+        """The rebuilds, and ``tenant``'s syncs ("": none)."""
         rebuilds = await self._statuses(GLOBAL, [f"{REBUILD_PREFIX}{s}" for s in STORES], deadline)
-        syncs = await self._statuses(tenant, [f"{SYNC_PREFIX}{s}" for s in STORES], deadline)
-        return Maintenance(rebuilds, syncs)
+        return Maintenance(rebuilds, await self.syncs(tenant, deadline) if tenant else [])
+
+    async def syncs(self, tenant: str, deadline: Deadline) -> list[PassStatus]:
+        return await self._statuses(tenant, [f"{SYNC_PREFIX}{s}" for s in STORES], deadline)
 
     async def _reports(
         self, tenant: str, run_id: str, passes: tuple[str, ...], deadline: Deadline

@@ -287,7 +287,7 @@ class RebuildStatusRequest(_message.Message):
 
     TENANT_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
-    """of the syncs; empty: the token's"""
+    """of the syncs; empty: no syncs"""
     def __init__(
         self,
         *,
@@ -606,21 +606,248 @@ class ConsolidationStatusResponse(_message.Message):
 
     TENANT_FIELD_NUMBER: _builtins.int
     PASSES_FIELD_NUMBER: _builtins.int
+    SYNCS_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
     @_builtins.property
     def passes(self) -> _containers.RepeatedCompositeFieldContainer[Global___PassStatus]:
         """decay, associate, cluster, forget"""
+
+    @_builtins.property
+    def syncs(self) -> _containers.RepeatedCompositeFieldContainer[Global___StoreStatus]:
+        """vector, lexical, graph"""
 
     def __init__(
         self,
         *,
         tenant: _builtins.str = ...,
         passes: _abc.Iterable[Global___PassStatus] | None = ...,
+        syncs: _abc.Iterable[Global___StoreStatus] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["passes", b"passes", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["passes", b"passes", "syncs", b"syncs", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ConsolidationStatusResponse: _TypeAlias = ConsolidationStatusResponse  # noqa: Y015
+
+@_typing.final
+class ListDeadLettersRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    AFTER_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    """empty: the token's; another: a token of tenant "*" """
+    page_size: _builtins.int
+    """1..1000; 0: 100"""
+    after: _builtins.int
+    """the previous page's next_after; 0: from the oldest"""
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        after: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "page_size", b"page_size", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDeadLettersRequest: _TypeAlias = ListDeadLettersRequest  # noqa: Y015
+
+@_typing.final
+class DeadLetter(_message.Message):
+    """One dead letter: the event as it was refused, and why."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    EVENT_FIELD_NUMBER: _builtins.int
+    ORIGINAL_SUBJECT_FIELD_NUMBER: _builtins.int
+    ORIGINAL_STREAM_FIELD_NUMBER: _builtins.int
+    ORIGINAL_SEQUENCE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    STORE_FIELD_NUMBER: _builtins.int
+    DELIVERIES_FIELD_NUMBER: _builtins.int
+    DEAD_LETTERED_AT_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    sequence: _builtins.int
+    """in ENGRAM_DEADLETTER: the cursor, and what to replay"""
+    event: _builtins.str
+    """memory_stored, memory_updated, relation_added, ..."""
+    original_subject: _builtins.str
+    original_stream: _builtins.str
+    original_sequence: _builtins.int
+    """an opaque log position, like reply sequences"""
+    reason: _builtins.str
+    store: _builtins.str
+    """the refusing store (vector, lexical, graph,"""
+    deliveries: _builtins.int
+    """embedding); "" for an event that did not decode
+    deliveries before it was dead-lettered
+    """
+    memory_id: _builtins.str
+    """when the payload decodes (a relation: its source)"""
+    @_builtins.property
+    def dead_lettered_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        sequence: _builtins.int = ...,
+        event: _builtins.str = ...,
+        original_subject: _builtins.str = ...,
+        original_stream: _builtins.str = ...,
+        original_sequence: _builtins.int = ...,
+        reason: _builtins.str = ...,
+        store: _builtins.str = ...,
+        deliveries: _builtins.int = ...,
+        dead_lettered_at: _timestamp_pb2.Timestamp | None = ...,
+        memory_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["dead_lettered_at", b"dead_lettered_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dead_lettered_at", b"dead_lettered_at", "deliveries", b"deliveries", "event", b"event", "memory_id", b"memory_id", "original_sequence", b"original_sequence", "original_stream", b"original_stream", "original_subject", b"original_subject", "reason", b"reason", "sequence", b"sequence", "store", b"store"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeadLetter: _TypeAlias = DeadLetter  # noqa: Y015
+
+@_typing.final
+class ListDeadLettersResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    DEAD_LETTERS_FIELD_NUMBER: _builtins.int
+    NEXT_AFTER_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    next_after: _builtins.int
+    """pass as `after` for the next page; 0: no more"""
+    @_builtins.property
+    def dead_letters(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeadLetter]: ...
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        dead_letters: _abc.Iterable[Global___DeadLetter] | None = ...,
+        next_after: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dead_letters", b"dead_letters", "next_after", b"next_after", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDeadLettersResponse: _TypeAlias = ListDeadLettersResponse  # noqa: Y015
+
+@_typing.final
+class ReplayDeadLettersRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    SEQUENCES_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    """empty: the token's; another: a token of tenant "*" """
+    @_builtins.property
+    def sequences(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """dead-letter sequences; empty: all the tenant's"""
+
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        sequences: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["sequences", b"sequences", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReplayDeadLettersRequest: _TypeAlias = ReplayDeadLettersRequest  # noqa: Y015
+
+@_typing.final
+class ReplayedDeadLetter(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    NEW_SEQUENCE_FIELD_NUMBER: _builtins.int
+    sequence: _builtins.int
+    """the dead letter's (now deleted)"""
+    new_sequence: _builtins.int
+    """the republished event's, usable as min_sequence"""
+    def __init__(
+        self,
+        *,
+        sequence: _builtins.int = ...,
+        new_sequence: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["new_sequence", b"new_sequence", "sequence", b"sequence"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReplayedDeadLetter: _TypeAlias = ReplayedDeadLetter  # noqa: Y015
+
+@_typing.final
+class FailedReplay(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    sequence: _builtins.int
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        sequence: _builtins.int = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "sequence", b"sequence"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FailedReplay: _TypeAlias = FailedReplay  # noqa: Y015
+
+@_typing.final
+class ReplayDeadLettersResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    REPLAYED_FIELD_NUMBER: _builtins.int
+    FAILED_FIELD_NUMBER: _builtins.int
+    REPLAYS_FIELD_NUMBER: _builtins.int
+    FAILURES_FIELD_NUMBER: _builtins.int
+    REMAINING_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    replayed: _builtins.int
+    failed: _builtins.int
+    remaining: _builtins.int
+    """"all" only: the tenant's letters not reached within the deadline (call again)"""
+    @_builtins.property
+    def replays(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplayedDeadLetter]: ...
+    @_builtins.property
+    def failures(self) -> _containers.RepeatedCompositeFieldContainer[Global___FailedReplay]: ...
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        replayed: _builtins.int = ...,
+        failed: _builtins.int = ...,
+        replays: _abc.Iterable[Global___ReplayedDeadLetter] | None = ...,
+        failures: _abc.Iterable[Global___FailedReplay] | None = ...,
+        remaining: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["failed", b"failed", "failures", b"failures", "remaining", b"remaining", "replayed", b"replayed", "replays", b"replays", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReplayDeadLettersResponse: _TypeAlias = ReplayDeadLettersResponse  # noqa: Y015

@@ -26,10 +26,12 @@ if _version_not_supported:
 
 
 class AdminServiceStub:
-    """Maintenance of a tenant's memory (issue #5), served beside MemoryService on the same
-    port with the same bearer tokens. Every RPC needs the admin scope and may also return
-    UNAUTHENTICATED (no or unknown token), PERMISSION_DENIED (no admin scope, or another
-    tenant than the token's), RESOURCE_EXHAUSTED (rate limit) and INTERNAL.
+    """Maintenance of a tenant's memory, served beside MemoryService on the same port with the
+    same bearer tokens. Every RPC needs the admin scope and may also return UNAUTHENTICATED
+    (no or unknown token), PERMISSION_DENIED (no admin scope, or another tenant than the
+    token's), RESOURCE_EXHAUSTED (rate limit) and INTERNAL. A tenant admin acts on its own
+    tenant; what reaches beyond one tenant (Rebuild, RebuildStatus) needs a cluster-admin
+    token (tenant "*"), which may also name any tenant where a request has a `tenant`.
     """
 
     def __init__(self, channel):
@@ -63,13 +65,25 @@ class AdminServiceStub:
                 request_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.RebuildStatusRequest.SerializeToString,
                 response_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.RebuildStatusResponse.FromString,
                 _registered_method=True)
+        self.ListDeadLetters = channel.unary_unary(
+                '/engram.gateway.v1.AdminService/ListDeadLetters',
+                request_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.ListDeadLettersRequest.SerializeToString,
+                response_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.ListDeadLettersResponse.FromString,
+                _registered_method=True)
+        self.ReplayDeadLetters = channel.unary_unary(
+                '/engram.gateway.v1.AdminService/ReplayDeadLetters',
+                request_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.ReplayDeadLettersRequest.SerializeToString,
+                response_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.ReplayDeadLettersResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
-    """Maintenance of a tenant's memory (issue #5), served beside MemoryService on the same
-    port with the same bearer tokens. Every RPC needs the admin scope and may also return
-    UNAUTHENTICATED (no or unknown token), PERMISSION_DENIED (no admin scope, or another
-    tenant than the token's), RESOURCE_EXHAUSTED (rate limit) and INTERNAL.
+    """Maintenance of a tenant's memory, served beside MemoryService on the same port with the
+    same bearer tokens. Every RPC needs the admin scope and may also return UNAUTHENTICATED
+    (no or unknown token), PERMISSION_DENIED (no admin scope, or another tenant than the
+    token's), RESOURCE_EXHAUSTED (rate limit) and INTERNAL. A tenant admin acts on its own
+    tenant; what reaches beyond one tenant (Rebuild, RebuildStatus) needs a cluster-admin
+    token (tenant "*"), which may also name any tenant where a request has a `tenant`.
     """
 
     def Consolidate(self, request, context):
@@ -88,7 +102,8 @@ class AdminServiceServicer:
 
     def ConsolidationStatus(self, request, context):
         """Per pass: the current or latest run (start, end, state, changes, duration, progress),
-        a requested run waiting to start, and the latest dry run.
+        a requested run waiting to start, and the latest dry run; and the tenant's latest sync
+        (real and dry) of each store.
         Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED, UNAVAILABLE (log down).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -116,18 +131,48 @@ class AdminServiceServicer:
         atomically and replayed once more from the catch-up point; the previous generation is
         kept until the next rebuild of the store. With embedding_model (vector only) the new
         generation embeds with that model: this is how the model changes without downtime.
-        Graph (one database) is replayed in place. Any admin token may ask (no tenant's data
-        changes); one rebuild per store at a time (a second request waits for the first).
-        Codes: OK, INVALID_ARGUMENT (store, embedding_model), PERMISSION_DENIED, UNAVAILABLE.
+        Graph (one database) is replayed in place. It changes every tenant's store, so only a
+        cluster-admin token (tenant "*") may ask; one rebuild per store at a time (a second
+        request waits for the first).
+        Codes: OK, INVALID_ARGUMENT (store, embedding_model), PERMISSION_DENIED (not a
+        cluster-admin token), UNAVAILABLE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RebuildStatus(self, request, context):
-        """The current or latest rebuild of each store, and the tenant's latest sync of each store
-        (real and dry), with progress (phase, done of total) and counts.
-        Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED, UNAVAILABLE (log down).
+        """The current or latest rebuild of each store, and the named tenant's latest sync of each
+        store (real and dry), with progress (phase, done of total) and counts. Rebuilds span
+        every tenant: a cluster-admin token (tenant "*") only; without a tenant, no syncs.
+        Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED (not a cluster-admin token),
+        UNAVAILABLE (log down).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListDeadLetters(self, request, context):
+        """The tenant's dead letters, oldest first, a page at a time: events the ingest or
+        consolidate worker could not apply (a store refused them for good, or they did not
+        decode), copied to ENGRAM_DEADLETTER with the reason and taken off the log's way.
+        Codes: OK, INVALID_ARGUMENT (tenant, page_size), PERMISSION_DENIED, UNAVAILABLE (log
+        down).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReplayDeadLetters(self, request, context):
+        """Republishes the tenant's dead letters (all, or those `sequences` names) to their
+        original subject under a new event id, so the worker applies them again (e.g. after
+        the store or the limit that refused them was fixed); a letter is deleted from
+        ENGRAM_DEADLETTER once the log has acknowledged its republished copy, so a letter is
+        never lost and a retried replay republishes it once. One that fails again comes back
+        as a new dead letter. A letter that cannot be republished or deleted is a failure with
+        its reason, as is a sequence that is not one of the tenant's letters ("not found").
+        Codes: OK, INVALID_ARGUMENT (tenant, sequences), PERMISSION_DENIED, UNAVAILABLE (log
+        down when replaying all: the tenant's letters cannot be counted or read).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -161,6 +206,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     request_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.RebuildStatusRequest.FromString,
                     response_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.RebuildStatusResponse.SerializeToString,
             ),
+            'ListDeadLetters': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDeadLetters,
+                    request_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.ListDeadLettersRequest.FromString,
+                    response_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.ListDeadLettersResponse.SerializeToString,
+            ),
+            'ReplayDeadLetters': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReplayDeadLetters,
+                    request_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.ReplayDeadLettersRequest.FromString,
+                    response_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.ReplayDeadLettersResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'engram.gateway.v1.AdminService', rpc_method_handlers)
@@ -170,10 +225,12 @@ def add_AdminServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class AdminService:
-    """Maintenance of a tenant's memory (issue #5), served beside MemoryService on the same
-    port with the same bearer tokens. Every RPC needs the admin scope and may also return
-    UNAUTHENTICATED (no or unknown token), PERMISSION_DENIED (no admin scope, or another
-    tenant than the token's), RESOURCE_EXHAUSTED (rate limit) and INTERNAL.
+    """Maintenance of a tenant's memory, served beside MemoryService on the same port with the
+    same bearer tokens. Every RPC needs the admin scope and may also return UNAUTHENTICATED
+    (no or unknown token), PERMISSION_DENIED (no admin scope, or another tenant than the
+    token's), RESOURCE_EXHAUSTED (rate limit) and INTERNAL. A tenant admin acts on its own
+    tenant; what reaches beyond one tenant (Rebuild, RebuildStatus) needs a cluster-admin
+    token (tenant "*"), which may also name any tenant where a request has a `tenant`.
     """
 
     @staticmethod
@@ -301,6 +358,60 @@ class AdminService:
             '/engram.gateway.v1.AdminService/RebuildStatus',
             engram_dot_gateway_dot_v1_dot_admin__pb2.RebuildStatusRequest.SerializeToString,
             engram_dot_gateway_dot_v1_dot_admin__pb2.RebuildStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDeadLetters(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.gateway.v1.AdminService/ListDeadLetters',
+            engram_dot_gateway_dot_v1_dot_admin__pb2.ListDeadLettersRequest.SerializeToString,
+            engram_dot_gateway_dot_v1_dot_admin__pb2.ListDeadLettersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReplayDeadLetters(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.gateway.v1.AdminService/ReplayDeadLetters',
+            engram_dot_gateway_dot_v1_dot_admin__pb2.ReplayDeadLettersRequest.SerializeToString,
+            engram_dot_gateway_dot_v1_dot_admin__pb2.ReplayDeadLettersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -27,10 +27,12 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class AdminServiceStub:
-    """Maintenance of a tenant's memory (issue #5), served beside MemoryService on the same
-    port with the same bearer tokens. Every RPC needs the admin scope and may also return
-    UNAUTHENTICATED (no or unknown token), PERMISSION_DENIED (no admin scope, or another
-    tenant than the token's), RESOURCE_EXHAUSTED (rate limit) and INTERNAL.
+    """Maintenance of a tenant's memory, served beside MemoryService on the same port with the
+    same bearer tokens. Every RPC needs the admin scope and may also return UNAUTHENTICATED
+    (no or unknown token), PERMISSION_DENIED (no admin scope, or another tenant than the
+    token's), RESOURCE_EXHAUSTED (rate limit) and INTERNAL. A tenant admin acts on its own
+    tenant; what reaches beyond one tenant (Rebuild, RebuildStatus) needs a cluster-admin
+    token (tenant "*"), which may also name any tenant where a request has a `tenant`.
     """
 
     @_typing.overload
@@ -49,7 +51,8 @@ class AdminServiceStub:
     """
     ConsolidationStatus: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ConsolidationStatusRequest, _admin_pb2.ConsolidationStatusResponse]
     """Per pass: the current or latest run (start, end, state, changes, duration, progress),
-    a requested run waiting to start, and the latest dry run.
+    a requested run waiting to start, and the latest dry run; and the tenant's latest sync
+    (real and dry) of each store.
     Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED, UNAVAILABLE (log down).
     """
     Sync: _grpc.UnaryUnaryMultiCallable[_admin_pb2.SyncRequest, _admin_pb2.SyncResponse]
@@ -69,22 +72,46 @@ class AdminServiceStub:
     atomically and replayed once more from the catch-up point; the previous generation is
     kept until the next rebuild of the store. With embedding_model (vector only) the new
     generation embeds with that model: this is how the model changes without downtime.
-    Graph (one database) is replayed in place. Any admin token may ask (no tenant's data
-    changes); one rebuild per store at a time (a second request waits for the first).
-    Codes: OK, INVALID_ARGUMENT (store, embedding_model), PERMISSION_DENIED, UNAVAILABLE.
+    Graph (one database) is replayed in place. It changes every tenant's store, so only a
+    cluster-admin token (tenant "*") may ask; one rebuild per store at a time (a second
+    request waits for the first).
+    Codes: OK, INVALID_ARGUMENT (store, embedding_model), PERMISSION_DENIED (not a
+    cluster-admin token), UNAVAILABLE.
     """
     RebuildStatus: _grpc.UnaryUnaryMultiCallable[_admin_pb2.RebuildStatusRequest, _admin_pb2.RebuildStatusResponse]
-    """The current or latest rebuild of each store, and the tenant's latest sync of each store
-    (real and dry), with progress (phase, done of total) and counts.
-    Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED, UNAVAILABLE (log down).
+    """The current or latest rebuild of each store, and the named tenant's latest sync of each
+    store (real and dry), with progress (phase, done of total) and counts. Rebuilds span
+    every tenant: a cluster-admin token (tenant "*") only; without a tenant, no syncs.
+    Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED (not a cluster-admin token),
+    UNAVAILABLE (log down).
+    """
+    ListDeadLetters: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListDeadLettersRequest, _admin_pb2.ListDeadLettersResponse]
+    """The tenant's dead letters, oldest first, a page at a time: events the ingest or
+    consolidate worker could not apply (a store refused them for good, or they did not
+    decode), copied to ENGRAM_DEADLETTER with the reason and taken off the log's way.
+    Codes: OK, INVALID_ARGUMENT (tenant, page_size), PERMISSION_DENIED, UNAVAILABLE (log
+    down).
+    """
+    ReplayDeadLetters: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ReplayDeadLettersRequest, _admin_pb2.ReplayDeadLettersResponse]
+    """Republishes the tenant's dead letters (all, or those `sequences` names) to their
+    original subject under a new event id, so the worker applies them again (e.g. after
+    the store or the limit that refused them was fixed); a letter is deleted from
+    ENGRAM_DEADLETTER once the log has acknowledged its republished copy, so a letter is
+    never lost and a retried replay republishes it once. One that fails again comes back
+    as a new dead letter. A letter that cannot be republished or deleted is a failure with
+    its reason, as is a sequence that is not one of the tenant's letters ("not found").
+    Codes: OK, INVALID_ARGUMENT (tenant, sequences), PERMISSION_DENIED, UNAVAILABLE (log
+    down when replaying all: the tenant's letters cannot be counted or read).
     """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
-    """Maintenance of a tenant's memory (issue #5), served beside MemoryService on the same
-    port with the same bearer tokens. Every RPC needs the admin scope and may also return
-    UNAUTHENTICATED (no or unknown token), PERMISSION_DENIED (no admin scope, or another
-    tenant than the token's), RESOURCE_EXHAUSTED (rate limit) and INTERNAL.
+    """Maintenance of a tenant's memory, served beside MemoryService on the same port with the
+    same bearer tokens. Every RPC needs the admin scope and may also return UNAUTHENTICATED
+    (no or unknown token), PERMISSION_DENIED (no admin scope, or another tenant than the
+    token's), RESOURCE_EXHAUSTED (rate limit) and INTERNAL. A tenant admin acts on its own
+    tenant; what reaches beyond one tenant (Rebuild, RebuildStatus) needs a cluster-admin
+    token (tenant "*"), which may also name any tenant where a request has a `tenant`.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -100,7 +127,8 @@ class AdminServiceAsyncStub(AdminServiceStub):
     """
     ConsolidationStatus: _aio.UnaryUnaryMultiCallable[_admin_pb2.ConsolidationStatusRequest, _admin_pb2.ConsolidationStatusResponse]  # type: ignore[assignment]
     """Per pass: the current or latest run (start, end, state, changes, duration, progress),
-    a requested run waiting to start, and the latest dry run.
+    a requested run waiting to start, and the latest dry run; and the tenant's latest sync
+    (real and dry) of each store.
     Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED, UNAVAILABLE (log down).
     """
     Sync: _aio.UnaryUnaryMultiCallable[_admin_pb2.SyncRequest, _admin_pb2.SyncResponse]  # type: ignore[assignment]
@@ -120,21 +148,45 @@ class AdminServiceAsyncStub(AdminServiceStub):
     atomically and replayed once more from the catch-up point; the previous generation is
     kept until the next rebuild of the store. With embedding_model (vector only) the new
     generation embeds with that model: this is how the model changes without downtime.
-    Graph (one database) is replayed in place. Any admin token may ask (no tenant's data
-    changes); one rebuild per store at a time (a second request waits for the first).
-    Codes: OK, INVALID_ARGUMENT (store, embedding_model), PERMISSION_DENIED, UNAVAILABLE.
+    Graph (one database) is replayed in place. It changes every tenant's store, so only a
+    cluster-admin token (tenant "*") may ask; one rebuild per store at a time (a second
+    request waits for the first).
+    Codes: OK, INVALID_ARGUMENT (store, embedding_model), PERMISSION_DENIED (not a
+    cluster-admin token), UNAVAILABLE.
     """
     RebuildStatus: _aio.UnaryUnaryMultiCallable[_admin_pb2.RebuildStatusRequest, _admin_pb2.RebuildStatusResponse]  # type: ignore[assignment]
-    """The current or latest rebuild of each store, and the tenant's latest sync of each store
-    (real and dry), with progress (phase, done of total) and counts.
-    Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED, UNAVAILABLE (log down).
+    """The current or latest rebuild of each store, and the named tenant's latest sync of each
+    store (real and dry), with progress (phase, done of total) and counts. Rebuilds span
+    every tenant: a cluster-admin token (tenant "*") only; without a tenant, no syncs.
+    Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED (not a cluster-admin token),
+    UNAVAILABLE (log down).
+    """
+    ListDeadLetters: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListDeadLettersRequest, _admin_pb2.ListDeadLettersResponse]  # type: ignore[assignment]
+    """The tenant's dead letters, oldest first, a page at a time: events the ingest or
+    consolidate worker could not apply (a store refused them for good, or they did not
+    decode), copied to ENGRAM_DEADLETTER with the reason and taken off the log's way.
+    Codes: OK, INVALID_ARGUMENT (tenant, page_size), PERMISSION_DENIED, UNAVAILABLE (log
+    down).
+    """
+    ReplayDeadLetters: _aio.UnaryUnaryMultiCallable[_admin_pb2.ReplayDeadLettersRequest, _admin_pb2.ReplayDeadLettersResponse]  # type: ignore[assignment]
+    """Republishes the tenant's dead letters (all, or those `sequences` names) to their
+    original subject under a new event id, so the worker applies them again (e.g. after
+    the store or the limit that refused them was fixed); a letter is deleted from
+    ENGRAM_DEADLETTER once the log has acknowledged its republished copy, so a letter is
+    never lost and a retried replay republishes it once. One that fails again comes back
+    as a new dead letter. A letter that cannot be republished or deleted is a failure with
+    its reason, as is a sequence that is not one of the tenant's letters ("not found").
+    Codes: OK, INVALID_ARGUMENT (tenant, sequences), PERMISSION_DENIED, UNAVAILABLE (log
+    down when replaying all: the tenant's letters cannot be counted or read).
     """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
-    """Maintenance of a tenant's memory (issue #5), served beside MemoryService on the same
-    port with the same bearer tokens. Every RPC needs the admin scope and may also return
-    UNAUTHENTICATED (no or unknown token), PERMISSION_DENIED (no admin scope, or another
-    tenant than the token's), RESOURCE_EXHAUSTED (rate limit) and INTERNAL.
+    """Maintenance of a tenant's memory, served beside MemoryService on the same port with the
+    same bearer tokens. Every RPC needs the admin scope and may also return UNAUTHENTICATED
+    (no or unknown token), PERMISSION_DENIED (no admin scope, or another tenant than the
+    token's), RESOURCE_EXHAUSTED (rate limit) and INTERNAL. A tenant admin acts on its own
+    tenant; what reaches beyond one tenant (Rebuild, RebuildStatus) needs a cluster-admin
+    token (tenant "*"), which may also name any tenant where a request has a `tenant`.
     """
 
     @_abc_1.abstractmethod
@@ -160,7 +212,8 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.ConsolidationStatusResponse, _abc.Awaitable[_admin_pb2.ConsolidationStatusResponse]]:
         """Per pass: the current or latest run (start, end, state, changes, duration, progress),
-        a requested run waiting to start, and the latest dry run.
+        a requested run waiting to start, and the latest dry run; and the tenant's latest sync
+        (real and dry) of each store.
         Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED, UNAVAILABLE (log down).
         """
 
@@ -192,9 +245,11 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         atomically and replayed once more from the catch-up point; the previous generation is
         kept until the next rebuild of the store. With embedding_model (vector only) the new
         generation embeds with that model: this is how the model changes without downtime.
-        Graph (one database) is replayed in place. Any admin token may ask (no tenant's data
-        changes); one rebuild per store at a time (a second request waits for the first).
-        Codes: OK, INVALID_ARGUMENT (store, embedding_model), PERMISSION_DENIED, UNAVAILABLE.
+        Graph (one database) is replayed in place. It changes every tenant's store, so only a
+        cluster-admin token (tenant "*") may ask; one rebuild per store at a time (a second
+        request waits for the first).
+        Codes: OK, INVALID_ARGUMENT (store, embedding_model), PERMISSION_DENIED (not a
+        cluster-admin token), UNAVAILABLE.
         """
 
     @_abc_1.abstractmethod
@@ -203,9 +258,41 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _admin_pb2.RebuildStatusRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.RebuildStatusResponse, _abc.Awaitable[_admin_pb2.RebuildStatusResponse]]:
-        """The current or latest rebuild of each store, and the tenant's latest sync of each store
-        (real and dry), with progress (phase, done of total) and counts.
-        Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED, UNAVAILABLE (log down).
+        """The current or latest rebuild of each store, and the named tenant's latest sync of each
+        store (real and dry), with progress (phase, done of total) and counts. Rebuilds span
+        every tenant: a cluster-admin token (tenant "*") only; without a tenant, no syncs.
+        Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED (not a cluster-admin token),
+        UNAVAILABLE (log down).
+        """
+
+    @_abc_1.abstractmethod
+    def ListDeadLetters(
+        self,
+        request: _admin_pb2.ListDeadLettersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.ListDeadLettersResponse, _abc.Awaitable[_admin_pb2.ListDeadLettersResponse]]:
+        """The tenant's dead letters, oldest first, a page at a time: events the ingest or
+        consolidate worker could not apply (a store refused them for good, or they did not
+        decode), copied to ENGRAM_DEADLETTER with the reason and taken off the log's way.
+        Codes: OK, INVALID_ARGUMENT (tenant, page_size), PERMISSION_DENIED, UNAVAILABLE (log
+        down).
+        """
+
+    @_abc_1.abstractmethod
+    def ReplayDeadLetters(
+        self,
+        request: _admin_pb2.ReplayDeadLettersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.ReplayDeadLettersResponse, _abc.Awaitable[_admin_pb2.ReplayDeadLettersResponse]]:
+        """Republishes the tenant's dead letters (all, or those `sequences` names) to their
+        original subject under a new event id, so the worker applies them again (e.g. after
+        the store or the limit that refused them was fixed); a letter is deleted from
+        ENGRAM_DEADLETTER once the log has acknowledged its republished copy, so a letter is
+        never lost and a retried replay republishes it once. One that fails again comes back
+        as a new dead letter. A letter that cannot be republished or deleted is a failure with
+        its reason, as is a sequence that is not one of the tenant's letters ("not found").
+        Codes: OK, INVALID_ARGUMENT (tenant, sequences), PERMISSION_DENIED, UNAVAILABLE (log
+        down when replaying all: the tenant's letters cannot be counted or read).
         """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

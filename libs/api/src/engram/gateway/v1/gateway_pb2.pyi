@@ -819,12 +819,17 @@ Global___RelatedResponse: _TypeAlias = RelatedResponse  # noqa: Y015
 class StatsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    TENANT_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    """a cluster-admin token's; empty: the token's"""
     def __init__(
         self,
+        *,
+        tenant: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -858,11 +863,14 @@ class StatsResponse(_message.Message):
     COUNTS_FIELD_NUMBER: _builtins.int
     WATERMARK_FIELD_NUMBER: _builtins.int
     LAST_SEQUENCE_FIELD_NUMBER: _builtins.int
+    DEAD_LETTERS_FIELD_NUMBER: _builtins.int
     tenant: _builtins.str
     watermark: _builtins.int
-    """every event at or below is applied"""
+    """every event of the tenant at or below is applied"""
     last_sequence: _builtins.int
-    """the log's last sequence"""
+    """the tenant's latest event (cluster admin: the log's)"""
+    dead_letters: _builtins.int
+    """the tenant's dead letters; -1: the log did not answer"""
     @_builtins.property
     def counts(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """per store: vector, lexical, graph"""
@@ -874,10 +882,11 @@ class StatsResponse(_message.Message):
         counts: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
         watermark: _builtins.int = ...,
         last_sequence: _builtins.int = ...,
+        dead_letters: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "last_sequence", b"last_sequence", "tenant", b"tenant", "watermark", b"watermark"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dead_letters", b"dead_letters", "last_sequence", b"last_sequence", "tenant", b"tenant", "watermark", b"watermark"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

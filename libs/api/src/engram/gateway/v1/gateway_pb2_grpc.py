@@ -33,6 +33,8 @@ class MemoryServiceStub:
     tenant over its rate limit: trailing metadata `retry-after-ms` says when to retry)
     and INTERNAL (never with a stack trace). A write's publish waits for the log's ack no
     longer than the call's deadline allows.
+    The `sequence` of a write's reply is an opaque token: pass it as Recall's min_sequence
+    to read the write back; do not compare it across writes or read a volume into it.
     """
 
     def __init__(self, channel):
@@ -101,6 +103,8 @@ class MemoryServiceServicer:
     tenant over its rate limit: trailing metadata `retry-after-ms` says when to retry)
     and INTERNAL (never with a stack trace). A write's publish waits for the log's ack no
     longer than the call's deadline allows.
+    The `sequence` of a write's reply is an opaque token: pass it as Recall's min_sequence
+    to read the write back; do not compare it across writes or read a volume into it.
     """
 
     def Store(self, request, context):
@@ -191,8 +195,12 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Stats(self, request, context):
-        """Per-store counts for the caller's tenant and the applied watermark.
-        Codes: OK, UNAVAILABLE.
+        """Per-store counts for the caller's tenant, its dead letters and the applied watermark.
+        The log positions are the tenant's own: last_sequence is its latest event's sequence
+        and watermark is capped there, so nothing shows other tenants' write volume. A
+        cluster-admin token (tenant "*") names the tenant and sees the log's own positions.
+        Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED (tenant named without a
+        cluster-admin token), UNAVAILABLE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -267,6 +275,8 @@ class MemoryService:
     tenant over its rate limit: trailing metadata `retry-after-ms` says when to retry)
     and INTERNAL (never with a stack trace). A write's publish waits for the log's ack no
     longer than the call's deadline allows.
+    The `sequence` of a write's reply is an opaque token: pass it as Recall's min_sequence
+    to read the write back; do not compare it across writes or read a volume into it.
     """
 
     @staticmethod

@@ -34,6 +34,8 @@ class MemoryServiceStub:
     tenant over its rate limit: trailing metadata `retry-after-ms` says when to retry)
     and INTERNAL (never with a stack trace). A write's publish waits for the log's ack no
     longer than the call's deadline allows.
+    The `sequence` of a write's reply is an opaque token: pass it as Recall's min_sequence
+    to read the write back; do not compare it across writes or read a volume into it.
     """
 
     @_typing.overload
@@ -90,8 +92,12 @@ class MemoryServiceStub:
     Codes: OK, INVALID_ARGUMENT (depth, types, limit), NOT_FOUND, UNAVAILABLE.
     """
     Stats: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.StatsRequest, _gateway_pb2.StatsResponse]
-    """Per-store counts for the caller's tenant and the applied watermark.
-    Codes: OK, UNAVAILABLE.
+    """Per-store counts for the caller's tenant, its dead letters and the applied watermark.
+    The log positions are the tenant's own: last_sequence is its latest event's sequence
+    and watermark is capped there, so nothing shows other tenants' write volume. A
+    cluster-admin token (tenant "*") names the tenant and sees the log's own positions.
+    Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED (tenant named without a
+    cluster-admin token), UNAVAILABLE.
     """
 
 @_typing.type_check_only
@@ -103,6 +109,8 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     tenant over its rate limit: trailing metadata `retry-after-ms` says when to retry)
     and INTERNAL (never with a stack trace). A write's publish waits for the log's ack no
     longer than the call's deadline allows.
+    The `sequence` of a write's reply is an opaque token: pass it as Recall's min_sequence
+    to read the write back; do not compare it across writes or read a volume into it.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -156,8 +164,12 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     Codes: OK, INVALID_ARGUMENT (depth, types, limit), NOT_FOUND, UNAVAILABLE.
     """
     Stats: _aio.UnaryUnaryMultiCallable[_gateway_pb2.StatsRequest, _gateway_pb2.StatsResponse]  # type: ignore[assignment]
-    """Per-store counts for the caller's tenant and the applied watermark.
-    Codes: OK, UNAVAILABLE.
+    """Per-store counts for the caller's tenant, its dead letters and the applied watermark.
+    The log positions are the tenant's own: last_sequence is its latest event's sequence
+    and watermark is capped there, so nothing shows other tenants' write volume. A
+    cluster-admin token (tenant "*") names the tenant and sees the log's own positions.
+    Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED (tenant named without a
+    cluster-admin token), UNAVAILABLE.
     """
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -168,6 +180,8 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     tenant over its rate limit: trailing metadata `retry-after-ms` says when to retry)
     and INTERNAL (never with a stack trace). A write's publish waits for the log's ack no
     longer than the call's deadline allows.
+    The `sequence` of a write's reply is an opaque token: pass it as Recall's min_sequence
+    to read the write back; do not compare it across writes or read a volume into it.
     """
 
     @_abc_1.abstractmethod
@@ -279,8 +293,12 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _gateway_pb2.StatsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.StatsResponse, _abc.Awaitable[_gateway_pb2.StatsResponse]]:
-        """Per-store counts for the caller's tenant and the applied watermark.
-        Codes: OK, UNAVAILABLE.
+        """Per-store counts for the caller's tenant, its dead letters and the applied watermark.
+        The log positions are the tenant's own: last_sequence is its latest event's sequence
+        and watermark is capped there, so nothing shows other tenants' write volume. A
+        cluster-admin token (tenant "*") names the tenant and sees the log's own positions.
+        Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED (tenant named without a
+        cluster-admin token), UNAVAILABLE.
         """
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
