@@ -263,6 +263,18 @@ async def last_sequence(js: JetStreamContext) -> int:
     return int(info.state.last_seq)
 
 
+async def tenant_last_sequence(js: JetStreamContext, tenant: str) -> int:
+    """The sequence of ``tenant``'s newest memory event, 0 when it has none: a position
+    the tenant was given itself, so it tells nothing of other tenants' writes."""
+    try:
+        raw = await js.get_last_msg(STREAM_MEMORY, subject(tenant, "*"))
+    except NotFoundError:
+        return 0
+    except Exception as exc:
+        raise Unavailable(f"cannot read the log: {exc!r}") from exc
+    return int(raw.seq or 0)
+
+
 async def read_range(
     js: JetStreamContext,
     stream: str,

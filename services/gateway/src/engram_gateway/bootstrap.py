@@ -219,6 +219,7 @@ def build_gateway(
             event_log.watermark,
             settings.watermark_cache_ms / 1000.0,
             decided=event_log.tenant_decided,
+            tenant_last=event_log.tenant_last_sequence,
         ),
         access,
         ReadConfig(

@@ -367,6 +367,14 @@ class FakeLog:
             if p.env.tenant == tenant
         )
 
+    async def tenant_last_sequence(self, tenant: str) -> int:
+        if self.fail is not None:
+            raise Unavailable("log down")
+        own = [
+            p.sequence for p in self.events if isinstance(p, Published) and p.env.tenant == tenant
+        ]
+        return max(own, default=0)
+
     async def last_sequence(self) -> int:
         return self.last
 

@@ -14,7 +14,7 @@ import pytest
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2
 from engram_core.errors import Internal, Unavailable
-from engram_core.model import Hit, Relation, TagMatch
+from engram_core.model import Hit, Memory, Relation, TagMatch
 from engram_gateway.bootstrap import Backends, build_gateway
 from engram_gateway.service import Deadline, RecallMode, RecallRequest
 from engram_gateway.service.ports import Envelope
@@ -291,11 +291,27 @@ async def test_min_sequence_not_reached_is_deadline_exceeded(client: Any) -> Non
 
 async def test_min_sequence_wait_uses_the_default_budget(new_harness: Any) -> None:
     h = new_harness(default_deadline_s=0.3)
-    h.log.auto_watermark = False
-    h.log.events.append(object())  # the log has sequence 1; nothing is applied
+    h.log.apply, h.log.auto_watermark = False, False  # the log has sequence 1; not applied
+    await h.log.stored(Envelope("e1", h.tenant, datetime.now(UTC)), Memory("m1", h.tenant, "x"))
     with pytest.raises(Exception, match="min_sequence 1") as exc:
         await h.gateway.reader.recall(h.tenant, _req("x", min_sequence=1), _deadline(0.3))
     assert type(exc.value).__name__ == "DeadlineExceeded"
+
+
+async def test_min_sequence_past_the_tenants_writes_is_refused_without_the_logs_end(
+    client: Any,
+) -> None:
+    request = gateway_pb2.StoreRequest(memory=common_pb2.MemoryInput(content="acme's note"))
+    mine = await client.stub.Store(request, metadata=client.auth())
+    for n in range(3):  # another tenant's writes move the log's end, not acme's bound
+        request = gateway_pb2.StoreRequest(memory=common_pb2.MemoryInput(content=f"g{n}"))
+        await client.stub.Store(request, metadata=client.auth("other"))
+    await client.stub.Recall(recall(min_sequence=mine.sequence), metadata=client.auth())
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await client.stub.Recall(recall(min_sequence=mine.sequence + 1), metadata=client.auth())
+    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert client.field_of(exc.value) == "min_sequence"
+    assert str(mine.sequence + 3) not in (exc.value.details() or "")
 
 
 async def test_recall_cache_is_invalidated_by_a_write(client: Any) -> None:

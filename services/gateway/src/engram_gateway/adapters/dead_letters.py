@@ -170,10 +170,4 @@ class JetStreamDeadLetters:
         return int((info.state.subjects or {}).get(subject, 0))
 
     async def last_sequence(self, tenant: str) -> int:
-        try:
-            raw = await self._js.get_last_msg(jsm.STREAM_MEMORY, jsm.subject(tenant, "*"))
-        except NotFoundError:
-            return 0
-        except Exception as exc:
-            raise Unavailable(f"cannot read {jsm.STREAM_MEMORY}: {exc!r}") from exc
-        return int(raw.seq or 0)
+        return await jsm.tenant_last_sequence(self._js, tenant)

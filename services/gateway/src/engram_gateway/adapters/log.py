@@ -126,5 +126,8 @@ class JetStreamLog:
     async def tenant_decided(self, tenant: str, after: int, until: int) -> bool:
         return await jetstream.tenant_decided(self._js, tenant, after, until)
 
+    async def tenant_last_sequence(self, tenant: str) -> int:
+        return await jetstream.tenant_last_sequence(self._js, tenant)
+
     async def last_sequence(self) -> int:
         return await jetstream.last_sequence(self._js)

@@ -160,6 +160,10 @@ class EventLog(Protocol):
         other tenants' events in that range wait for."""
         ...
 
+    async def tenant_last_sequence(self, tenant: str) -> int:
+        """The sequence of the tenant's newest event (0: none), telling nothing of others'."""
+        ...
+
     async def last_sequence(self) -> int: ...
 
 

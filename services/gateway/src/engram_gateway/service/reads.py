@@ -453,6 +453,8 @@ class Reader:
         started = time.perf_counter()
         plan = self._plan(req)
         key = self._recall_cache.key(tenant, plan.fingerprint())
+        if plan.min_sequence:  # before the cache, whose hits must not tell the log's position
+            await self._watermark.check_issued(tenant, plan.min_sequence)
         # Not an answer from before this gateway's own writes were applied (recall_cache).
         written = await self._recall_cache.written(tenant)
         result = await self._recall_cache.get(key, max(plan.min_sequence, written))
@@ -485,19 +487,6 @@ class Reader:
             return 0
 
     async def _wait(self, tenant: str, min_sequence: int, deadline: Deadline) -> int:
-        seen = await self._applied()
-        if seen >= min_sequence:
-            return seen
-        # A sequence the log never issued would only burn the caller's whole deadline.
-        try:
-            last = await self._log.last_sequence()
-        except Unavailable as exc:
-            log.warning("last_sequence read failed: %s", exc)
-        else:
-            if min_sequence > last:
-                raise InvalidArgument(
-                    "min_sequence", f"{min_sequence} is beyond the log's last sequence {last}"
-                )
         return await self._watermark.wait_for(
             min_sequence, deadline, self._config.min_sequence_poll_s, tenant
         )

@@ -5,6 +5,10 @@ The watermark is the ingest consumer's ack floor: one position for the whole log
 tenant's backlog holds it. A tenant's wait therefore also asks the log whether that
 tenant's own events up to the sequence are decided (``decided``), and passes as soon as
 they are; what it learned is kept per tenant so the next wait starts from there.
+
+A sequence beyond the tenant's own newest write (``tenant_last``) is refused at once: it
+would only burn the caller's deadline. The bound is the tenant's own, not the log's end or
+the watermark, so neither the answer nor its timing tells one tenant another's volume.
 """
 
 from __future__ import annotations
@@ -15,11 +19,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
-from engram_core.errors import DeadlineExceeded, Unavailable
+from engram_core.errors import DeadlineExceeded, InvalidArgument, Unavailable
 from engram_gateway.service.deadline import Deadline
 
 # (tenant, after, until) -> every event of the tenant in (after, until] is decided
 TenantDecided = Callable[[str, int, int], Awaitable[bool]]
+# tenant -> the sequence of its newest write
+TenantLast = Callable[[str], Awaitable[int]]
 # Tenants whose decided position is remembered; the oldest are forgotten first.
 MAX_TENANTS = 10_000
 
@@ -31,15 +37,18 @@ class WatermarkCache:
         max_age_s: float,
         clock: Callable[[], float] = time.monotonic,
         decided: TenantDecided | None = None,
+        tenant_last: TenantLast | None = None,
     ) -> None:
         self._read = read
         self._max_age = max_age_s
         self._clock = clock
         self._decided = decided
+        self._tenant_last = tenant_last
         self._value = 0
         self._at = float("-inf")
         self._inflight: asyncio.Future[int] | None = None
-        self._tenants: OrderedDict[str, int] = OrderedDict()
+        self._tenants: OrderedDict[str, int] = OrderedDict()  # known decided up to
+        self._issued: OrderedDict[str, int] = OrderedDict()  # known newest write
 
     async def get(self) -> int:
         if self._clock() - self._at <= self._max_age:
@@ -91,8 +100,27 @@ class WatermarkCache:
                     return False
             except Unavailable:
                 return False
-        self._tenants[tenant] = max(sequence, self._tenants.get(tenant, 0))
-        self._tenants.move_to_end(tenant)
-        while len(self._tenants) > MAX_TENANTS:
-            self._tenants.popitem(last=False)
+        _remember(self._tenants, tenant, sequence)
         return True
+
+    async def check_issued(self, tenant: str, sequence: int) -> None:
+        """InvalidArgument when ``sequence`` is beyond the tenant's newest write."""
+        if self._tenant_last is None or sequence <= self._issued.get(tenant, 0):
+            return
+        try:
+            last = await self._tenant_last(tenant)
+        except Unavailable:
+            return  # the log is down: the wait itself will say so by its deadline
+        _remember(self._issued, tenant, last)
+        if sequence > last:
+            raise InvalidArgument(
+                "min_sequence", f"{sequence} is beyond this tenant's newest write"
+            )
+
+
+def _remember(known: OrderedDict[str, int], tenant: str, sequence: int) -> None:
+    """Keep the highest sequence seen for the tenant, forgetting the least recent tenants."""
+    known[tenant] = max(sequence, known.get(tenant, 0))
+    known.move_to_end(tenant)
+    while len(known) > MAX_TENANTS:
+        known.popitem(last=False)
