@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from engram_core.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from engram_core.errors import (
+    DeadlineExceeded,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    ResourceExhausted,
+    Unavailable,
+)
+from engram_core.limits import MAX_TAGS
 from engram_core.model import Memory, Relation, UpsertResult
 from engram_core.relevance import relevance_score
 from engram_core.tags import tag_prefixes
@@ -258,11 +267,83 @@ async def test_a_store_down_means_retry_and_the_retry_applies(stores: Stores) ->
     assert all(len(s.live("t1")) == 2 for s in stores.all())
 
 
-async def test_a_store_refusal_is_retried_not_dead_lettered(stores: Stores) -> None:
-    # A store refusing a valid event points at configuration, not at the event.
-    stores.vector.fail_next.append(InvalidArgument("vector", "expected 384 dimensions"))
+@pytest.mark.parametrize(
+    ("store", "error"),
+    [
+        ("vector", InvalidArgument("points[0].vector", "expected 384 dimensions")),
+        ("lexical", InvalidArgument("memories[0].tags", "at most 64 tags, got 65")),
+        ("graph", FailedPrecondition("memories[0]", "not writable")),
+    ],
+)
+async def test_a_store_refusal_is_poison_naming_the_store(
+    stores: Stores, store: str, error: Exception
+) -> None:
+    getattr(stores, store).fail_next.append(error)
+    (result,) = await applier(stores).apply([written(1)])
+    assert result.outcome is Outcome.POISON
+    assert result.store == store
+    assert result.reason.startswith(f"{store} upsert: {error.code}")  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        Unavailable("down"),
+        DeadlineExceeded("slow"),
+        ResourceExhausted("overloaded"),
+        Internal("a bug"),
+        RuntimeError("unexpected"),
+    ],
+)
+async def test_a_failure_that_may_pass_later_is_retried(stores: Stores, error: Exception) -> None:
+    stores.graph.fail_next.append(error)
     (result,) = await applier(stores).apply([written(1)])
     assert result.outcome is Outcome.RETRY
+    assert result.store == "graph"
+
+
+async def test_one_refused_memory_does_not_hold_back_its_batch(stores: Stores) -> None:
+    poison, plain, other = ID_A, ID_B, "0195a000-0000-7000-8000-00000000000c"
+    stores.lexical.refused_ids.add(poison)
+    events: list[Event] = [
+        written(1, poison, "refused by lexical"),
+        written(2, plain, "plain, same tenant"),
+        written(3, other, "another tenant's", tenant="t2"),
+        MemoryRemoved("t1", "0195a000-0000-7000-8000-00000000000d", 4),
+    ]
+    results = await applier(stores).apply(events)
+    assert [r.outcome for r in results] == [
+        Outcome.POISON,
+        Outcome.APPLIED,
+        Outcome.APPLIED,
+        Outcome.APPLIED,
+    ]
+    assert (results[0].store, "INVALID_ARGUMENT" in results[0].reason) == ("lexical", True)
+    for store in stores.all():
+        assert plain in store.live("t1")
+        assert other in store.live("t2")
+    assert poison not in stores.lexical.live("t1")
+
+
+FIRST = ("Alice", "Bruno", "Chiara", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ines", "Jonas")
+LAST = ("Smith", "Jones", "Brown", "Okafor", "Khan", "Novak", "Rossi", "Tanaka")
+
+
+@pytest.mark.parametrize(
+    ("content", "tags"),
+    [
+        ("Lunch with Sarah.", tuple(f"topic:{i}" for i in range(MAX_TAGS))),
+        ("We met " + ", ".join(f"{a} {b}" for a in FIRST for b in LAST) + ".", ()),
+        ("Lunch with Sarah, who pasted Q" + "x" * 125 + " into the config.", ()),
+    ],
+    ids=["full-tags-and-a-person", "eighty-people", "long-token"],
+)
+async def test_what_the_gateway_accepts_the_stores_accept(
+    stores: Stores, content: str, tags: tuple[str, ...]
+) -> None:
+    (result,) = await applier(stores).apply([written(1, content=content, tags=tags)])
+    assert result.outcome is Outcome.APPLIED
+    assert all(ID_A in s.live("t1") for s in stores.all())
 
 
 class Counted(HashingEmbedder):

@@ -25,11 +25,20 @@ model) switches the applier to the other embedder, once per call, re-embeds what
 of the batch and retries the write at once; the switched embedder stays in use. If the
 retry fails too, the batch is retried with backoff as any other failure.
 
-Poison is decided from the event alone (:func:`engram_core.log_events.invalid`, whose
-rules consolidate's state keeper follows too). A store that refuses a valid event — even
-with INVALID_ARGUMENT — points at configuration (say, a vector dimension mismatch) or a
-bug, not at the event; dead-lettering then would quietly drop the whole stream, so such
-failures are retried with backoff and logged instead.
+Every failure is classified, so nothing accepted wedges the log (the ack floor is the
+watermark of every tenant). What may pass later — UNAVAILABLE, DEADLINE_EXCEEDED,
+RESOURCE_EXHAUSTED, a timeout, an unexpected exception, the embedding-model refusal above,
+any embedder failure — is RETRY, with backoff. A store's refusal of the event itself —
+INVALID_ARGUMENT, or FAILED_PRECONDITION other than the embedding model — is POISON: the
+event is dead-lettered with the reason and the store (the pull worker adds the tenant) and
+counts as decided. An event that is invalid on its own (:func:`engram_core.log_events.invalid`,
+whose rules consolidate's state keeper follows too) is POISON before any store sees it.
+Dead letters can be listed and replayed once the cause is fixed (a store's configuration,
+say), so a refusal that was not the event's fault is recoverable, not lost.
+
+A tenant's memories go out as one write per store, so one refused memory would fail the
+whole group: a group refused for good is written again one memory at a time, and only the
+memories refused alone are dead-lettered.
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ from engram_core.errors import (
     EngramError,
     FailedPrecondition,
     Internal,
+    InvalidArgument,
     NotFound,
 )
 from engram_core.log_events import (
@@ -186,21 +196,35 @@ class Applier:
         newest: dict[str, dict[str, int]] = {}
         for i, event in written.items():
             newest.setdefault(event.tenant, {})[event.memory.id] = i
-        tenants = list(newest)
-        writes = [
-            self._write_memories(t, [(written[i], vectors[i]) for i in newest[t].values()], model)
-            for t in tenants
-        ]
-        outcomes = await asyncio.gather(*writes, return_exceptions=True)
-        by_tenant = {
-            t: APPLIED if o is None else retry(o, "upsert")
-            for t, o in zip(tenants, outcomes, strict=True)
-        }
-        refused = next(
-            (o for o in outcomes if isinstance(o, FailedPrecondition) and _model_refused(o)),
-            None,
+        groups = {t: [(written[i], vectors[i]) for i in ids.values()] for t, ids in newest.items()}
+        outcomes = await asyncio.gather(
+            *(self._write_memories(t, items, model) for t, items in groups.items()),
+            return_exceptions=True,
         )
-        return {i: by_tenant[event.tenant] for i, event in written.items()}, refused
+        by_id: dict[tuple[str, str], Result] = {}
+        for (tenant, items), outcome in zip(groups.items(), outcomes, strict=True):
+            verdict = APPLIED if outcome is None else classify(outcome, "upsert")
+            if verdict.outcome is Outcome.POISON and len(items) > 1:
+                by_id |= await self._one_by_one(tenant, items, model)
+            else:
+                by_id |= {(tenant, e.memory.id): verdict for e, _ in items}
+        refused = next((e for o in outcomes if (e := _model_refusal(o)) is not None), None)
+        return {i: by_id[(e.tenant, e.memory.id)] for i, e in written.items()}, refused
+
+    async def _one_by_one(
+        self, tenant: str, items: list[tuple[MemoryWritten, list[float]]], model: str
+    ) -> dict[tuple[str, str], Result]:
+        """Each memory of a group a store refused, written alone: only the refused fail.
+
+        What the stores took from the group before is skipped by their version guard."""
+        outcomes = await asyncio.gather(
+            *(self._write_memories(tenant, [item], model) for item in items),
+            return_exceptions=True,
+        )
+        return {
+            (tenant, event.memory.id): APPLIED if o is None else classify(o, "upsert")
+            for (event, _), o in zip(items, outcomes, strict=True)
+        }
 
     async def _write_memories(
         self, tenant: str, items: list[tuple[MemoryWritten, list[float]]], model: str
@@ -234,7 +258,7 @@ class Applier:
         typed = [e for i in indices if isinstance(e := events[i], kind)]
         outcomes = await asyncio.gather(*(write(e) for e in typed), return_exceptions=True)
         return {
-            i: APPLIED if o is None else retry(o, kind.__name__)
+            i: APPLIED if o is None else classify(o, kind.__name__)
             for i, o in zip(indices, outcomes, strict=True)
         }
 
@@ -260,7 +284,7 @@ class Applier:
         )
         what = type(events[indices[0]]).__name__
         by_outcome = {
-            t: APPLIED if o is None else retry(o, what)
+            t: APPLIED if o is None else classify(o, what, "graph")
             for t, o in zip(tenants, outcomes, strict=True)
         }
         return {i: by_outcome[events[i].tenant] for i in indices}
@@ -301,7 +325,8 @@ class Applier:
         return await bounded(call, self._timeouts.write_s, f"graph {what}")
 
     async def _all(self, what: str, *writes: Awaitable[Any]) -> None:
-        """Run the stores' writes at once; raise the first failure after all have ended."""
+        """Run the stores' writes at once; raise the first failure, as a ``StoreFailed``
+        naming its store, after all have ended."""
         names = ("vector", "lexical", "graph")
         outcomes = await asyncio.gather(
             *(
@@ -310,9 +335,24 @@ class Applier:
             ),
             return_exceptions=True,
         )
-        for outcome in outcomes:
+        for name, outcome in zip(names, outcomes, strict=True):
             if isinstance(outcome, BaseException):
-                raise outcome
+                raise StoreFailed(name, outcome) from outcome
+
+
+class StoreFailed(Exception):
+    """A store's write failed with ``error``."""
+
+    def __init__(self, store: str, error: BaseException) -> None:
+        super().__init__(f"{store}: {error}")
+        self.store = store
+        self.error = error
+
+
+def _model_refusal(outcome: object) -> FailedPrecondition | None:
+    """Vector's refusal of the embedding model in a write's outcome, if it is one."""
+    error = outcome.error if isinstance(outcome, StoreFailed) else outcome
+    return error if isinstance(error, FailedPrecondition) and _model_refused(error) else None
 
 
 def _model_refused(error: FailedPrecondition) -> bool:
@@ -323,6 +363,16 @@ def _model_refused(error: FailedPrecondition) -> bool:
 def _registry_type(relation: Relation) -> Relation:
     rel_type = parse_relation_type(relation.type)
     return replace(relation, type=rel_type.value if rel_type else "")
+
+
+def classify(exc: BaseException, what: str, store: str = "") -> Result:
+    """POISON when a store refused the event itself; RETRY for anything that may pass later."""
+    if isinstance(exc, StoreFailed):
+        store, exc = exc.store, exc.error
+    where = f"{store} {what}" if store else what
+    if isinstance(exc, InvalidArgument | FailedPrecondition) and _model_refusal(exc) is None:
+        return Result(Outcome.POISON, f"{where}: {exc.code}: {exc.message}", store)
+    return replace(retry(exc, where), store=store)
 
 
 def retry(exc: BaseException, what: str) -> Result:
