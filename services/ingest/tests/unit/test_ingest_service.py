@@ -452,6 +452,7 @@ async def test_embedder_down_retries_the_batch_without_writing(stores: Stores) -
     results = await applier(stores).apply([written(1), MemoryRemoved("t1", ID_B, 2)])
     assert [r.outcome for r in results] == [Outcome.RETRY, Outcome.RETRY]
     assert "embedding" in results[0].reason
+    assert results[0].store == "embedding"
     assert all(s.calls == [] for s in stores.all())
 
 

@@ -127,7 +127,7 @@ class Applier:
         try:
             vectors = await self._embed(written, embedder)
         except Exception as exc:
-            failure = retry(exc, "embedding")
+            failure = retry(exc, "embedding", "embedding")
             return [results.get(i, failure) for i in range(len(events))]
 
         switched = False
@@ -147,7 +147,7 @@ class Applier:
                     try:
                         vectors = await self._embed(left, embedder)
                     except Exception as exc:
-                        outcome = dict.fromkeys(indices, retry(exc, "embedding"))
+                        outcome = dict.fromkeys(indices, retry(exc, "embedding", "embedding"))
                     else:
                         outcome, _ = await self._upserts(segment, vectors, embedder.model_name)
             elif kind is MemoryRemoved:
@@ -372,15 +372,15 @@ def classify(exc: BaseException, what: str, store: str = "") -> Result:
     where = f"{store} {what}" if store else what
     if isinstance(exc, InvalidArgument | FailedPrecondition) and _model_refusal(exc) is None:
         return Result(Outcome.POISON, f"{where}: {exc.code}: {exc.message}", store)
-    return replace(retry(exc, where), store=store)
+    return retry(exc, where, store)
 
 
-def retry(exc: BaseException, what: str) -> Result:
+def retry(exc: BaseException, what: str, store: str = "") -> Result:
     if isinstance(exc, EngramError):
         reason = f"{what}: {exc.code}: {exc.message}"
     else:
         reason = f"{what}: {type(exc).__name__}: {exc}"
-    return Result(Outcome.RETRY, reason)
+    return Result(Outcome.RETRY, reason, store)
 
 
 async def bounded(awaitable: Awaitable[T], timeout_s: float, what: str) -> T:
