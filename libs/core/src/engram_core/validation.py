@@ -18,7 +18,7 @@ from typing import Any
 
 from engram_core.errors import InvalidArgument
 from engram_core.ids import normalise_id
-from engram_core.limits import MAX_METADATA_DEPTH, MAX_TAGS, nesting_depth
+from engram_core.limits import MAX_METADATA_DEPTH, MAX_TAG_LENGTH, MAX_TAGS, nesting_depth
 from engram_core.model import DEFAULT_CONFIDENCE, DEFAULT_IMPORTANCE, DEFAULT_TYPE, Memory
 from engram_core.relations import DEFAULT_STRENGTH, USER_TYPES, RelationType, parse_relation_type
 from engram_core.scoring import Focus
@@ -150,6 +150,8 @@ def check_tag(value: str, field_path: str, limits: Limits) -> str:
     if problem is not None:
         raise InvalidArgument(field_path, problem)
     tag = normalise_tag(value)
+    if len(tag) > MAX_TAG_LENGTH:  # lower-casing can lengthen it ("İ" → "i̇")
+        raise InvalidArgument(field_path, f"longer than {MAX_TAG_LENGTH} characters lower-cased")
     if any(not part for part in tag.split(":")):
         raise InvalidArgument(field_path, "empty segment between separators ('/' or ':')")
     return tag

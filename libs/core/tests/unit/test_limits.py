@@ -129,3 +129,9 @@ def test_a_deep_list_counts_like_a_deep_object() -> None:
         deep = [deep]
     with pytest.raises(InvalidArgument, match="nested deeper"):
         accepted(MemoryInput(content="x", metadata={"k": deep}))
+
+
+def test_a_tag_that_lower_casing_makes_too_long_is_refused() -> None:
+    with pytest.raises(InvalidArgument) as info:
+        accepted(MemoryInput(content="x", tags=("ok", "İ" * 100)))
+    assert info.value.field == "memory.tags[1]"
