@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from engram.graph.v1 import graph_pb2
+from engram.vector.v1 import vector_pb2
 from engram_core.errors import (
     DeadlineExceeded,
     FailedPrecondition,
@@ -20,7 +22,7 @@ from engram_core.errors import (
     Unavailable,
 )
 from engram_core.limits import MAX_TAGS
-from engram_core.model import Memory, Relation, UpsertResult
+from engram_core.model import Entity, Memory, Relation, UpsertResult
 from engram_core.relevance import relevance_score
 from engram_core.tags import tag_prefixes
 from engram_embed.factory import EmbedSettings
@@ -35,6 +37,8 @@ from engram_ingest.service import (
     RelationLinked,
     RelationUnlinked,
 )
+from engram_ingest.service.chunks import request_bytes
+from engram_platform.convert import entity_to_proto, memory_to_proto
 
 if TYPE_CHECKING:
     from conftest import FakeVector, Stores
@@ -497,3 +501,44 @@ def test_a_batch_larger_than_one_store_write_is_refused_at_start() -> None:
     assert Settings(batch_size=1000).batch_size == 1000
     with pytest.raises(ValueError, match="batch_size must be at most 1000"):
         Settings(batch_size=1001)
+
+
+async def test_a_tenants_writes_are_cut_to_fit_a_message(stores: Stores) -> None:
+    a = stores.applier(Settings(max_message_bytes=64 * 1024, write_timeout_s=5.0))
+    events = [written(s, f"0195a000-0000-7000-8000-{s:012d}", "x" * 10_000) for s in range(1, 5)]
+    results = await a.apply(events)
+    assert [r.outcome for r in results] == [Outcome.APPLIED] * 4
+    for store in stores.all():
+        assert [len(c.ids) for c in store.writes("upsert")] == [2, 2]
+        assert len(store.live("t1")) == 4
+
+
+@pytest.mark.parametrize(
+    "memory",
+    [
+        Memory(id=ID_A, tenant="t1", content="é" * 16_000, timestamp=T0),
+        Memory(id=ID_A, tenant="t1", content="x", timestamp=T0, metadata={"k": [0] * 8000}),
+        Memory(
+            id=ID_A,
+            tenant="t1",
+            content="x",
+            timestamp=T0,
+            tags=tuple(":".join(f"{i}" for _ in range(64))[:128] for i in range(10)),
+            tag_prefixes=tag_prefixes(
+                ":".join(f"{i}{j}" for j in range(40))[:128] for i in range(64)
+            ),
+            metadata={"a": {"b": {"c": [True, None, 1.5, "s"] * 100}}},
+        ),
+    ],
+    ids=["long-content", "numeric-metadata", "many-prefixes"],
+)
+def test_the_size_estimate_bounds_every_store_request(memory: Memory) -> None:
+    entities = [Entity("people", "sarah", "Sarah")]
+    vector = [0.5] * 384
+    estimate = request_bytes(memory, entities, vector)
+    proto = memory_to_proto(memory)
+    requests = [
+        vector_pb2.Point(memory=proto, vector=vector),
+        graph_pb2.GraphMemory(memory=proto, entities=[entity_to_proto(e) for e in entities]),
+    ]
+    assert all(r.ByteSize() <= estimate for r in requests)

@@ -5,7 +5,8 @@ newest state whatever the delivery order, and a redelivered event changes nothin
 
 Within a batch, events are applied in sequence order, in segments of one kind
 (upserts, deletes, relations): a run of upserts goes out as one write per tenant and
-store, the three stores at once, after ONE embedder call for the whole batch. When a
+store (cut into several when it would not fit a message, see ``chunks``), the three
+stores at once, after ONE embedder call for the whole batch. When a
 segment fails, it and every later segment are left for a retry, so this worker never
 applies a relation before the memories it links or a delete out of turn.
 
@@ -67,11 +68,12 @@ from engram_core.log_events import (
     RelationUnlinked,
     invalid,
 )
-from engram_core.model import Entity, Memory, Relation
+from engram_core.model import Memory, Relation
 from engram_core.outcomes import APPLIED, Outcome, Result
 from engram_core.ports import Embedder
 from engram_core.relations import parse_relation_type
 from engram_core.relevance import DecaySettings, relevance_score
+from engram_ingest.service.chunks import Ready, chunks
 from engram_ingest.service.ports import GraphWriter, TextWriter, VectorWriter
 
 log = logging.getLogger(__name__)
@@ -79,6 +81,8 @@ T = TypeVar("T")
 E = TypeVar("E", MemoryRemoved, RelationLinked)
 # Relations per graph call: under the graph service's default MAX_BATCH (1000).
 RELATION_CHUNK = 500
+# Half the default gRPC message limit: the estimate is rough.
+DEFAULT_WRITE_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +101,7 @@ class Applier:
         timeouts: Timeouts | None = None,
         initial_relevance: DecaySettings | None = None,
         next_embedder: Embedder | None = None,
+        write_bytes: int = DEFAULT_WRITE_BYTES,
     ) -> None:
         self._embedder = embedder
         self._other = next_embedder  # the one to switch to when vector wants another model
@@ -105,6 +110,7 @@ class Applier:
         self._graph = graph
         self._timeouts = timeouts or Timeouts()
         self._initial_relevance = initial_relevance  # None: new memories keep the score sent
+        self._write_bytes = write_bytes  # most estimated bytes in one store write
 
     @property
     def embedding_model(self) -> str:
@@ -191,50 +197,51 @@ class Applier:
         self, written: dict[int, MemoryWritten], vectors: dict[int, list[float]], model: str
     ) -> tuple[dict[int, Result], FailedPrecondition | None]:
         """The results, and vector's refusal of the embedding model if any tenant got one."""
-        # One write per tenant and store; within it the newest event of each id wins
-        # (an older one would be skipped by the version guard anyway).
+        # One write per tenant and store (cut to fit a message); within it the newest event
+        # of each id wins (an older one would be skipped by the version guard anyway).
         newest: dict[str, dict[str, int]] = {}
         for i, event in written.items():
             newest.setdefault(event.tenant, {})[event.memory.id] = i
-        groups = {t: [(written[i], vectors[i]) for i in ids.values()] for t, ids in newest.items()}
+        writes = [
+            (tenant, chunk)
+            for tenant, ids in newest.items()
+            for chunk in chunks(
+                [self._ready(written[i], vectors[i], model) for i in ids.values()],
+                self._write_bytes,
+            )
+        ]
         outcomes = await asyncio.gather(
-            *(self._write_memories(t, items, model) for t, items in groups.items()),
-            return_exceptions=True,
+            *(self._write_memories(t, ready) for t, ready in writes), return_exceptions=True
         )
         by_id: dict[tuple[str, str], Result] = {}
-        for (tenant, items), outcome in zip(groups.items(), outcomes, strict=True):
+        for (tenant, ready), outcome in zip(writes, outcomes, strict=True):
             verdict = APPLIED if outcome is None else classify(outcome, "upsert")
-            if verdict.outcome is Outcome.POISON and len(items) > 1:
-                by_id |= await self._one_by_one(tenant, items, model)
+            if verdict.outcome is Outcome.POISON and len(ready) > 1:
+                by_id |= await self._one_by_one(tenant, ready)
             else:
-                by_id |= {(tenant, e.memory.id): verdict for e, _ in items}
+                by_id |= {(tenant, m.id): verdict for m, _, _ in ready}
         refused = next((e for o in outcomes if (e := _model_refusal(o)) is not None), None)
         return {i: by_id[(e.tenant, e.memory.id)] for i, e in written.items()}, refused
 
-    async def _one_by_one(
-        self, tenant: str, items: list[tuple[MemoryWritten, list[float]]], model: str
-    ) -> dict[tuple[str, str], Result]:
-        """Each memory of a group a store refused, written alone: only the refused fail.
+    async def _one_by_one(self, tenant: str, ready: list[Ready]) -> dict[tuple[str, str], Result]:
+        """Each memory of a write a store refused, written alone: only the refused fail.
 
         What the stores took from the group before is skipped by their version guard."""
         outcomes = await asyncio.gather(
-            *(self._write_memories(tenant, [item], model) for item in items),
-            return_exceptions=True,
+            *(self._write_memories(tenant, [item]) for item in ready), return_exceptions=True
         )
         return {
-            (tenant, event.memory.id): APPLIED if o is None else classify(o, "upsert")
-            for (event, _), o in zip(items, outcomes, strict=True)
+            (tenant, m.id): APPLIED if o is None else classify(o, "upsert")
+            for (m, _, _), o in zip(ready, outcomes, strict=True)
         }
 
-    async def _write_memories(
-        self, tenant: str, items: list[tuple[MemoryWritten, list[float]]], model: str
-    ) -> None:
-        ready: list[tuple[Memory, list[Entity], list[float]]] = []
-        for event, vector in items:
-            enriched, entities = enrich(event.memory, event.sequence, model)
-            if event.created:
-                enriched = self._with_initial_relevance(enriched)
-            ready.append((enriched, entities, vector))
+    def _ready(self, event: MemoryWritten, vector: list[float], model: str) -> Ready:
+        enriched, entities = enrich(event.memory, event.sequence, model)
+        if event.created:
+            enriched = self._with_initial_relevance(enriched)
+        return enriched, entities, vector
+
+    async def _write_memories(self, tenant: str, ready: list[Ready]) -> None:
         await self._all(
             "upsert",
             self._vector.upsert(tenant, [(m, v) for m, _, v in ready]),
