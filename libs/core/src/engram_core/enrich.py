@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from engram_core.entities import extract_entities
+from engram_core.limits import entity_tag_room
 from engram_core.model import Entity, Memory
-from engram_core.tags import normalise_tag, tag_prefixes
+from engram_core.tags import normalise_tag, tag_prefixes, tag_problem
 
 
 def enrich(memory: Memory, sequence: int, embedding_model: str) -> tuple[Memory, list[Entity]]:
@@ -18,16 +19,20 @@ def enrich(memory: Memory, sequence: int, embedding_model: str) -> tuple[Memory,
     An updated memory arrives whole, with the entity tags of its previous extraction;
     those (named by its ``entities``) are dropped first so an entity no longer in the
     content loses its tag. Tags the client gave itself are kept as they are.
+
+    The result stays inside ``engram_core.limits``: an entity whose tag would not be a valid
+    tag (too long: a pasted base64 header, a long class name) is no entity, and only as many
+    entities are kept, in the extractor's order, as ``entity_tag_room`` leaves beside the
+    client's tags.
     """
-    entities = extract_entities(memory.content)
     previous = {f"entity:{key}" for key in memory.entities}
     tags: dict[str, None] = {}
     for tag in memory.tags:
         norm = normalise_tag(tag)
         if norm and norm not in previous:
             tags[norm] = None
-    for entity in entities:
-        tags[entity.tag] = None
+    entities = _within_room(extract_entities(memory.content), tags)
+    tags.update(dict.fromkeys(e.tag for e in entities))
     enriched = replace(
         memory,
         tags=tuple(tags),
@@ -37,3 +42,19 @@ def enrich(memory: Memory, sequence: int, embedding_model: str) -> tuple[Memory,
         version=sequence,
     )
     return enriched, entities
+
+
+def _within_room(found: list[Entity], client_tags: dict[str, None]) -> list[Entity]:
+    """The entities to keep; one whose tag the client already gave takes no room."""
+    room = entity_tag_room(len(client_tags))
+    kept: list[Entity] = []
+    added = 0
+    for entity in found:
+        if tag_problem(entity.tag) is not None:
+            continue
+        if entity.tag not in client_tags:
+            if added == room:
+                continue
+            added += 1
+        kept.append(entity)
+    return kept

@@ -16,6 +16,7 @@ class Outcome(StrEnum):
 class Result:
     outcome: Outcome
     reason: str = ""
+    store: str = ""  # who refused a POISON event ("vector", "graph"…); "" for the event itself
 
 
 APPLIED = Result(Outcome.APPLIED)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-MAX_TAGS = 64
-MAX_TAG_LENGTH = 128
+from engram_core.limits import MAX_TAG_LENGTH
 
 
 def normalise_tag(tag: str) -> str:

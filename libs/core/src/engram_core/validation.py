@@ -18,10 +18,11 @@ from typing import Any
 
 from engram_core.errors import InvalidArgument
 from engram_core.ids import normalise_id
+from engram_core.limits import MAX_METADATA_DEPTH, MAX_TAG_LENGTH, MAX_TAGS, nesting_depth
 from engram_core.model import DEFAULT_CONFIDENCE, DEFAULT_IMPORTANCE, DEFAULT_TYPE, Memory
 from engram_core.relations import DEFAULT_STRENGTH, USER_TYPES, RelationType, parse_relation_type
 from engram_core.scoring import Focus
-from engram_core.tags import MAX_TAG_LENGTH, MAX_TAGS, normalise_tag, tag_prefixes, tag_problem
+from engram_core.tags import normalise_tag, tag_prefixes, tag_problem
 
 TYPE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 # google.protobuf.Timestamp's valid range: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59Z.
@@ -32,12 +33,13 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Sizes and ranges a request must respect; the gateway fills them from settings."""
+    """Sizes and ranges a request must respect; the gateway fills them from settings.
+
+    Tag and nesting limits are not settings: they are ``engram_core.limits``, shared with
+    every store."""
 
     max_content_bytes: int = 16 * 1024
     max_metadata_bytes: int = 16 * 1024
-    max_tags: int = MAX_TAGS
-    max_tag_length: int = MAX_TAG_LENGTH
     max_type_length: int = 64
     max_batch: int = 1000
     max_query_bytes: int = 16 * 1024
@@ -145,11 +147,11 @@ def check_unit(value: float | None, field_path: str, default: float) -> float:
 def check_tag(value: str, field_path: str, limits: Limits) -> str:
     """One tag, normalised (lower-case, ``/`` → ``:``)."""
     problem = tag_problem(value)
-    if problem is None and len(value) > limits.max_tag_length:
-        problem = f"longer than {limits.max_tag_length} characters"
     if problem is not None:
         raise InvalidArgument(field_path, problem)
     tag = normalise_tag(value)
+    if len(tag) > MAX_TAG_LENGTH:  # lower-casing can lengthen it ("İ" → "i̇")
+        raise InvalidArgument(field_path, f"longer than {MAX_TAG_LENGTH} characters lower-cased")
     if any(not part for part in tag.split(":")):
         raise InvalidArgument(field_path, "empty segment between separators ('/' or ':')")
     return tag
@@ -157,8 +159,8 @@ def check_tag(value: str, field_path: str, limits: Limits) -> str:
 
 def check_tags(values: Sequence[str], field_path: str, limits: Limits) -> tuple[str, ...]:
     """Normalised tags, duplicates dropped, order kept."""
-    if len(values) > limits.max_tags:
-        raise InvalidArgument(field_path, f"{len(values)} tags; at most {limits.max_tags}")
+    if len(values) > MAX_TAGS:
+        raise InvalidArgument(field_path, f"{len(values)} tags; at most {MAX_TAGS}")
     tags = (check_tag(t, f"{field_path}[{i}]", limits) for i, t in enumerate(values))
     return tuple(dict.fromkeys(tags))
 
@@ -177,9 +179,14 @@ def check_types(values: Sequence[str], field_path: str, limits: Limits) -> tuple
 def check_metadata(
     value: Mapping[str, Any] | None, field_path: str, limits: Limits
 ) -> dict[str, Any]:
-    """A JSON object no larger than the limit once serialised."""
+    """A JSON object no deeper than ``MAX_METADATA_DEPTH`` and no larger than the limit once
+    serialised (depth first: serialising a deep value would exhaust the stack)."""
     if value is None:
         return {}
+    if nesting_depth(value) > MAX_METADATA_DEPTH:
+        raise InvalidArgument(
+            field_path, f"nested deeper than {MAX_METADATA_DEPTH} objects or lists"
+        )
     try:
         encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -414,9 +421,9 @@ def check_focus(focus: Focus, field_path: str, limits: Limits) -> Focus:
         keywords.append(word.strip().lower())
     if len(focus.ids) > MAX_FOCUS_IDS:
         raise InvalidArgument(f"{field_path}.ids", f"{len(focus.ids)} ids; at most {MAX_FOCUS_IDS}")
-    if len(focus.types) > limits.max_tags:
+    if len(focus.types) > MAX_TAGS:
         raise InvalidArgument(
-            f"{field_path}.types", f"{len(focus.types)} types; at most {limits.max_tags}"
+            f"{field_path}.types", f"{len(focus.types)} types; at most {MAX_TAGS}"
         )
     return Focus(
         tags=check_tags(focus.tags, f"{field_path}.tags", limits),

@@ -9,7 +9,9 @@ the rest:
   passes an event that is not settled (ingest's watermark is that ack floor);
 - a fetch waits for one message, then takes what else is ready up to the batch size;
 - APPLIED is acked; RETRY is nak'd with an exponential backoff by delivery count;
-  POISON is copied to the dead-letter stream with ``Engram-*`` headers, then termed;
+  POISON is copied to the dead-letter stream with ``Engram-*`` headers (the reason, the
+  store that refused it, where it came from), then termed: it is decided, so the ack floor
+  moves past it;
 - on stop the batch in hand is finished and what was delivered but not started is
   nak'd, so another replica takes it now rather than after ack_wait.
 
@@ -40,6 +42,7 @@ from engram_platform.settings import WorkerSettings
 
 # Headers of a dead-lettered copy; the payload is the original, byte for byte.
 REASON_HEADER = "Engram-Dead-Letter-Reason"
+# Who refused it: "vector", "lexical", "graph", "embedding"; "" when decided from the event.
 STORE_HEADER = "Engram-Dead-Letter-Store"
 ORIGINAL_SUBJECT_HEADER = "Engram-Original-Subject"
 ORIGINAL_STREAM_HEADER = "Engram-Original-Stream"
@@ -54,6 +57,7 @@ class Settlement:
     outcome: Outcome
     reason: str = ""
     tenant: str = ""  # where a dead-letter copy goes; "" → the "unknown" tenant
+    store: str = ""  # who refused a POISON event; "" when decided from the event alone
 
 
 class PullSettings(Protocol):
@@ -242,13 +246,12 @@ class PullWorker(ABC):
         applicable = [(k, d.event) for k, d in enumerate(decoded) if d.event is not None]
         try:
             verdicts = await apply([e for _, e in applicable])
-            applied = [(v.outcome, v.reason) for v in verdicts]
         except Exception as exc:  # a bug, not the events' fault: retry them all
             self.log.exception("%s: applying the batch failed", self._name)
-            applied = [(Outcome.RETRY, f"{type(exc).__name__}: {exc}")] * len(applicable)
+            verdicts = [Result(Outcome.RETRY, f"{type(exc).__name__}: {exc}")] * len(applicable)
         out = [Settlement(Outcome.POISON, d.problem, d.tenant) for d in decoded]
-        for (k, _), (outcome, reason) in zip(applicable, applied, strict=True):
-            out[k] = Settlement(outcome, reason, decoded[k].tenant)
+        for (k, _), v in zip(applicable, verdicts, strict=True):
+            out[k] = Settlement(v.outcome, v.reason, decoded[k].tenant, v.store)
         return out
 
     async def _settle(self, msg: Msg, settlement: Settlement) -> bool:
@@ -289,6 +292,7 @@ class PullWorker(ABC):
         headers = {k: v for k, v in (msg.headers or {}).items() if not k.startswith("Nats-")}
         headers |= {
             REASON_HEADER: " ".join(settlement.reason.split())[:1000] or "invalid event",
+            STORE_HEADER: settlement.store,
             ORIGINAL_SUBJECT_HEADER: msg.subject,
             ORIGINAL_STREAM_HEADER: md.stream,
             ORIGINAL_SEQUENCE_HEADER: str(md.sequence.stream),

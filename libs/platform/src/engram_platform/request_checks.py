@@ -16,7 +16,8 @@ from google.protobuf import timestamp_pb2
 
 from engram.common.v1 import common_pb2
 from engram_core.errors import InvalidArgument
-from engram_core.tags import MAX_TAGS, tag_problem
+from engram_core.limits import MAX_TAGS
+from engram_core.tags import tag_problem
 from engram_core.validation import MAX_TIMESTAMP_SECONDS, MIN_TIMESTAMP_SECONDS
 
 MAX_TENANT_CHARS = 128

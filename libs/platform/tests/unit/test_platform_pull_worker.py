@@ -23,6 +23,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
 
+from engram_core.outcomes import Result
 from engram_platform import jetstream as jsm
 from engram_platform.nats_server import NatsServer, free_ports, start_nats
 from engram_platform.pull_worker import (
@@ -31,6 +32,7 @@ from engram_platform.pull_worker import (
     ORIGINAL_STREAM_HEADER,
     ORIGINAL_SUBJECT_HEADER,
     REASON_HEADER,
+    STORE_HEADER,
     Outcome,
     PullWorker,
     Settlement,
@@ -248,7 +250,7 @@ async def dead_letters(js: JetStreamContext, count: int) -> list[Msg]:
 async def test_poison_is_copied_to_the_dead_letter_stream_then_termed(log: Log) -> None:
     def poison(msg: Msg) -> Settlement:
         tenant = "t9" if msg.metadata.sequence.stream == 1 else ""
-        return Settlement(Outcome.POISON, "bad\n   bytes", tenant)
+        return Settlement(Outcome.POISON, "bad\n   bytes", tenant, "lexical" if tenant else "")
 
     first = await log.publish(1, headers={"Nats-Msg-Id": "job-1", "X-Origin": "test"})
     await log.publish(2)
@@ -261,6 +263,9 @@ async def test_poison_is_copied_to_the_dead_letter_stream_then_termed(log: Log) 
     assert one.data == b"job 1"  # the original payload, untouched
     assert one.headers is not None
     assert one.headers[REASON_HEADER] == "bad bytes"
+    assert one.headers[STORE_HEADER] == "lexical"
+    assert two.headers is not None
+    assert two.headers[STORE_HEADER] == ""  # decided from the event alone
     assert one.headers[ORIGINAL_SUBJECT_HEADER] == SUBJECT
     assert one.headers[ORIGINAL_STREAM_HEADER] == STREAM
     assert one.headers[ORIGINAL_SEQUENCE_HEADER] == str(first)
@@ -357,27 +362,28 @@ class Decoded:
     problem: str = ""
 
 
-@dataclass
-class Result:
-    outcome: str
-    reason: str = ""
-
-
 async def test_apply_decoded_poisons_the_undecodable_and_applies_the_rest(log: Log) -> None:
     worker = Recorder(log.nc, log.js, Tuning())
     seen: list[list[int]] = []
 
     async def apply(events: list[int]) -> list[Result]:
         seen.append(events)
-        return [Result("applied") if e % 2 else Result("retry", "odd one") for e in events]
+        verdicts = {1: Result(Outcome.APPLIED), 2: Result(Outcome.RETRY, "odd one", "graph")}
+        return [verdicts.get(e, Result(Outcome.POISON, "refused", "vector")) for e in events]
 
-    decoded = [Decoded("t1", 1), Decoded("t2", problem="garbage"), Decoded("t3", 2)]
+    decoded = [
+        Decoded("t1", 1),
+        Decoded("t2", problem="garbage"),
+        Decoded("t3", 2),
+        Decoded("t4", 3),
+    ]
     assert await worker.apply_decoded(decoded, apply) == [
         Settlement(Outcome.APPLIED, "", "t1"),
         Settlement(Outcome.POISON, "garbage", "t2"),
-        Settlement(Outcome.RETRY, "odd one", "t3"),
+        Settlement(Outcome.RETRY, "odd one", "t3", "graph"),
+        Settlement(Outcome.POISON, "refused", "t4", "vector"),
     ]
-    assert seen == [[1, 2]]
+    assert seen == [[1, 2, 3]]
 
     async def crash(events: list[int]) -> list[Result]:
         raise KeyError("bug")
@@ -386,6 +392,7 @@ async def test_apply_decoded_poisons_the_undecodable_and_applies_the_rest(log: L
         Settlement(Outcome.RETRY, "KeyError: 'bug'", "t1"),
         Settlement(Outcome.POISON, "garbage", "t2"),
         Settlement(Outcome.RETRY, "KeyError: 'bug'", "t3"),
+        Settlement(Outcome.RETRY, "KeyError: 'bug'", "t4"),
     ]
 
 

@@ -10,8 +10,8 @@ from google.protobuf import timestamp_pb2
 
 from engram.common.v1 import common_pb2
 from engram_core.errors import InvalidArgument
+from engram_core.limits import MAX_TAGS
 from engram_core.model import AccessUpdate, Filter, Memory, TagMatch, TagMode
-from engram_core.tags import MAX_TAGS
 from engram_platform import request_checks as checks
 from engram_platform.convert import access_update_to_proto, filter_to_proto, memory_to_proto
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from engram_core.errors import InvalidArgument
+from engram_core.limits import MAX_CONTENT_BYTES, MAX_METADATA_BYTES
 from engram_core.validation import Limits
 from engram_gateway.service.postrank import parse_group_by
 from engram_platform.settings import (
@@ -167,10 +168,18 @@ class Settings(ServiceSettings):
         "a revoked token works at most this long; 0: every call.",
     )
 
-    # Limits (issue 2 §9)
-    max_content_bytes: int = Field(16 * 1024, gt=0, description="Largest content (UTF-8 bytes).")
+    # Limits. Capped by engram_core.limits: every store must take what the gateway accepts.
+    max_content_bytes: int = Field(
+        16 * 1024,
+        gt=0,
+        le=MAX_CONTENT_BYTES,
+        description="Largest content (UTF-8 bytes); at most what every store takes.",
+    )
     max_metadata_bytes: int = Field(
-        16 * 1024, gt=0, description="Largest metadata, serialised as JSON (bytes)."
+        16 * 1024,
+        gt=0,
+        le=MAX_METADATA_BYTES,
+        description="Largest metadata, serialised as JSON (bytes); at most what every store takes.",
     )
     max_batch: int = Field(1000, ge=1, description="Most memories in one StoreBatch.")
     max_stream: int = Field(

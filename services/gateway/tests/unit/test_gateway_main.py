@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from engram_core.limits import MAX_CONTENT_BYTES, MAX_METADATA_BYTES
 from engram_gateway.config import Settings
 from engram_platform.nats_server import NatsServer, free_port, start_nats
 
@@ -55,6 +56,16 @@ def test_context_reads_stay_within_one_vector_call(setting: str, value: int) -> 
     with pytest.raises(ValidationError, match=setting):
         Settings(**{setting: value})
     Settings(**{setting: value - 1})
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("max_content_bytes", MAX_CONTENT_BYTES), ("max_metadata_bytes", MAX_METADATA_BYTES)],
+)
+def test_sizes_stay_within_what_every_store_takes(setting: str, value: int) -> None:
+    with pytest.raises(ValidationError, match=setting):
+        Settings(**{setting: value + 1})
+    Settings(**{setting: value})
 
 
 @pytest.fixture

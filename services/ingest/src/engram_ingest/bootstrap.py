@@ -49,5 +49,6 @@ def build(
         Timeouts(embed_s=settings.embed_timeout_s, write_s=settings.write_timeout_s),
         DecaySettings() if settings.initial_relevance else None,
         next_embedder,
+        write_bytes=settings.max_message_bytes // 2,
     )
     return Ingest(applier=applier, channels=channels)

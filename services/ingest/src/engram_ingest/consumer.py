@@ -3,8 +3,9 @@
 A durable pull consumer (``ingest-apply``) shared by every replica: the log hands
 each event to one of them. Explicit acks and unlimited redeliveries make the
 consumer's ack floor the watermark — the highest sequence at and below which every
-event is in all three stores — since an event is acked only once it is applied
-(or dead-lettered), however the replicas interleave. The consumer mechanism is
+event is decided: in all three stores, or dead-lettered because it is invalid or a store
+refused it — since an event is acked only once it is decided, however the replicas
+interleave. The consumer mechanism is
 ``engram_platform.pull_worker``; this module decodes a batch and applies it.
 """
 
@@ -27,6 +28,7 @@ from engram_platform.log_events import Decoded, decode
 from engram_platform.pull_worker import ORIGINAL_SEQUENCE_HEADER as ORIGINAL_SEQUENCE_HEADER
 from engram_platform.pull_worker import ORIGINAL_SUBJECT_HEADER as ORIGINAL_SUBJECT_HEADER
 from engram_platform.pull_worker import REASON_HEADER as REASON_HEADER
+from engram_platform.pull_worker import STORE_HEADER as STORE_HEADER
 from engram_platform.pull_worker import Decodable, PullWorker, Settlement, run_worker
 from engram_platform.pull_worker import backoff_s as backoff_s
 from engram_platform.telemetry import extract_context

@@ -1,8 +1,9 @@
 """Fakes of the three store writers and a counting embedder, shared by the ingest tests.
 
 The stores keep the version guard and tombstones of the real ones (a write not newer
-than what is held, or than a delete, changes nothing), log every call, and raise
-queued failures on demand.
+than what is held, or than a delete, changes nothing), run the real request checks on
+what they are sent, log every call, and raise queued failures on demand (or refuse any
+write holding one of ``refused_ids``, as a store refuses an invalid memory).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engram_core.errors import Unavailable
+from engram_core.errors import InvalidArgument, Unavailable
 from engram_core.model import Entity, Memory, Relation, UpsertResult
 from engram_core.ports import Embedder
 from engram_core.relations import relation_versions
@@ -22,7 +23,9 @@ from engram_embed.hashing import HashingEmbedder
 from engram_ingest.bootstrap import build
 from engram_ingest.config import Settings
 from engram_ingest.service import Applier, VectorWriter
+from engram_platform.convert import memory_to_proto
 from engram_platform.nats_server import NatsServer, start_nats
+from engram_platform.request_checks import check_memory
 
 
 @dataclass
@@ -42,6 +45,7 @@ class FakeStore:
         self.delay_s = 0.0
         self.barrier: asyncio.Barrier | None = None  # every store must enter before any leaves
         self.down_for: set[str] = set()  # tenants whose writes fail as unavailable
+        self.refused_ids: set[str] = set()
 
     async def _enter(self, method: str, tenant: str, ids: Sequence[str], version: int = 0) -> None:
         self.calls.append(Call(method, tenant, tuple(ids), version))
@@ -53,6 +57,14 @@ class FakeStore:
             raise self.fail_next.pop(0)
         if tenant in self.down_for:
             raise Unavailable(f"{self.name} is down for {tenant}")
+        for i, id_ in enumerate(ids if method == "upsert" else ()):
+            if id_ in self.refused_ids:
+                raise InvalidArgument(f"memories[{i}].id", "refused")
+
+    def _checked(self, tenant: str, memories: Sequence[Memory]) -> None:
+        """What the store's server checks of each memory before its service sees it."""
+        for i, m in enumerate(memories):
+            check_memory(f"memories[{i}]", memory_to_proto(m), tenant)
 
     def _put(self, tenant: str, memory: Memory) -> bool:
         held = self.rows.get((tenant, memory.id))
@@ -96,6 +108,7 @@ class FakeVector(FakeStore):
         self, tenant: str, items: Sequence[tuple[Memory, Sequence[float]]]
     ) -> UpsertResult:
         await self._enter("upsert", tenant, [m.id for m, _ in items])
+        self._checked(tenant, [m for m, _ in items])
         applied = 0
         for m, v in items:
             if self._put(tenant, m):
@@ -110,6 +123,7 @@ class FakeLexical(FakeStore):
 
     async def upsert(self, tenant: str, memories: Sequence[Memory]) -> UpsertResult:
         await self._enter("upsert", tenant, [m.id for m in memories])
+        self._checked(tenant, memories)
         return self._upserted(tenant, memories)
 
 
@@ -129,6 +143,7 @@ class FakeGraph(FakeStore):
         self, tenant: str, items: Sequence[tuple[Memory, Sequence[Entity]]]
     ) -> UpsertResult:
         await self._enter("upsert", tenant, [m.id for m, _ in items])
+        self._checked(tenant, [m for m, _ in items])
         applied = 0
         for m, entities in items:
             if self._put(tenant, m):

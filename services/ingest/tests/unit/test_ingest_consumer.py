@@ -22,6 +22,7 @@ from engram_ingest.consumer import (
     ORIGINAL_SEQUENCE_HEADER,
     ORIGINAL_SUBJECT_HEADER,
     REASON_HEADER,
+    STORE_HEADER,
     IngestConsumer,
     backoff_s,
 )
@@ -152,6 +153,36 @@ async def test_a_poison_event_is_dead_lettered_and_termed(
         info = await js.consumer_info(jsm.STREAM_MEMORY, jsm.DURABLE_INGEST)
         assert info.num_ack_pending == 0
         assert info.num_redelivered == 0
+
+
+async def test_a_store_refusal_is_dead_lettered_and_the_watermark_moves_on(
+    nats_server: NatsServer, stores: Stores
+) -> None:
+    stores.graph.refused_ids.add(mem_id(2))
+    async with log_connection(nats_server) as js:
+        dead: list[Msg] = []
+        watcher = await nats.connect(nats_server.url)
+        sub = await watcher.subscribe(jsm.subject("*", jsm.DEAD_LETTER), cb=_append_to(dead))
+        await publish(js, jsm.MEMORY_STORED, stored(1), 1)
+        await publish(js, jsm.MEMORY_STORED, stored(2), 2)
+        last = await publish(js, jsm.MEMORY_STORED, stored(3, tenant="t2"), 3, tenant="t2")
+
+        async with running(settings_for(nats_server), stores) as consumer:
+            await until_watermark(js, last)
+            await until(lambda: len(dead) >= 1)
+        await sub.unsubscribe()
+        await watcher.close()
+
+        assert (consumer.counters.poisoned, consumer.counters.retried) == (1, 0)
+        (letter,) = dead
+        assert letter.subject == "engram.t1.dead_letter.v1"
+        assert letter.headers is not None
+        assert letter.headers[STORE_HEADER] == "graph"
+        assert letter.headers[ORIGINAL_SEQUENCE_HEADER] == "2"
+        assert "INVALID_ARGUMENT" in letter.headers[REASON_HEADER]
+        for store in stores.all():
+            assert mem_id(1) in store.live("t1")
+            assert mem_id(3) in store.live("t2")
 
 
 def _append_to(box: list[Msg]):  # type: ignore[no-untyped-def]

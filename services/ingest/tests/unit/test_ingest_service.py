@@ -10,8 +10,19 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from engram_core.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
-from engram_core.model import Memory, Relation, UpsertResult
+from engram.graph.v1 import graph_pb2
+from engram.vector.v1 import vector_pb2
+from engram_core.errors import (
+    DeadlineExceeded,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    ResourceExhausted,
+    Unavailable,
+)
+from engram_core.limits import MAX_TAGS
+from engram_core.model import Entity, Memory, Relation, UpsertResult
 from engram_core.relevance import relevance_score
 from engram_core.tags import tag_prefixes
 from engram_embed.factory import EmbedSettings
@@ -26,6 +37,8 @@ from engram_ingest.service import (
     RelationLinked,
     RelationUnlinked,
 )
+from engram_ingest.service.chunks import request_bytes
+from engram_platform.convert import entity_to_proto, memory_to_proto
 
 if TYPE_CHECKING:
     from conftest import FakeVector, Stores
@@ -258,11 +271,83 @@ async def test_a_store_down_means_retry_and_the_retry_applies(stores: Stores) ->
     assert all(len(s.live("t1")) == 2 for s in stores.all())
 
 
-async def test_a_store_refusal_is_retried_not_dead_lettered(stores: Stores) -> None:
-    # A store refusing a valid event points at configuration, not at the event.
-    stores.vector.fail_next.append(InvalidArgument("vector", "expected 384 dimensions"))
+@pytest.mark.parametrize(
+    ("store", "error"),
+    [
+        ("vector", InvalidArgument("points[0].vector", "expected 384 dimensions")),
+        ("lexical", InvalidArgument("memories[0].tags", "at most 64 tags, got 65")),
+        ("graph", FailedPrecondition("memories[0]", "not writable")),
+    ],
+)
+async def test_a_store_refusal_is_poison_naming_the_store(
+    stores: Stores, store: str, error: Exception
+) -> None:
+    getattr(stores, store).fail_next.append(error)
+    (result,) = await applier(stores).apply([written(1)])
+    assert result.outcome is Outcome.POISON
+    assert result.store == store
+    assert result.reason.startswith(f"{store} upsert: {error.code}")  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        Unavailable("down"),
+        DeadlineExceeded("slow"),
+        ResourceExhausted("overloaded"),
+        Internal("a bug"),
+        RuntimeError("unexpected"),
+    ],
+)
+async def test_a_failure_that_may_pass_later_is_retried(stores: Stores, error: Exception) -> None:
+    stores.graph.fail_next.append(error)
     (result,) = await applier(stores).apply([written(1)])
     assert result.outcome is Outcome.RETRY
+    assert result.store == "graph"
+
+
+async def test_one_refused_memory_does_not_hold_back_its_batch(stores: Stores) -> None:
+    poison, plain, other = ID_A, ID_B, "0195a000-0000-7000-8000-00000000000c"
+    stores.lexical.refused_ids.add(poison)
+    events: list[Event] = [
+        written(1, poison, "refused by lexical"),
+        written(2, plain, "plain, same tenant"),
+        written(3, other, "another tenant's", tenant="t2"),
+        MemoryRemoved("t1", "0195a000-0000-7000-8000-00000000000d", 4),
+    ]
+    results = await applier(stores).apply(events)
+    assert [r.outcome for r in results] == [
+        Outcome.POISON,
+        Outcome.APPLIED,
+        Outcome.APPLIED,
+        Outcome.APPLIED,
+    ]
+    assert (results[0].store, "INVALID_ARGUMENT" in results[0].reason) == ("lexical", True)
+    for store in stores.all():
+        assert plain in store.live("t1")
+        assert other in store.live("t2")
+    assert poison not in stores.lexical.live("t1")
+
+
+FIRST = ("Alice", "Bruno", "Chiara", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ines", "Jonas")
+LAST = ("Smith", "Jones", "Brown", "Okafor", "Khan", "Novak", "Rossi", "Tanaka")
+
+
+@pytest.mark.parametrize(
+    ("content", "tags"),
+    [
+        ("Lunch with Sarah.", tuple(f"topic:{i}" for i in range(MAX_TAGS))),
+        ("We met " + ", ".join(f"{a} {b}" for a in FIRST for b in LAST) + ".", ()),
+        ("Lunch with Sarah, who pasted Q" + "x" * 125 + " into the config.", ()),
+    ],
+    ids=["full-tags-and-a-person", "eighty-people", "long-token"],
+)
+async def test_what_the_gateway_accepts_the_stores_accept(
+    stores: Stores, content: str, tags: tuple[str, ...]
+) -> None:
+    (result,) = await applier(stores).apply([written(1, content=content, tags=tags)])
+    assert result.outcome is Outcome.APPLIED
+    assert all(ID_A in s.live("t1") for s in stores.all())
 
 
 class Counted(HashingEmbedder):
@@ -371,6 +456,7 @@ async def test_embedder_down_retries_the_batch_without_writing(stores: Stores) -
     results = await applier(stores).apply([written(1), MemoryRemoved("t1", ID_B, 2)])
     assert [r.outcome for r in results] == [Outcome.RETRY, Outcome.RETRY]
     assert "embedding" in results[0].reason
+    assert results[0].store == "embedding"
     assert all(s.calls == [] for s in stores.all())
 
 
@@ -415,3 +501,44 @@ def test_a_batch_larger_than_one_store_write_is_refused_at_start() -> None:
     assert Settings(batch_size=1000).batch_size == 1000
     with pytest.raises(ValueError, match="batch_size must be at most 1000"):
         Settings(batch_size=1001)
+
+
+async def test_a_tenants_writes_are_cut_to_fit_a_message(stores: Stores) -> None:
+    a = stores.applier(Settings(max_message_bytes=64 * 1024, write_timeout_s=5.0))
+    events = [written(s, f"0195a000-0000-7000-8000-{s:012d}", "x" * 10_000) for s in range(1, 5)]
+    results = await a.apply(events)
+    assert [r.outcome for r in results] == [Outcome.APPLIED] * 4
+    for store in stores.all():
+        assert [len(c.ids) for c in store.writes("upsert")] == [2, 2]
+        assert len(store.live("t1")) == 4
+
+
+@pytest.mark.parametrize(
+    "memory",
+    [
+        Memory(id=ID_A, tenant="t1", content="é" * 16_000, timestamp=T0),
+        Memory(id=ID_A, tenant="t1", content="x", timestamp=T0, metadata={"k": [0] * 8000}),
+        Memory(
+            id=ID_A,
+            tenant="t1",
+            content="x",
+            timestamp=T0,
+            tags=tuple(":".join(f"{i}" for _ in range(64))[:128] for i in range(10)),
+            tag_prefixes=tag_prefixes(
+                ":".join(f"{i}{j}" for j in range(40))[:128] for i in range(64)
+            ),
+            metadata={"a": {"b": {"c": [True, None, 1.5, "s"] * 100}}},
+        ),
+    ],
+    ids=["long-content", "numeric-metadata", "many-prefixes"],
+)
+def test_the_size_estimate_bounds_every_store_request(memory: Memory) -> None:
+    entities = [Entity("people", "sarah", "Sarah")]
+    vector = [0.5] * 384
+    estimate = request_bytes(memory, entities, vector)
+    proto = memory_to_proto(memory)
+    requests = [
+        vector_pb2.Point(memory=proto, vector=vector),
+        graph_pb2.GraphMemory(memory=proto, entities=[entity_to_proto(e) for e in entities]),
+    ]
+    assert all(r.ByteSize() <= estimate for r in requests)

@@ -12,6 +12,7 @@ import pytest
 
 from engram.common.v1 import common_pb2
 from engram.vector.v1 import vector_pb2, vector_pb2_grpc
+from engram_core.limits import MAX_TAG_LENGTH, MAX_TAGS
 from engram_core.model import AccessUpdate, Memory
 from engram_embed.hashing import HashingEmbedder
 from engram_platform.convert import access_update_to_proto, memory_from_proto, ts_to_proto
@@ -149,6 +150,13 @@ def _relevance(*updates: tuple[str, float]) -> vector_pb2.UpdateRelevanceRequest
     )
 
 
+def _tagged(count: int, tag: str) -> vector_pb2.Point:
+    """A point whose memory carries ``count`` tags (``tag`` then numbered ones)."""
+    p = point(GOOD_ID, "a")
+    p.memory.tags.extend([tag, *(f"{tag}{i}" for i in range(1, count))])
+    return p
+
+
 @pytest.mark.parametrize(
     ("rpc", "request_", "field"),
     [
@@ -235,6 +243,16 @@ def _relevance(*updates: tuple[str, float]) -> vector_pb2.UpdateRelevanceRequest
             "Upsert",
             vector_pb2.UpsertRequest(tenant="tenant-b", points=[point(GOOD_ID, "a")]),
             "points[0].memory.tenant",
+        ),
+        (
+            "Upsert",
+            vector_pb2.UpsertRequest(tenant=T, points=[_tagged(MAX_TAGS + 1, "t")]),
+            "points[0].memory.tags",
+        ),
+        (
+            "Upsert",
+            vector_pb2.UpsertRequest(tenant=T, points=[_tagged(1, "t" * (MAX_TAG_LENGTH + 1))]),
+            "points[0].memory.tags[0]",
         ),
         (
             "UpdateAccess",

@@ -5,7 +5,8 @@ newest state whatever the delivery order, and a redelivered event changes nothin
 
 Within a batch, events are applied in sequence order, in segments of one kind
 (upserts, deletes, relations): a run of upserts goes out as one write per tenant and
-store, the three stores at once, after ONE embedder call for the whole batch. When a
+store (cut into several when it would not fit a message, see ``chunks``), the three
+stores at once, after ONE embedder call for the whole batch. When a
 segment fails, it and every later segment are left for a retry, so this worker never
 applies a relation before the memories it links or a delete out of turn.
 
@@ -25,11 +26,20 @@ model) switches the applier to the other embedder, once per call, re-embeds what
 of the batch and retries the write at once; the switched embedder stays in use. If the
 retry fails too, the batch is retried with backoff as any other failure.
 
-Poison is decided from the event alone (:func:`engram_core.log_events.invalid`, whose
-rules consolidate's state keeper follows too). A store that refuses a valid event — even
-with INVALID_ARGUMENT — points at configuration (say, a vector dimension mismatch) or a
-bug, not at the event; dead-lettering then would quietly drop the whole stream, so such
-failures are retried with backoff and logged instead.
+Every failure is classified, so nothing accepted wedges the log (the ack floor is the
+watermark of every tenant). What may pass later — UNAVAILABLE, DEADLINE_EXCEEDED,
+RESOURCE_EXHAUSTED, a timeout, an unexpected exception, the embedding-model refusal above,
+any embedder failure — is RETRY, with backoff. A store's refusal of the event itself —
+INVALID_ARGUMENT, or FAILED_PRECONDITION other than the embedding model — is POISON: the
+event is dead-lettered with the reason and the store (the pull worker adds the tenant) and
+counts as decided. An event that is invalid on its own (:func:`engram_core.log_events.invalid`,
+whose rules consolidate's state keeper follows too) is POISON before any store sees it.
+Dead letters can be listed and replayed once the cause is fixed (a store's configuration,
+say), so a refusal that was not the event's fault is recoverable, not lost.
+
+A tenant's memories go out as one write per store, so one refused memory would fail the
+whole group: a group refused for good is written again one memory at a time, and only the
+memories refused alone are dead-lettered.
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ from engram_core.errors import (
     EngramError,
     FailedPrecondition,
     Internal,
+    InvalidArgument,
     NotFound,
 )
 from engram_core.log_events import (
@@ -57,11 +68,12 @@ from engram_core.log_events import (
     RelationUnlinked,
     invalid,
 )
-from engram_core.model import Entity, Memory, Relation
+from engram_core.model import Memory, Relation
 from engram_core.outcomes import APPLIED, Outcome, Result
 from engram_core.ports import Embedder
 from engram_core.relations import parse_relation_type
 from engram_core.relevance import DecaySettings, relevance_score
+from engram_ingest.service.chunks import Ready, chunks
 from engram_ingest.service.ports import GraphWriter, TextWriter, VectorWriter
 
 log = logging.getLogger(__name__)
@@ -69,6 +81,8 @@ T = TypeVar("T")
 E = TypeVar("E", MemoryRemoved, RelationLinked)
 # Relations per graph call: under the graph service's default MAX_BATCH (1000).
 RELATION_CHUNK = 500
+# Half the default gRPC message limit: the estimate is rough.
+DEFAULT_WRITE_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +101,7 @@ class Applier:
         timeouts: Timeouts | None = None,
         initial_relevance: DecaySettings | None = None,
         next_embedder: Embedder | None = None,
+        write_bytes: int = DEFAULT_WRITE_BYTES,
     ) -> None:
         self._embedder = embedder
         self._other = next_embedder  # the one to switch to when vector wants another model
@@ -95,6 +110,7 @@ class Applier:
         self._graph = graph
         self._timeouts = timeouts or Timeouts()
         self._initial_relevance = initial_relevance  # None: new memories keep the score sent
+        self._write_bytes = write_bytes  # most estimated bytes in one store write
 
     @property
     def embedding_model(self) -> str:
@@ -117,7 +133,7 @@ class Applier:
         try:
             vectors = await self._embed(written, embedder)
         except Exception as exc:
-            failure = retry(exc, "embedding")
+            failure = retry(exc, "embedding", "embedding")
             return [results.get(i, failure) for i in range(len(events))]
 
         switched = False
@@ -137,7 +153,7 @@ class Applier:
                     try:
                         vectors = await self._embed(left, embedder)
                     except Exception as exc:
-                        outcome = dict.fromkeys(indices, retry(exc, "embedding"))
+                        outcome = dict.fromkeys(indices, retry(exc, "embedding", "embedding"))
                     else:
                         outcome, _ = await self._upserts(segment, vectors, embedder.model_name)
             elif kind is MemoryRemoved:
@@ -181,36 +197,51 @@ class Applier:
         self, written: dict[int, MemoryWritten], vectors: dict[int, list[float]], model: str
     ) -> tuple[dict[int, Result], FailedPrecondition | None]:
         """The results, and vector's refusal of the embedding model if any tenant got one."""
-        # One write per tenant and store; within it the newest event of each id wins
-        # (an older one would be skipped by the version guard anyway).
+        # One write per tenant and store (cut to fit a message); within it the newest event
+        # of each id wins (an older one would be skipped by the version guard anyway).
         newest: dict[str, dict[str, int]] = {}
         for i, event in written.items():
             newest.setdefault(event.tenant, {})[event.memory.id] = i
-        tenants = list(newest)
         writes = [
-            self._write_memories(t, [(written[i], vectors[i]) for i in newest[t].values()], model)
-            for t in tenants
+            (tenant, chunk)
+            for tenant, ids in newest.items()
+            for chunk in chunks(
+                [self._ready(written[i], vectors[i], model) for i in ids.values()],
+                self._write_bytes,
+            )
         ]
-        outcomes = await asyncio.gather(*writes, return_exceptions=True)
-        by_tenant = {
-            t: APPLIED if o is None else retry(o, "upsert")
-            for t, o in zip(tenants, outcomes, strict=True)
-        }
-        refused = next(
-            (o for o in outcomes if isinstance(o, FailedPrecondition) and _model_refused(o)),
-            None,
+        outcomes = await asyncio.gather(
+            *(self._write_memories(t, ready) for t, ready in writes), return_exceptions=True
         )
-        return {i: by_tenant[event.tenant] for i, event in written.items()}, refused
+        by_id: dict[tuple[str, str], Result] = {}
+        for (tenant, ready), outcome in zip(writes, outcomes, strict=True):
+            verdict = APPLIED if outcome is None else classify(outcome, "upsert")
+            if verdict.outcome is Outcome.POISON and len(ready) > 1:
+                by_id |= await self._one_by_one(tenant, ready)
+            else:
+                by_id |= {(tenant, m.id): verdict for m, _, _ in ready}
+        refused = next((e for o in outcomes if (e := _model_refusal(o)) is not None), None)
+        return {i: by_id[(e.tenant, e.memory.id)] for i, e in written.items()}, refused
 
-    async def _write_memories(
-        self, tenant: str, items: list[tuple[MemoryWritten, list[float]]], model: str
-    ) -> None:
-        ready: list[tuple[Memory, list[Entity], list[float]]] = []
-        for event, vector in items:
-            enriched, entities = enrich(event.memory, event.sequence, model)
-            if event.created:
-                enriched = self._with_initial_relevance(enriched)
-            ready.append((enriched, entities, vector))
+    async def _one_by_one(self, tenant: str, ready: list[Ready]) -> dict[tuple[str, str], Result]:
+        """Each memory of a write a store refused, written alone: only the refused fail.
+
+        What the stores took from the group before is skipped by their version guard."""
+        outcomes = await asyncio.gather(
+            *(self._write_memories(tenant, [item]) for item in ready), return_exceptions=True
+        )
+        return {
+            (tenant, m.id): APPLIED if o is None else classify(o, "upsert")
+            for (m, _, _), o in zip(ready, outcomes, strict=True)
+        }
+
+    def _ready(self, event: MemoryWritten, vector: list[float], model: str) -> Ready:
+        enriched, entities = enrich(event.memory, event.sequence, model)
+        if event.created:
+            enriched = self._with_initial_relevance(enriched)
+        return enriched, entities, vector
+
+    async def _write_memories(self, tenant: str, ready: list[Ready]) -> None:
         await self._all(
             "upsert",
             self._vector.upsert(tenant, [(m, v) for m, _, v in ready]),
@@ -234,7 +265,7 @@ class Applier:
         typed = [e for i in indices if isinstance(e := events[i], kind)]
         outcomes = await asyncio.gather(*(write(e) for e in typed), return_exceptions=True)
         return {
-            i: APPLIED if o is None else retry(o, kind.__name__)
+            i: APPLIED if o is None else classify(o, kind.__name__)
             for i, o in zip(indices, outcomes, strict=True)
         }
 
@@ -260,7 +291,7 @@ class Applier:
         )
         what = type(events[indices[0]]).__name__
         by_outcome = {
-            t: APPLIED if o is None else retry(o, what)
+            t: APPLIED if o is None else classify(o, what, "graph")
             for t, o in zip(tenants, outcomes, strict=True)
         }
         return {i: by_outcome[events[i].tenant] for i in indices}
@@ -301,7 +332,8 @@ class Applier:
         return await bounded(call, self._timeouts.write_s, f"graph {what}")
 
     async def _all(self, what: str, *writes: Awaitable[Any]) -> None:
-        """Run the stores' writes at once; raise the first failure after all have ended."""
+        """Run the stores' writes at once; raise the first failure, as a ``StoreFailed``
+        naming its store, after all have ended."""
         names = ("vector", "lexical", "graph")
         outcomes = await asyncio.gather(
             *(
@@ -310,9 +342,24 @@ class Applier:
             ),
             return_exceptions=True,
         )
-        for outcome in outcomes:
+        for name, outcome in zip(names, outcomes, strict=True):
             if isinstance(outcome, BaseException):
-                raise outcome
+                raise StoreFailed(name, outcome) from outcome
+
+
+class StoreFailed(Exception):
+    """A store's write failed with ``error``."""
+
+    def __init__(self, store: str, error: BaseException) -> None:
+        super().__init__(f"{store}: {error}")
+        self.store = store
+        self.error = error
+
+
+def _model_refusal(outcome: object) -> FailedPrecondition | None:
+    """Vector's refusal of the embedding model in a write's outcome, if it is one."""
+    error = outcome.error if isinstance(outcome, StoreFailed) else outcome
+    return error if isinstance(error, FailedPrecondition) and _model_refused(error) else None
 
 
 def _model_refused(error: FailedPrecondition) -> bool:
@@ -325,12 +372,22 @@ def _registry_type(relation: Relation) -> Relation:
     return replace(relation, type=rel_type.value if rel_type else "")
 
 
-def retry(exc: BaseException, what: str) -> Result:
+def classify(exc: BaseException, what: str, store: str = "") -> Result:
+    """POISON when a store refused the event itself; RETRY for anything that may pass later."""
+    if isinstance(exc, StoreFailed):
+        store, exc = exc.store, exc.error
+    where = f"{store} {what}" if store else what
+    if isinstance(exc, InvalidArgument | FailedPrecondition) and _model_refusal(exc) is None:
+        return Result(Outcome.POISON, f"{where}: {exc.code}: {exc.message}", store)
+    return retry(exc, where, store)
+
+
+def retry(exc: BaseException, what: str, store: str = "") -> Result:
     if isinstance(exc, EngramError):
         reason = f"{what}: {exc.code}: {exc.message}"
     else:
         reason = f"{what}: {type(exc).__name__}: {exc}"
-    return Result(Outcome.RETRY, reason)
+    return Result(Outcome.RETRY, reason, store)
 
 
 async def bounded(awaitable: Awaitable[T], timeout_s: float, what: str) -> T:
