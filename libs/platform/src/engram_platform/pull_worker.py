@@ -8,7 +8,8 @@ the rest:
 - the durable has explicit acks and unlimited redeliveries, so its ack floor never
   passes an event that is not settled (ingest's watermark is that ack floor);
 - a fetch waits for one message, then takes what else is ready up to the batch size;
-- APPLIED is acked; RETRY is nak'd with an exponential backoff by delivery count;
+- APPLIED is acked; RETRY is nak'd with an exponential backoff by delivery count
+  (or dead-lettered once delivered ``max_deliveries`` times, when the worker set a bound);
   POISON is copied to the dead-letter stream with ``Engram-*`` headers, then termed;
 - on stop the batch in hand is finished and what was delivered but not started is
   nak'd, so another replica takes it now rather than after ack_wait.
@@ -53,6 +54,7 @@ class Settlement:
     outcome: Outcome
     reason: str = ""
     tenant: str = ""  # where a dead-letter copy goes; "" → the "unknown" tenant
+    max_deliveries: int = 0  # RETRY: dead-letter instead from this delivery on (0: never)
 
 
 class PullSettings(Protocol):
@@ -232,13 +234,12 @@ class PullWorker(ABC):
         applicable = [(k, d.event) for k, d in enumerate(decoded) if d.event is not None]
         try:
             verdicts = await apply([e for _, e in applicable])
-            applied = [(v.outcome, v.reason) for v in verdicts]
         except Exception as exc:  # a bug, not the events' fault: retry them all
             self.log.exception("%s: applying the batch failed", self._name)
-            applied = [(Outcome.RETRY, f"{type(exc).__name__}: {exc}")] * len(applicable)
+            verdicts = [Result(Outcome.RETRY, f"{type(exc).__name__}: {exc}")] * len(applicable)
         out = [Settlement(Outcome.POISON, d.problem, d.tenant) for d in decoded]
-        for (k, _), (outcome, reason) in zip(applicable, applied, strict=True):
-            out[k] = Settlement(outcome, reason, decoded[k].tenant)
+        for (k, _), v in zip(applicable, verdicts, strict=True):
+            out[k] = Settlement(v.outcome, v.reason, decoded[k].tenant, v.max_deliveries)
         return out
 
     async def _settle(self, msg: Msg, settlement: Settlement) -> None:
@@ -248,6 +249,9 @@ class PullWorker(ABC):
             return
         deliveries = msg.metadata.num_delivered
         sequence = msg.metadata.sequence.stream
+        if 0 < settlement.max_deliveries <= deliveries:
+            reason = f"{settlement.reason} (gave up after {deliveries} deliveries)"
+            settlement = Settlement(Outcome.POISON, reason, settlement.tenant)
         if settlement.outcome is Outcome.POISON:
             try:
                 await self._dead_letter(msg, settlement)

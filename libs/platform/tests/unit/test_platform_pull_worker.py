@@ -272,6 +272,21 @@ async def test_poison_is_copied_to_the_dead_letter_stream_then_termed(log: Log) 
     assert worker.counters.retried == 0
 
 
+async def test_a_bounded_retry_is_dead_lettered_once_delivered_that_often(log: Log) -> None:
+    def wait_for_a_dependency(_: Msg) -> Settlement:
+        return Settlement(Outcome.RETRY, "endpoint x not applied", "t1", max_deliveries=3)
+
+    await log.publish(1)
+    worker = await log.start(Recorder(log.nc, log.js, Tuning(), wait_for_a_dependency))
+    await until(lambda: worker.counters.poisoned == 1)
+    assert [n for _, n, _ in worker.deliveries] == [1, 2, 3]
+    assert worker.counters.retried == 2
+    (copy,) = await dead_letters(log.js, 1)
+    assert copy.headers is not None
+    assert copy.headers[REASON_HEADER].startswith("endpoint x not applied (gave up after 3")
+    await until(lambda: _nothing_pending(log))  # decided: the floor moves on
+
+
 async def test_poison_whose_copy_cannot_be_stored_is_kept_and_retried(log: Log) -> None:
     def poison(msg: Msg) -> Settlement:
         # "a.b" makes a subject no stream takes: the dead-letter publish fails.
@@ -337,6 +352,7 @@ class Decoded:
 class Result:
     outcome: str
     reason: str = ""
+    max_deliveries: int = 0
 
 
 async def test_apply_decoded_poisons_the_undecodable_and_applies_the_rest(log: Log) -> None:
@@ -345,13 +361,13 @@ async def test_apply_decoded_poisons_the_undecodable_and_applies_the_rest(log: L
 
     async def apply(events: list[int]) -> list[Result]:
         seen.append(events)
-        return [Result("applied") if e % 2 else Result("retry", "odd one") for e in events]
+        return [Result("applied") if e % 2 else Result("retry", "odd one", 3) for e in events]
 
     decoded = [Decoded("t1", 1), Decoded("t2", problem="garbage"), Decoded("t3", 2)]
     assert await worker.apply_decoded(decoded, apply) == [
         Settlement(Outcome.APPLIED, "", "t1"),
         Settlement(Outcome.POISON, "garbage", "t2"),
-        Settlement(Outcome.RETRY, "odd one", "t3"),
+        Settlement(Outcome.RETRY, "odd one", "t3", 3),
     ]
     assert seen == [[1, 2]]
 

@@ -49,5 +49,6 @@ def build(
         Timeouts(embed_s=settings.embed_timeout_s, write_s=settings.write_timeout_s),
         DecaySettings() if settings.initial_relevance else None,
         next_embedder,
+        settings.endpoint_deliveries,
     )
     return Ingest(applier=applier, channels=channels)

@@ -36,6 +36,14 @@ class Settings(WorkerSettings):
         "the first decay pass.",
     )
 
+    endpoint_deliveries: int = Field(
+        20,
+        ge=1,
+        description="How often a relation whose endpoint the graph does not hold yet (while "
+        "vector or lexical does) is delivered before it is dead-lettered as 'endpoint <id> "
+        "not applied'; with the retry backoff, 20 deliveries wait about 8 minutes.",
+    )
+
     @model_validator(mode="after")
     def _ack_wait_covers_a_batch(self) -> Settings:
         # An event redelivered while its first delivery is still being written is
