@@ -8,6 +8,8 @@ the rest:
 - the durable has explicit acks and unlimited redeliveries, so its ack floor never
   passes an event that is not settled (ingest's watermark is that ack floor);
 - a fetch waits for one message, then takes what else is ready up to the batch size;
+- while a batch is handled, every message of it is marked in progress every third of
+  ack_wait, so ack_wait can be short: only a dead replica's batch is redelivered, soon;
 - APPLIED is acked; RETRY is nak'd with an exponential backoff by delivery count
   (or dead-lettered once delivered ``max_deliveries`` times, when the worker set a bound);
   POISON is copied to the dead-letter stream with ``Engram-*`` headers, then termed;
@@ -157,6 +159,7 @@ class PullWorker(ABC):
         """What to do with a batch: one settlement per message, in order.
 
         Raising leaves the whole batch unsettled: it comes back after ack_wait.
+        However long it takes, the batch is kept in hand (in progress) until it returns.
         """
 
     async def progress(self) -> str:
@@ -219,11 +222,30 @@ class PullWorker(ABC):
 
     async def process(self, msgs: Sequence[Msg]) -> None:
         """Handle a batch and settle every message of it."""
-        settlements = await self.handle(msgs)
+        keep = asyncio.create_task(self._keep_in_hand(msgs))
+        try:
+            settlements = await self.handle(msgs)
+        finally:
+            keep.cancel()
         for msg, settlement in zip(msgs, settlements, strict=True):
             await self._settle(msg, settlement)
         await self._nc.flush()
         self.counters.batches += 1
+
+    async def _keep_in_hand(self, msgs: Sequence[Msg]) -> None:
+        """Tell the log every third of ack_wait that the batch is still being worked on.
+
+        So ack_wait can be short: a live slow batch is never redelivered, while the batch
+        of a replica that died (kill -9, no hand-back) comes back within ack_wait, and the
+        ack floor (ingest's watermark) is held that long, not for the slowest batch's time.
+        """
+        while True:
+            await asyncio.sleep(self._settings.ack_wait_s / 3)
+            try:
+                for msg in msgs:
+                    await msg.in_progress()
+            except Exception as exc:  # the connection is down: redelivery is then harmless
+                self.log.debug("in-progress for the batch in hand failed: %s", exc)
 
     async def apply_decoded(
         self,

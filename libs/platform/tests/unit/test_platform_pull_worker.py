@@ -341,6 +341,43 @@ async def test_a_failing_handle_leaves_the_batch_for_redelivery(log: Log) -> Non
     assert (await log.consumer())[1] == 1  # unsettled: the log redelivers after ack_wait
 
 
+class Slow(Recorder):
+    """Takes ``hold_s`` over every batch (a slow embedder or store)."""
+
+    hold_s = 0.0
+
+    async def handle(self, msgs: Sequence[Msg]) -> list[Settlement]:
+        settled = await super().handle(msgs)
+        await asyncio.sleep(self.hold_s)
+        return settled
+
+
+async def test_a_batch_taking_longer_than_ack_wait_is_kept_not_redelivered(log: Log) -> None:
+    tuning = Tuning(ack_wait_s=0.6)
+    slow = await log.start(Slow(log.nc, log.js, tuning))
+    slow.hold_s = 2.0  # over three ack_waits
+    idle = await log.start(Recorder(log.nc, log.js, tuning))  # would take a redelivery
+    await log.publish(1)
+    await until(lambda: slow.counters.acked + idle.counters.acked == 1)
+    handled = slow.deliveries + idle.deliveries
+    assert [(seq, n) for seq, n, _ in handled] == [(1, 1)]
+    assert (await log.consumer())[2] == 0  # never redelivered
+
+
+async def test_a_batch_abandoned_by_a_dead_worker_is_redelivered_to_another(log: Log) -> None:
+    # The worker fetches a batch, then dies without acking or handing it back (kill -9):
+    # another replica gets it after the short ack_wait, and the ack floor moves on.
+    tuning = Tuning(ack_wait_s=0.6)
+    for n in range(1, 4):
+        last = await log.publish(n)
+    dead = await log.start(Recorder(log.nc, log.js, tuning), run=False)
+    assert [m.metadata.sequence.stream for m in await dead.fetch()] == [1, 2, 3]
+    survivor = await log.start(Recorder(log.nc, log.js, tuning))
+    await until(lambda: survivor.counters.acked == 3)
+    assert [(seq, n) for seq, n, _ in survivor.deliveries] == [(1, 2), (2, 2), (3, 2)]
+    await until(lambda: _floor_is(log, last))
+
+
 @dataclass
 class Decoded:
     tenant: str
