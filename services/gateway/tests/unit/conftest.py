@@ -276,6 +276,7 @@ class FakeLog:
         self.publish_delay = 0.0
         self.in_flight = 0
         self.max_in_flight = 0
+        self.hung: asyncio.Event | None = None  # every call waits for it: a log that hangs
 
     @property
     def last(self) -> int:
@@ -288,6 +289,7 @@ class FakeLog:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
+            await self._hang()
             if self.publish_delay:
                 await asyncio.sleep(self.publish_delay)
             if self.fail is not None:
@@ -332,12 +334,18 @@ class FakeLog:
         p = self.events[sequence - 1]
         return str(p.payload[0].id) if p.event == "stored" else None
 
+    async def _hang(self) -> None:
+        if self.hung is not None:
+            await self.hung.wait()
+
     async def watermark(self) -> int:
+        await self._hang()
         if self.fail is not None:
             raise Unavailable("log down")
         return self.applied
 
     async def last_sequence(self) -> int:
+        await self._hang()
         return self.last
 
 

@@ -460,10 +460,9 @@ class Reader:
             epoch = self._recall_cache.epoch(tenant)
             if plan.min_sequence:
                 watermark = await self._wait(plan.min_sequence, deadline)
-            elif written:
-                watermark = await self._applied()
             else:
-                watermark = 0
+                # Only labels the answer for the cache: never a wait on the log.
+                watermark = self._watermark.known() if written else 0
             async with self._admission.turn(tenant, deadline) as waited:
                 annotate("engram.recall.queue_wait_s", waited)
                 if plan.sort is not None:
@@ -476,23 +475,16 @@ class Reader:
         self._access.record(tenant, [s.memory.id for s in result.results])
         return result
 
-    async def _applied(self) -> int:
-        """The watermark now, 0 when it cannot be read (logged)."""
-        try:
-            return await self._watermark.get()
-        except Unavailable as exc:
-            log.warning("watermark read failed: %s", exc)
-            return 0
-
     async def _wait(self, min_sequence: int, deadline: Deadline) -> int:
-        seen = await self._applied()
-        if seen >= min_sequence:
-            return seen
-        # A sequence the log never issued would only burn the caller's whole deadline.
         try:
-            last = await self._log.last_sequence()
-        except Unavailable as exc:
-            log.warning("last_sequence read failed: %s", exc)
+            async with asyncio.timeout(deadline.remaining()):
+                seen = await self._watermark.get()
+                if seen >= min_sequence:
+                    return seen
+                # A sequence the log never issued would only burn the caller's deadline.
+                last = await self._log.last_sequence()
+        except (Unavailable, TimeoutError) as exc:
+            log.warning("log read failed: %r", exc)
         else:
             if min_sequence > last:
                 raise InvalidArgument(

@@ -1,4 +1,8 @@
-"""The applied watermark, read at most once per interval however many requests ask."""
+"""The applied watermark, read at most once per interval however many requests ask.
+
+``get`` and ``wait_for`` read the log (for ``min_sequence``); ``known`` never waits on it,
+for reads that only label what they computed.
+"""
 
 from __future__ import annotations
 
@@ -33,6 +37,15 @@ class WatermarkCache:
             self._inflight = asyncio.ensure_future(self._refresh())
         return await asyncio.shield(self._inflight)
 
+    def known(self) -> int:
+        """The last value read (0 before any), never waiting: a stale one starts a read in
+        the background for later callers. It is never ahead of the log, so an answer
+        labelled with it claims no write it may lack."""
+        if self._clock() - self._at > self._max_age and self._inflight is None:
+            self._inflight = asyncio.ensure_future(self._refresh())
+            self._inflight.add_done_callback(_consume)
+        return self._value
+
     async def _refresh(self) -> int:
         try:
             value = await self._read()
@@ -48,8 +61,11 @@ class WatermarkCache:
         seen = 0
         while True:
             # The log may come back before the deadline: a failed read just polls again.
-            with contextlib.suppress(Unavailable):
-                seen = await self.get()
+            left = deadline.remaining()
+            with contextlib.suppress(Unavailable, TimeoutError):
+                # A log that hangs must not hold the caller past the deadline.
+                async with asyncio.timeout(max(left, 0.0)):
+                    seen = await self.get()
             if seen >= sequence:
                 return seen
             left = deadline.remaining()
@@ -58,3 +74,10 @@ class WatermarkCache:
                     f"min_sequence {sequence} not applied before the deadline (watermark {seen})"
                 )
             await asyncio.sleep(min(poll_s, left))
+
+
+def _consume(read: asyncio.Future[int]) -> None:
+    """A background read's failure is only a stale value: retrieve it so none is logged
+    as never retrieved (the next stale ``known`` or ``get`` reads again)."""
+    if not read.cancelled():
+        read.exception()
