@@ -74,6 +74,7 @@ class FakeBackend:
         self.fail: Exception | None = None
         self.delay = 0.0
         self.calls: list[tuple[str, Any]] = []
+        self.behind: set[str] = set()  # ids of the world this store has not applied yet
 
     async def _enter(self, op: str, arg: Any = None) -> None:
         self.calls.append((op, arg))
@@ -95,7 +96,8 @@ class FakeBackend:
         self, tenant: str, ids: Sequence[str], timeout: float | None = None
     ) -> list[Memory]:
         await self._enter("get", list(ids))
-        return [self.world.memories[(tenant, i)] for i in ids if (tenant, i) in self.world.memories]
+        held = [(tenant, i) for i in ids if i not in self.behind]
+        return [self.world.memories[k] for k in held if k in self.world.memories]
 
     async def count(self, tenant: str, timeout: float | None = None) -> int:
         await self._enter("count")
