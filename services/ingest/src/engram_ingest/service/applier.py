@@ -322,7 +322,9 @@ class Applier:
         edge = f"{relation.type} {ends[0]} -> {ends[1]}"
         gone = [i for i in ends if i not in held]
         if gone and not unsure:
-            return Result(Outcome.POISON, f"relation {edge}: endpoint {gone[0]} is deleted")
+            return Result(
+                Outcome.POISON, f"relation {edge}: endpoint {gone[0]} is deleted or never stored"
+            )
         late = [i for i in ends if i in exc.message] or gone or list(ends)
         reason = f"relation {edge}: endpoint {late[0]} not applied"
         if unsure:
