@@ -65,6 +65,9 @@ class NoOpStore:
 
     remove_relations = add_relations  # every removal is accepted at once too
 
+    async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]:
+        return []
+
 
 class NoOpApplier:
     """Applies nothing: what is left is the NATS part of the loop."""

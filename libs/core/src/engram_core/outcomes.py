@@ -17,6 +17,9 @@ class Result:
     outcome: Outcome
     reason: str = ""
     store: str = ""  # who refused a POISON event ("vector", "graph"…); "" for the event itself
+    # RETRY only: once the log has delivered the event this often, dead-letter it with the
+    # reason instead (0: retry without end). For a wait on something that may never come.
+    max_deliveries: int = 0
 
 
 APPLIED = Result(Outcome.APPLIED)

@@ -8,7 +8,10 @@ the rest:
 - the durable has explicit acks and unlimited redeliveries, so its ack floor never
   passes an event that is not settled (ingest's watermark is that ack floor);
 - a fetch waits for one message, then takes what else is ready up to the batch size;
-- APPLIED is acked; RETRY is nak'd with an exponential backoff by delivery count;
+- while a batch is handled, every message of it is marked in progress every third of
+  ack_wait, so ack_wait can be short: only a dead replica's batch is redelivered, soon;
+- APPLIED is acked; RETRY is nak'd with an exponential backoff by delivery count
+  (or dead-lettered once delivered ``max_deliveries`` times, when the worker set a bound);
   POISON is copied to the dead-letter stream with ``Engram-*`` headers (the reason, the
   store that refused it, where it came from), then termed: it is decided, so the ack floor
   moves past it;
@@ -58,6 +61,7 @@ class Settlement:
     reason: str = ""
     tenant: str = ""  # where a dead-letter copy goes; "" → the "unknown" tenant
     store: str = ""  # who refused a POISON event; "" when decided from the event alone
+    max_deliveries: int = 0  # RETRY: dead-letter instead from this delivery on (0: never)
 
 
 class PullSettings(Protocol):
@@ -160,6 +164,7 @@ class PullWorker(ABC):
         """What to do with a batch: one settlement per message, in order.
 
         Raising leaves the whole batch unsettled: it comes back after ack_wait.
+        However long it takes, the batch is kept in hand (in progress) until it returns.
         """
 
     async def progress(self) -> str:
@@ -222,7 +227,11 @@ class PullWorker(ABC):
 
     async def process(self, msgs: Sequence[Msg]) -> None:
         """Handle a batch and settle every message of it."""
-        settlements = await self.handle(msgs)
+        keep = asyncio.create_task(self._keep_in_hand(msgs))
+        try:
+            settlements = await self.handle(msgs)
+        finally:
+            keep.cancel()
         decided: list[tuple[str, int]] = []
         for msg, settlement in zip(msgs, settlements, strict=True):
             if await self._settle(msg, settlement) and settlement.tenant:
@@ -236,6 +245,21 @@ class PullWorker(ABC):
         """Called with (tenant, stream sequence) of each message of a batch that was acked
         or dead-lettered, after settling it. Most workers need nothing of it."""
         return
+
+    async def _keep_in_hand(self, msgs: Sequence[Msg]) -> None:
+        """Tell the log every third of ack_wait that the batch is still being worked on.
+
+        So ack_wait can be short: a live slow batch is never redelivered, while the batch
+        of a replica that died (kill -9, no hand-back) comes back within ack_wait, and the
+        ack floor (ingest's watermark) is held that long, not for the slowest batch's time.
+        """
+        while True:
+            await asyncio.sleep(self._settings.ack_wait_s / 3)
+            try:
+                for msg in msgs:
+                    await msg.in_progress()
+            except Exception as exc:  # the connection is down: redelivery is then harmless
+                self.log.debug("in-progress for the batch in hand failed: %s", exc)
 
     async def apply_decoded(
         self,
@@ -251,7 +275,7 @@ class PullWorker(ABC):
             verdicts = [Result(Outcome.RETRY, f"{type(exc).__name__}: {exc}")] * len(applicable)
         out = [Settlement(Outcome.POISON, d.problem, d.tenant) for d in decoded]
         for (k, _), v in zip(applicable, verdicts, strict=True):
-            out[k] = Settlement(v.outcome, v.reason, decoded[k].tenant, v.store)
+            out[k] = Settlement(v.outcome, v.reason, decoded[k].tenant, v.store, v.max_deliveries)
         return out
 
     async def _settle(self, msg: Msg, settlement: Settlement) -> bool:
@@ -262,6 +286,9 @@ class PullWorker(ABC):
             return True
         deliveries = msg.metadata.num_delivered
         sequence = msg.metadata.sequence.stream
+        if 0 < settlement.max_deliveries <= deliveries:
+            reason = f"{settlement.reason} (gave up after {deliveries} deliveries)"
+            settlement = Settlement(Outcome.POISON, reason, settlement.tenant, settlement.store)
         if settlement.outcome is Outcome.POISON:
             try:
                 await self._dead_letter(msg, settlement)

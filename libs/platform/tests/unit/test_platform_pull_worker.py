@@ -277,6 +277,21 @@ async def test_poison_is_copied_to_the_dead_letter_stream_then_termed(log: Log) 
     assert worker.counters.retried == 0
 
 
+async def test_a_bounded_retry_is_dead_lettered_once_delivered_that_often(log: Log) -> None:
+    def wait_for_a_dependency(_: Msg) -> Settlement:
+        return Settlement(Outcome.RETRY, "endpoint x not applied", "t1", max_deliveries=3)
+
+    await log.publish(1)
+    worker = await log.start(Recorder(log.nc, log.js, Tuning(), wait_for_a_dependency))
+    await until(lambda: worker.counters.poisoned == 1)
+    assert [n for _, n, _ in worker.deliveries] == [1, 2, 3]
+    assert worker.counters.retried == 2
+    (copy,) = await dead_letters(log.js, 1)
+    assert copy.headers is not None
+    assert copy.headers[REASON_HEADER].startswith("endpoint x not applied (gave up after 3")
+    await until(lambda: _nothing_pending(log))  # decided: the floor moves on
+
+
 async def test_poison_whose_copy_cannot_be_stored_is_kept_and_retried(log: Log) -> None:
     def poison(msg: Msg) -> Settlement:
         # "a.b" makes a subject no stream takes: the dead-letter publish fails.
@@ -355,6 +370,43 @@ async def test_a_failing_handle_leaves_the_batch_for_redelivery(log: Log) -> Non
     assert (await log.consumer())[1] == 1  # unsettled: the log redelivers after ack_wait
 
 
+class Slow(Recorder):
+    """Takes ``hold_s`` over every batch (a slow embedder or store)."""
+
+    hold_s = 0.0
+
+    async def handle(self, msgs: Sequence[Msg]) -> list[Settlement]:
+        settled = await super().handle(msgs)
+        await asyncio.sleep(self.hold_s)
+        return settled
+
+
+async def test_a_batch_taking_longer_than_ack_wait_is_kept_not_redelivered(log: Log) -> None:
+    tuning = Tuning(ack_wait_s=0.6)
+    slow = await log.start(Slow(log.nc, log.js, tuning))
+    slow.hold_s = 2.0  # over three ack_waits
+    idle = await log.start(Recorder(log.nc, log.js, tuning))  # would take a redelivery
+    await log.publish(1)
+    await until(lambda: slow.counters.acked + idle.counters.acked == 1)
+    handled = slow.deliveries + idle.deliveries
+    assert [(seq, n) for seq, n, _ in handled] == [(1, 1)]
+    assert (await log.consumer())[2] == 0  # never redelivered
+
+
+async def test_a_batch_abandoned_by_a_dead_worker_is_redelivered_to_another(log: Log) -> None:
+    # The worker fetches a batch, then dies without acking or handing it back (kill -9):
+    # another replica gets it after the short ack_wait, and the ack floor moves on.
+    tuning = Tuning(ack_wait_s=0.6)
+    for n in range(1, 4):
+        last = await log.publish(n)
+    dead = await log.start(Recorder(log.nc, log.js, tuning), run=False)
+    assert [m.metadata.sequence.stream for m in await dead.fetch()] == [1, 2, 3]
+    survivor = await log.start(Recorder(log.nc, log.js, tuning))
+    await until(lambda: survivor.counters.acked == 3)
+    assert [(seq, n) for seq, n, _ in survivor.deliveries] == [(1, 2), (2, 2), (3, 2)]
+    await until(lambda: _floor_is(log, last))
+
+
 @dataclass
 class Decoded:
     tenant: str
@@ -368,7 +420,7 @@ async def test_apply_decoded_poisons_the_undecodable_and_applies_the_rest(log: L
 
     async def apply(events: list[int]) -> list[Result]:
         seen.append(events)
-        verdicts = {1: Result(Outcome.APPLIED), 2: Result(Outcome.RETRY, "odd one", "graph")}
+        verdicts = {1: Result(Outcome.APPLIED), 2: Result(Outcome.RETRY, "odd one", "graph", 3)}
         return [verdicts.get(e, Result(Outcome.POISON, "refused", "vector")) for e in events]
 
     decoded = [
@@ -380,7 +432,7 @@ async def test_apply_decoded_poisons_the_undecodable_and_applies_the_rest(log: L
     assert await worker.apply_decoded(decoded, apply) == [
         Settlement(Outcome.APPLIED, "", "t1"),
         Settlement(Outcome.POISON, "garbage", "t2"),
-        Settlement(Outcome.RETRY, "odd one", "t3", "graph"),
+        Settlement(Outcome.RETRY, "odd one", "t3", "graph", 3),
         Settlement(Outcome.POISON, "refused", "t4", "vector"),
     ]
     assert seen == [[1, 2, 3]]

@@ -74,6 +74,7 @@ class FakeBackend:
         self.fail: Exception | None = None
         self.delay = 0.0
         self.calls: list[tuple[str, Any]] = []
+        self.behind: set[str] = set()  # ids of the world this store has not applied yet
 
     async def _enter(self, op: str, arg: Any = None) -> None:
         self.calls.append((op, arg))
@@ -95,7 +96,8 @@ class FakeBackend:
         self, tenant: str, ids: Sequence[str], timeout: float | None = None
     ) -> list[Memory]:
         await self._enter("get", list(ids))
-        return [self.world.memories[(tenant, i)] for i in ids if (tenant, i) in self.world.memories]
+        held = [(tenant, i) for i in ids if i not in self.behind]
+        return [self.world.memories[k] for k in held if k in self.world.memories]
 
     async def count(self, tenant: str, timeout: float | None = None) -> int:
         await self._enter("count")
@@ -282,6 +284,7 @@ class FakeLog:
         self.timeouts: list[float | None] = []  # each publish's wait for its ack
         # Per publish: True keeps the event but fails the call (the ack was lost: ambiguous).
         self.lose_ack: Callable[[str, Any], bool] | None = None
+        self.hung: asyncio.Event | None = None  # every call waits for it: a log that hangs
 
     @property
     def last(self) -> int:
@@ -297,6 +300,7 @@ class FakeLog:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
+            await self._hang()
             if self.publish_delay:
                 await asyncio.sleep(self.publish_delay)
             if self.fail is not None:
@@ -350,12 +354,18 @@ class FakeLog:
         p = self.events[sequence - 1]
         return str(p.payload[0].id) if p.event == "stored" else None
 
+    async def _hang(self) -> None:
+        if self.hung is not None:
+            await self.hung.wait()
+
     async def watermark(self) -> int:
+        await self._hang()
         if self.fail is not None:
             raise Unavailable("log down")
         return self.applied
 
     async def tenant_decided(self, tenant: str, after: int, until: int) -> bool:
+        await self._hang()
         if self.fail is not None:
             raise Unavailable("log down")
         events = self.events[after:until]
@@ -368,14 +378,19 @@ class FakeLog:
         )
 
     async def tenant_last_sequence(self, tenant: str) -> int:
+        await self._hang()
         if self.fail is not None:
             raise Unavailable("log down")
+        # Access events live in a stream of their own in JetStream.
         own = [
-            p.sequence for p in self.events if isinstance(p, Published) and p.env.tenant == tenant
+            p.sequence
+            for p in self.events
+            if isinstance(p, Published) and p.env.tenant == tenant and p.event != "accessed"
         ]
         return max(own, default=0)
 
     async def last_sequence(self) -> int:
+        await self._hang()
         return self.last
 
 
@@ -387,8 +402,7 @@ class FakeTenantLog:
         self.log = log
 
     async def last_sequence(self, tenant: str) -> int:
-        mine = (p for p in self.log.events if p.env.tenant == tenant and p.event != "accessed")
-        return max((p.sequence for p in mine), default=0)
+        return await self.log.tenant_last_sequence(tenant)
 
     async def dead_letters(self, tenant: str) -> int:
         return 0

@@ -65,6 +65,28 @@ async def test_watermark_never_goes_back() -> None:
     assert await wm.get() == 5
 
 
+async def test_known_watermark_never_waits_and_refreshes_in_the_background() -> None:
+    answers: list[int | Exception] = [Unavailable("down"), 6]
+    gate = asyncio.Event()
+
+    async def read() -> int:
+        await gate.wait()  # a log that hangs until the gate opens
+        v = answers.pop(0)
+        if isinstance(v, Exception):
+            raise v
+        return v
+
+    wm = WatermarkCache(read, max_age_s=0)
+    assert wm.known() == 0  # nothing read yet; a read starts
+    gate.set()
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert wm.known() == 0  # that read failed: still the last known value; another starts
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert wm.known() == 6
+
+
 async def test_wait_for_polls_through_a_log_outage() -> None:
     values: list[int | Exception] = [1, Unavailable("down"), 2, 4]
 

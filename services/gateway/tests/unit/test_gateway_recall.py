@@ -17,6 +17,7 @@ from engram_core.errors import Internal, Unavailable
 from engram_core.model import Hit, Memory, Relation, TagMatch
 from engram_gateway.bootstrap import Backends, build_gateway
 from engram_gateway.service import Deadline, RecallMode, RecallRequest
+from engram_gateway.service.access import AccessRecorder
 from engram_gateway.service.ports import Envelope
 
 
@@ -314,6 +315,43 @@ async def test_min_sequence_past_the_tenants_writes_is_refused_without_the_logs_
     assert str(mine.sequence + 3) not in (exc.value.details() or "")
 
 
+async def test_recall_without_min_sequence_never_waits_on_the_log(client: Any) -> None:
+    # The log hangs on every call (watermark, last sequence, MemoryAccessed publishes):
+    # recalls without min_sequence still answer, even right after this gateway's write.
+    h = client.harness
+    seed(h)
+    await client.stub.Store(
+        gateway_pb2.StoreRequest(memory=common_pb2.MemoryInput(content="sarah drinks tea")),
+        metadata=client.auth(),
+    )
+    h.log.hung = asyncio.Event()
+    try:
+        for _ in range(3):
+            reply = await client.stub.Recall(recall(), metadata=client.auth(), timeout=5)
+            assert A in [r.memory.id for r in reply.results]
+        # With min_sequence it waits, but only until its deadline, however the log hangs.
+        waiting = h.gateway.reader.recall(h.tenant, _req("x", min_sequence=2), _deadline(0.3))
+        with pytest.raises(Exception, match="min_sequence 2") as exc:
+            await asyncio.wait_for(waiting, 5)
+        assert type(exc.value).__name__ == "DeadlineExceeded"
+    finally:
+        h.log.hung.set()
+
+
+async def test_access_events_beyond_the_bound_are_dropped_and_counted(harness: Any) -> None:
+    h = harness
+    h.log.hung = asyncio.Event()
+    counter = iter(range(100))
+    now = datetime(2025, 1, 1, tzinfo=UTC)
+    recorder = AccessRecorder(h.log, lambda: now, lambda: f"ev-{next(counter)}", max_pending=4)
+    for _ in range(10):
+        recorder.record(h.tenant, [A])  # returns at once: nothing awaited
+    assert recorder.dropped == 6
+    h.log.hung.set()
+    await recorder.drain()
+    assert len(h.log.of("accessed")) == 4
+
+
 async def test_recall_cache_is_invalidated_by_a_write(client: Any) -> None:
     h = client.harness
     seed(h)
@@ -365,8 +403,12 @@ async def test_a_write_is_recalled_once_applied_not_a_cached_answer_from_before(
     after = await client.stub.Recall(recall(), metadata=client.auth())
     assert stored.id in [r.memory.id for r in after.results]
     assert [r.memory.id for r in again.results] != [r.memory.id for r in after.results]
+    # That answer was labelled with the watermark last known (a recall without
+    # min_sequence never waits for a fresh one); once the new one is known, the answer
+    # is cached again.
     await client.stub.Recall(recall(), metadata=client.auth())
-    assert stream_searches(h) == 4  # computed once applied: cached again
+    await client.stub.Recall(recall(), metadata=client.auth())
+    assert stream_searches(h) == 5
 
 
 async def test_a_write_through_another_replica_holds_back_the_shared_cache(
@@ -410,9 +452,11 @@ async def test_cached_answer_is_not_served_to_a_newer_min_sequence(client: Any) 
     h = client.harness
     seed(h)
     await client.stub.Recall(recall(), metadata=client.auth())
-    h.log.events.append(object())  # a write by another gateway replica: no invalidation here
-    h.log.applied = 1
-    await client.stub.Recall(recall(min_sequence=1), metadata=client.auth())
+    h.log.apply = False  # a write by another gateway replica: no invalidation here
+    other = await h.log.stored(
+        Envelope("e-other", h.tenant, datetime.now(UTC)), Memory("m-other", h.tenant, "x")
+    )
+    await client.stub.Recall(recall(min_sequence=other.sequence), metadata=client.auth())
     assert stream_searches(h) == 2
 
 

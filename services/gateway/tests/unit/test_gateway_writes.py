@@ -185,6 +185,26 @@ async def test_associate_publishes_a_user_relation(client: Any) -> None:
     )
 
 
+async def test_get_falls_back_to_lexical_for_a_memory_vector_has_not_applied(
+    client: Any,
+) -> None:
+    h = client.harness
+    h.world.put(h.memory(UUID, "in lexical already"))
+    h.vector.behind.add(UUID)  # say vector was down while ingest wrote the memory
+    got = await client.stub.Get(gateway_pb2.GetRequest(id=UUID), metadata=client.auth())
+    assert got.memory.content == "in lexical already"
+    # Associate's check reads the same way: the memory exists.
+    h.world.put(h.memory(OTHER, "other"))
+    await client.stub.Associate(
+        gateway_pb2.AssociateRequest(source_id=UUID, target_id=OTHER, type="LEADS_TO"),
+        metadata=client.auth(),
+    )
+    h.lexical.behind.add(UUID)  # in neither store: NOT_FOUND
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await client.stub.Get(gateway_pb2.GetRequest(id=UUID), metadata=client.auth())
+    assert exc.value.code() == grpc.StatusCode.NOT_FOUND
+
+
 async def test_reads_fall_back_to_lexical_when_vector_is_down(client: Any) -> None:
     h = client.harness
     h.world.put(h.memory(UUID, "still here"))

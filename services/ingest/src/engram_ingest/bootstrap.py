@@ -50,5 +50,6 @@ def build(
         DecaySettings() if settings.initial_relevance else None,
         next_embedder,
         write_bytes=settings.max_message_bytes // 2,
+        endpoint_deliveries=settings.endpoint_deliveries,
     )
     return Ingest(applier=applier, channels=channels)

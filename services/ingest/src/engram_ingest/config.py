@@ -28,6 +28,14 @@ class Settings(WorkerSettings):
         "embedder, re-embeds and retries at once, and keeps it (built at start).",
     )
     embed_timeout_s: float = Field(30.0, gt=0, description="Deadline of one embedder call.")
+    ack_wait_s: float = Field(
+        10.0,
+        ge=1.0,
+        description="Seconds the log waits for a sign of life before redelivering an event "
+        "to another replica. The batch in hand is marked in progress every third of it, so "
+        "a slow batch is kept however long it takes, and a dead replica's batch (and with "
+        "it the watermark) is held only this long.",
+    )
     initial_relevance: bool = Field(
         True,
         description="Give a newly stored memory (MemoryStored) whose relevance_score is 0 the "
@@ -35,14 +43,13 @@ class Settings(WorkerSettings):
         "own importance and confidence, the formula's default constants), instead of 0 until "
         "the first decay pass.",
     )
-
-    @model_validator(mode="after")
-    def _ack_wait_covers_a_batch(self) -> Settings:
-        # An event redelivered while its first delivery is still being written is
-        # harmless (writes are idempotent) but wasted work.
-        if self.ack_wait_s <= self.embed_timeout_s + self.write_timeout_s:
-            raise ValueError("ack_wait_s must exceed embed_timeout_s + write_timeout_s")
-        return self
+    endpoint_deliveries: int = Field(
+        20,
+        ge=1,
+        description="How often a relation whose endpoint the graph does not hold yet (while "
+        "vector or lexical does) is delivered before it is dead-lettered as 'endpoint <id> "
+        "not applied'; with the retry backoff, 20 deliveries wait about 8 minutes.",
+    )
 
     @model_validator(mode="after")
     def _a_batch_fits_one_store_write(self) -> Settings:

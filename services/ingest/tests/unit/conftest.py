@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engram_core.errors import InvalidArgument, Unavailable
+from engram_core.errors import InvalidArgument, NotFound, Unavailable
 from engram_core.model import Entity, Memory, Relation, UpsertResult
 from engram_core.ports import Embedder
 from engram_core.relations import relation_versions
@@ -80,6 +80,10 @@ class FakeStore:
     def live(self, tenant: str) -> dict[str, Memory]:
         return {i: m for (t, i), (_, m) in self.rows.items() if t == tenant and m is not None}
 
+    async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]:
+        await self._enter("get", tenant, ids)
+        return [m for i in ids if (m := self.memory(tenant, i)) is not None]
+
     def writes(self, method: str) -> list[Call]:
         return [c for c in self.calls if c.method == method]
 
@@ -138,6 +142,7 @@ class FakeGraph(FakeStore):
         super().__init__("graph")
         self.mentions: dict[tuple[str, str], tuple[Entity, ...]] = {}
         self.relations: dict[tuple[str, str, str, str], tuple[Relation, int]] = {}
+        self.check_ends = False  # as the real graph: NotFound for an end it holds no node of
 
     async def upsert(
         self, tenant: str, items: Sequence[tuple[Memory, Sequence[Entity]]]
@@ -159,6 +164,9 @@ class FakeGraph(FakeStore):
         versions: Sequence[int] = (),
     ) -> int:
         await self._enter("add_relations", tenant, [r.source_id for r in relations], version)
+        ends = (i for r in relations for i in (r.source_id, r.target_id))
+        if self.check_ends and (gone := [i for i in ends if self.memory(tenant, i) is None]):
+            raise NotFound(f"memory {gone[0]} not found")
         for r, v in _with_versions(relations, version, versions):
             self.relations[(tenant, r.source_id, r.target_id, r.type)] = (r, v)
         return len(relations)

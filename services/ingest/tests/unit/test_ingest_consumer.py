@@ -209,6 +209,59 @@ async def test_a_retriable_failure_is_redelivered_then_applied(
         assert info.num_ack_pending == 0
 
 
+def added(source: int, target: int) -> bytes:
+    rel = Relation(mem_id(source), mem_id(target), "LEADS_TO", created_at=T0)
+    return events_pb2.RelationAdded(relation=relation_to_proto(rel)).SerializeToString()
+
+
+def only_in_vector_and_lexical(stores: Stores, *ns: int) -> None:
+    """Memories ingest wrote to vector and lexical while the graph was down."""
+    for n in ns:
+        memory = Memory(id=mem_id(n), tenant="t1", content=f"memory {n}", timestamp=T0)
+        stores.vector._put("t1", memory)
+        stores.lexical._put("t1", memory)
+
+
+async def test_an_associate_waits_for_the_graph_to_catch_up_then_the_edge_arrives(
+    nats_server: NatsServer, stores: Stores
+) -> None:
+    only_in_vector_and_lexical(stores, 1, 2)
+    stores.graph._put("t1", Memory(id=mem_id(1), tenant="t1", content="m", timestamp=T0))
+    stores.graph.check_ends = True  # memory 2 has not reached the graph yet
+    settings = settings_for(nats_server, retry_base_s=0.05, retry_max_s=0.1)
+    async with log_connection(nats_server) as js:
+        last = await publish(js, jsm.RELATION_ADDED, added(1, 2), 1)
+        async with running(settings, stores) as consumer:
+            await until(lambda: consumer.counters.retried >= 2)
+            assert await jsm.watermark(js) < last  # waiting, not acked and dropped
+            stores.graph._put("t1", Memory(id=mem_id(2), tenant="t1", content="m", timestamp=T0))
+            await until_watermark(js, last)
+        assert consumer.counters.poisoned == 0
+        assert ("t1", mem_id(1), mem_id(2), "LEADS_TO") in stores.graph.relations
+
+
+async def test_an_associate_whose_endpoint_never_arrives_is_dead_lettered_with_why(
+    nats_server: NatsServer, stores: Stores
+) -> None:
+    only_in_vector_and_lexical(stores, 1, 2)
+    stores.graph.check_ends = True
+    settings = settings_for(nats_server, retry_base_s=0.05, retry_max_s=0.1, endpoint_deliveries=3)
+    async with log_connection(nats_server) as js:
+        dead: list[Msg] = []
+        watcher = await nats.connect(nats_server.url)
+        sub = await watcher.subscribe(jsm.subject("*", jsm.DEAD_LETTER), cb=_append_to(dead))
+        last = await publish(js, jsm.RELATION_ADDED, added(1, 2), 1)
+        async with running(settings, stores) as consumer:
+            await until_watermark(js, last)  # decided: the watermark moves on
+            await until(lambda: bool(dead))
+        await sub.unsubscribe()
+        await watcher.close()
+        assert (consumer.counters.retried, consumer.counters.poisoned) == (2, 1)
+        reason = dead[0].headers[REASON_HEADER]  # type: ignore[index]
+        assert f"endpoint {mem_id(1)} not applied" in reason
+        assert "gave up after 3 deliveries" in reason
+
+
 async def test_the_watermark_never_passes_an_unapplied_event(
     nats_server: NatsServer, stores: Stores
 ) -> None:

@@ -136,14 +136,63 @@ async def test_relations_go_to_the_graph_with_the_sequence_and_registry_type(
     assert [c.method for c in stores.graph.calls] == ["upsert", "add_relations"]
 
 
-async def test_relation_to_a_deleted_memory_is_skipped_not_retried(stores: Stores) -> None:
-    # The batch call fails as a whole, then the event alone: skipped, not retried.
-    stores.graph.fail_next += [NotFound(f"memory {ID_B} not found")] * 2
-    results = await applier(stores).apply(
+async def test_relation_to_a_deleted_memory_is_dead_lettered_not_retried(
+    stores: Stores,
+) -> None:
+    # The graph has no node of B and neither has vector nor lexical: B was deleted since
+    # the gateway checked it, so the edge is moot — dead-lettered with why, not retried.
+    a = written(1).memory
+    for store in stores.all():
+        store._put("t1", a)
+        store.rows[("t1", ID_B)] = (4, None)  # B's tombstone
+    stores.graph.check_ends = True
+    (result,) = await applier(stores).apply(
         [RelationLinked("t1", Relation(ID_A, ID_B, "LEADS_TO"), 5)]
     )
-    assert [r.outcome for r in results] == [Outcome.APPLIED]
+    assert result.outcome is Outcome.POISON
+    assert f"endpoint {ID_B} is deleted" in result.reason
     assert stores.graph.relations == {}
+
+
+async def test_a_relation_waits_for_an_endpoint_the_graph_has_not_applied_yet(
+    stores: Stores,
+) -> None:
+    # B is in vector and lexical, but its graph write is still being retried (graph was
+    # down): the relation is retried, bounded, and applied once B reaches the graph.
+    a, b = written(1).memory, written(2, ID_B).memory
+    for store in stores.all():
+        store._put("t1", a)
+    stores.vector._put("t1", b)
+    stores.lexical._put("t1", b)
+    stores.graph.check_ends = True
+    edge = RelationLinked("t1", Relation(ID_A, ID_B, "LEADS_TO"), 5)
+    ingest = applier(stores)
+
+    (result,) = await ingest.apply([edge])
+    assert result.outcome is Outcome.RETRY
+    assert f"endpoint {ID_B} not applied" in result.reason
+    assert result.max_deliveries == Settings().endpoint_deliveries
+    assert stores.graph.relations == {}
+
+    assert [r.outcome for r in await ingest.apply([written(2, ID_B)])] == [Outcome.APPLIED]
+    (result,) = await ingest.apply([edge])
+    assert result.outcome is Outcome.APPLIED
+    assert ("t1", ID_A, ID_B, "LEADS_TO") in stores.graph.relations
+
+
+async def test_a_relation_waits_while_it_cannot_tell_a_late_endpoint_from_a_deleted_one(
+    stores: Stores,
+) -> None:
+    a = written(1).memory
+    for store in stores.all():
+        store._put("t1", a)
+    stores.graph.check_ends = True
+    stores.vector.fail_next.append(Unavailable("vector down"))
+    (result,) = await applier(stores).apply(
+        [RelationLinked("t1", Relation(ID_A, ID_B, "LEADS_TO"), 5)]
+    )
+    assert result.outcome is Outcome.RETRY
+    assert result.max_deliveries > 0
 
 
 ID_C = "0195a000-0000-7000-8000-00000000000c"
@@ -178,7 +227,7 @@ async def test_a_batch_naming_a_deleted_memory_falls_back_to_one_call_per_event(
         RelationLinked("t1", Relation(ID_A, ID_B, "LEADS_TO"), 4),
     ]
     results = await applier(stores).apply(events)
-    assert [r.outcome for r in results] == [Outcome.APPLIED] * 2
+    assert [r.outcome for r in results] == [Outcome.POISON, Outcome.APPLIED]
     assert [len(c.ids) for c in stores.graph.writes("add_relations")] == [2, 1, 1]
     assert {k: v for k, (_, v) in stores.graph.relations.items()} == {
         ("t1", ID_A, ID_B, "LEADS_TO"): 4

@@ -454,18 +454,19 @@ class Reader:
         plan = self._plan(req)
         key = self._recall_cache.key(tenant, plan.fingerprint())
         if plan.min_sequence:  # before the cache, whose hits must not tell the log's position
-            await self._watermark.check_issued(tenant, plan.min_sequence)
+            await self._watermark.check_issued(tenant, plan.min_sequence, deadline)
         # Not an answer from before this gateway's own writes were applied (recall_cache).
         written = await self._recall_cache.written(tenant)
         result = await self._recall_cache.get(key, max(plan.min_sequence, written))
         if result is None:
             epoch = self._recall_cache.epoch(tenant)
             if plan.min_sequence:
-                watermark = await self._wait(tenant, plan.min_sequence, deadline)
-            elif written:
-                watermark = await self._applied()
+                watermark = await self._watermark.wait_for(
+                    plan.min_sequence, deadline, self._config.min_sequence_poll_s, tenant
+                )
             else:
-                watermark = 0
+                # Only labels the answer for the cache: never a wait on the log.
+                watermark = self._watermark.known() if written else 0
             async with self._admission.turn(tenant, deadline) as waited:
                 annotate("engram.recall.queue_wait_s", waited)
                 if plan.sort is not None:
@@ -477,19 +478,6 @@ class Reader:
         result = replace(result, query_ms=(time.perf_counter() - started) * 1000.0)
         self._access.record(tenant, [s.memory.id for s in result.results])
         return result
-
-    async def _applied(self) -> int:
-        """The watermark now, 0 when it cannot be read (logged)."""
-        try:
-            return await self._watermark.get()
-        except Unavailable as exc:
-            log.warning("watermark read failed: %s", exc)
-            return 0
-
-    async def _wait(self, tenant: str, min_sequence: int, deadline: Deadline) -> int:
-        return await self._watermark.wait_for(
-            min_sequence, deadline, self._config.min_sequence_poll_s, tenant
-        )
 
     async def _modelled(self, tenant: str, plan: _Plan, deadline: Deadline) -> RecallResult:
         """The recall with its query-side models (service/models.py), saying what they did."""

@@ -1,6 +1,9 @@
 """The applied watermark, read at most once per interval however many requests ask, and
 the read-your-writes wait on it.
 
+``get`` and ``wait_for`` read the log (for ``min_sequence``); ``known`` never waits on it,
+for reads that only label what they computed.
+
 The watermark is the ingest consumer's ack floor: one position for the whole log, so any
 tenant's backlog holds it. A tenant's wait therefore also asks the log whether that
 tenant's own events up to the sequence are decided (``decided``), and passes as soon as
@@ -18,15 +21,17 @@ import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from engram_core.errors import DeadlineExceeded, InvalidArgument, Unavailable
 from engram_gateway.service.deadline import Deadline
 
+T = TypeVar("T")
 # (tenant, after, until) -> every event of the tenant in (after, until] is decided
 TenantDecided = Callable[[str, int, int], Awaitable[bool]]
 # tenant -> the sequence of its newest write
 TenantLast = Callable[[str], Awaitable[int]]
-# Tenants whose decided position is remembered; the oldest are forgotten first.
+# Tenants whose positions are remembered; the least recent are forgotten first.
 MAX_TENANTS = 10_000
 
 
@@ -58,6 +63,15 @@ class WatermarkCache:
             self._inflight = asyncio.ensure_future(self._refresh())
         return await asyncio.shield(self._inflight)
 
+    def known(self) -> int:
+        """The last value read (0 before any), never waiting: a stale one starts a read in
+        the background for later callers. It is never ahead of the log, so an answer
+        labelled with it claims no write it may lack."""
+        if self._clock() - self._at > self._max_age and self._inflight is None:
+            self._inflight = asyncio.ensure_future(self._refresh())
+            self._inflight.add_done_callback(_consume)
+        return self._value
+
     async def _refresh(self) -> int:
         try:
             value = await self._read()
@@ -77,12 +91,13 @@ class WatermarkCache:
         seen = 0
         while True:
             # The log may come back before the deadline: a failed read just polls again.
-            with contextlib.suppress(Unavailable):
-                seen = await self.get()
+            seen = max(seen, await _within(deadline, self.get(), 0))
             if seen >= sequence:
                 return seen
-            if tenant and await self._tenant_covers(tenant, seen, sequence):
-                return sequence
+            if tenant:
+                covers = self._tenant_covers(tenant, seen, sequence)
+                if await _within(deadline, covers, False):
+                    return sequence
             left = deadline.remaining()
             if left <= 0:
                 raise DeadlineExceeded(
@@ -94,28 +109,32 @@ class WatermarkCache:
         if self._decided is None:
             return False
         after = max(watermark, self._tenants.get(tenant, 0))
-        if after < sequence:
-            try:
-                if not await self._decided(tenant, after, sequence):
-                    return False
-            except Unavailable:
-                return False
+        if after < sequence and not await self._decided(tenant, after, sequence):
+            return False
         _remember(self._tenants, tenant, sequence)
         return True
 
-    async def check_issued(self, tenant: str, sequence: int) -> None:
-        """InvalidArgument when ``sequence`` is beyond the tenant's newest write."""
+    async def check_issued(self, tenant: str, sequence: int, deadline: Deadline) -> None:
+        """InvalidArgument when ``sequence`` is beyond the tenant's newest write; when the
+        log does not answer in time the wait itself will say so by its deadline."""
         if self._tenant_last is None or sequence <= self._issued.get(tenant, 0):
             return
-        try:
-            last = await self._tenant_last(tenant)
-        except Unavailable:
-            return  # the log is down: the wait itself will say so by its deadline
+        last = await _within(deadline, self._tenant_last(tenant), None)
+        if last is None:
+            return
         _remember(self._issued, tenant, last)
         if sequence > last:
             raise InvalidArgument(
                 "min_sequence", f"{sequence} is beyond this tenant's newest write"
             )
+
+
+async def _within(deadline: Deadline, read: Awaitable[T], failed: T) -> T:
+    """``read``'s answer, or ``failed`` when the log fails or hangs past the deadline."""
+    with contextlib.suppress(Unavailable, TimeoutError):
+        async with asyncio.timeout(max(deadline.remaining(), 0.0)):
+            return await read
+    return failed
 
 
 def _remember(known: OrderedDict[str, int], tenant: str, sequence: int) -> None:
@@ -124,3 +143,10 @@ def _remember(known: OrderedDict[str, int], tenant: str, sequence: int) -> None:
     known.move_to_end(tenant)
     while len(known) > MAX_TENANTS:
         known.popitem(last=False)
+
+
+def _consume(read: asyncio.Future[int]) -> None:
+    """A background read's failure is only a stale value: retrieve it so none is logged
+    as never retrieved (the next stale ``known`` or ``get`` reads again)."""
+    if not read.cancelled():
+        read.exception()

@@ -12,8 +12,10 @@ applies a relation before the memories it links or a delete out of turn.
 
 Relation events of a segment go out as one graph call per tenant (in chunks of
 ``RELATION_CHUNK``), each relation carrying its own event's sequence as its version; a
-chunk naming a memory deleted since falls back to one call per event, so only the moot
-edges are skipped.
+chunk naming a memory the graph does not hold falls back to one call per event. Such an
+event waits (RETRY, at most ``endpoint_deliveries`` deliveries) while vector or lexical
+holds the endpoint — the graph is only behind — and is dead-lettered once neither does
+(deleted since the gateway checked it).
 
 A new memory (``MemoryStored``) gets its first ``relevance_score`` here, from
 ``engram_core.relevance`` at age 0 and no access (its own importance and confidence), so
@@ -102,6 +104,7 @@ class Applier:
         initial_relevance: DecaySettings | None = None,
         next_embedder: Embedder | None = None,
         write_bytes: int = DEFAULT_WRITE_BYTES,
+        endpoint_deliveries: int = 20,
     ) -> None:
         self._embedder = embedder
         self._other = next_embedder  # the one to switch to when vector wants another model
@@ -111,6 +114,7 @@ class Applier:
         self._timeouts = timeouts or Timeouts()
         self._initial_relevance = initial_relevance  # None: new memories keep the score sent
         self._write_bytes = write_bytes  # most estimated bytes in one store write
+        self._endpoint_deliveries = endpoint_deliveries
 
     @property
     def embedding_model(self) -> str:
@@ -280,29 +284,36 @@ class Applier:
 
     async def _relations(self, events: Sequence[Event], indices: list[int]) -> dict[int, Result]:
         """A segment of RelationAdded (or of RelationRemoved) events: one call per tenant."""
-        by_tenant: dict[str, list[RelationLinked | RelationUnlinked]] = {}
+        by_tenant: dict[str, dict[int, RelationLinked | RelationUnlinked]] = {}
         for i in indices:
             event = events[i]
             if isinstance(event, RelationLinked | RelationUnlinked):
-                by_tenant.setdefault(event.tenant, []).append(event)
+                by_tenant.setdefault(event.tenant, {})[i] = event
         tenants = list(by_tenant)
         outcomes = await asyncio.gather(
             *(self._relate(t, by_tenant[t]) for t in tenants), return_exceptions=True
         )
         what = type(events[indices[0]]).__name__
-        by_outcome = {
-            t: APPLIED if o is None else classify(o, what, "graph")
-            for t, o in zip(tenants, outcomes, strict=True)
-        }
-        return {i: by_outcome[events[i].tenant] for i in indices}
+        results: dict[int, Result] = {}
+        for t, o in zip(tenants, outcomes, strict=True):
+            if isinstance(o, BaseException):
+                results.update(dict.fromkeys(by_tenant[t], classify(o, what, "graph")))
+            else:
+                results.update(dict.fromkeys(by_tenant[t], APPLIED) | o)
+        return results
 
-    async def _relate(self, tenant: str, typed: list[RelationLinked | RelationUnlinked]) -> None:
-        for start in range(0, len(typed), RELATION_CHUNK):
-            chunk = typed[start : start + RELATION_CHUNK]
+    async def _relate(
+        self, tenant: str, typed: dict[int, RelationLinked | RelationUnlinked]
+    ) -> dict[int, Result]:
+        """The events (by index) not applied because an endpoint is missing in the graph."""
+        missing: dict[int, Result] = {}
+        items = list(typed.items())
+        for start in range(0, len(items), RELATION_CHUNK):
+            chunk = items[start : start + RELATION_CHUNK]
             # The registry's spelling ("relates_to" → RELATES_TO); invalid() let no unknown in.
-            relations = [_registry_type(e.relation) for e in chunk]
-            versions = [e.sequence for e in chunk]
-            if isinstance(chunk[0], RelationUnlinked):
+            relations = [_registry_type(e.relation) for _, e in chunk]
+            versions = [e.sequence for _, e in chunk]
+            if isinstance(chunk[0][1], RelationUnlinked):
                 await self._graph_call(
                     "remove_relations",
                     self._graph.remove_relations(tenant, relations, max(versions), versions),
@@ -314,19 +325,55 @@ class Applier:
                     self._graph.add_relations(tenant, relations, max(versions), versions),
                 )
             except NotFound:
-                # Some end was deleted since (the gateway checked both before publishing),
-                # and the graph writes nothing of such a batch: apply the events one by one.
-                for relation, version in zip(relations, versions, strict=True):
-                    await self._add_one(tenant, relation, version)
+                # The graph writes nothing of a batch with a missing end: apply the events
+                # one by one, so only those naming a missing end wait or are dropped.
+                for (i, _), relation, version in zip(chunk, relations, versions, strict=True):
+                    result = await self._add_one(tenant, relation, version)
+                    if result.outcome is not Outcome.APPLIED:
+                        missing[i] = result
+        return missing
 
-    async def _add_one(self, tenant: str, relation: Relation, version: int) -> None:
+    async def _add_one(self, tenant: str, relation: Relation, version: int) -> Result:
         try:
             await self._graph_call(
                 "add_relations", self._graph.add_relations(tenant, [relation], version)
             )
         except NotFound as exc:
-            # The edge is moot; retrying would stall the watermark forever.
-            log.info("relation %s skipped: %s", relation.type, exc.message)
+            return await self._missing_endpoint(tenant, relation, exc)
+        return APPLIED
+
+    async def _missing_endpoint(self, tenant: str, relation: Relation, exc: NotFound) -> Result:
+        """The graph has no live node for an end of the relation; the gateway saw both ends
+        in vector or lexical before publishing it. An end still in either store is late in
+        the graph (its MemoryStored is being retried there): wait for it, redelivered with
+        backoff, up to ``endpoint_deliveries``. An end in neither was deleted since (or
+        never stored): the edge is moot, and dead-lettered with the reason."""
+        ends = (relation.source_id, relation.target_id)
+        held, unsure = await self._held(tenant, ends)
+        edge = f"{relation.type} {ends[0]} -> {ends[1]}"
+        gone = [i for i in ends if i not in held]
+        if gone and not unsure:
+            return Result(
+                Outcome.POISON,
+                f"relation {edge}: endpoint {gone[0]} is deleted or never stored",
+                "graph",
+            )
+        late = [i for i in ends if i in exc.message] or gone or list(ends)
+        reason = f"relation {edge}: endpoint {late[0]} not applied"
+        if unsure:
+            reason = f"{reason} ({unsure})"
+        return Result(Outcome.RETRY, reason, "graph", self._endpoint_deliveries)
+
+    async def _held(self, tenant: str, ids: Sequence[str]) -> tuple[set[str], str]:
+        """The ids vector or lexical holds, and why the answer may be short ("" if sure)."""
+        reads = await asyncio.gather(
+            bounded(self._vector.get(tenant, ids), self._timeouts.write_s, "vector get"),
+            bounded(self._lexical.get(tenant, ids), self._timeouts.write_s, "lexical get"),
+            return_exceptions=True,
+        )
+        held = {m.id for r in reads if not isinstance(r, BaseException) for m in r}
+        failed = [r for r in reads if isinstance(r, BaseException)]
+        return held, (f"cannot tell if deleted: {failed[0]}" if failed else "")
 
     async def _graph_call(self, what: str, call: Awaitable[int]) -> int:
         return await bounded(call, self._timeouts.write_s, f"graph {what}")

@@ -1,5 +1,8 @@
 """The narrow slices of the store ports ingest writes through.
 
+Vector and lexical are also read by id, and only to tell a relation's endpoint that the
+graph has not applied yet (it is in another store) from one deleted since.
+
 engram_clients' VectorClient/LexicalClient/GraphClient satisfy them, and so does any
 full engram_core.ports adapter or engram_testing fake.
 """
@@ -19,11 +22,15 @@ class VectorWriter(Protocol):
 
     async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int: ...
 
+    async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]: ...
+
 
 class TextWriter(Protocol):
     async def upsert(self, tenant: str, memories: Sequence[Memory]) -> UpsertResult: ...
 
     async def delete(self, tenant: str, ids: Sequence[str], version: int) -> int: ...
+
+    async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]: ...
 
 
 class GraphWriter(Protocol):
