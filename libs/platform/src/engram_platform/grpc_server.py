@@ -29,6 +29,17 @@ if TYPE_CHECKING:
     Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 
 
+_MAX_FIELD_CHARS = 512
+
+
+def _metadata_value(text: str) -> str:
+    """``text`` as a metadata value may carry it: printable ASCII (gRPC fails the call with
+    INTERNAL otherwise), others escaped, bounded. A field path holds a client's map keys."""
+    if text.isascii() and text.isprintable():
+        return text[:_MAX_FIELD_CHARS]
+    return text.encode("unicode_escape").decode("ascii")[:_MAX_FIELD_CHARS]
+
+
 def _decoded(request: Any, prefix: str = "") -> Any:
     """``request`` as decoded, or InvalidArgument naming the field that did not decode."""
     if isinstance(request, Malformed):
@@ -80,7 +91,7 @@ class _Interceptor(grpc.aio.ServerInterceptor):
                     span.set_status(SpanStatus.ERROR, err.code)
                     field = getattr(err, "field", None)
                     if field:
-                        context.set_trailing_metadata(((FIELD_KEY, field),))
+                        context.set_trailing_metadata(((FIELD_KEY, _metadata_value(field)),))
                     await context.abort(status_code(err), err.message)
                 except (asyncio.CancelledError, grpc.aio.AbortError):
                     raise

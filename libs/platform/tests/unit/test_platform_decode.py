@@ -119,3 +119,20 @@ async def test_a_server_refuses_undecodable_bytes_naming_the_field(server: Runni
         assert caught.value.field == "query_tags[0]"
         stub = scoring_pb2_grpc.ScoringServiceStub(channel)
         await stub.Rank(scoring_pb2.RankRequest(query="still answers"))
+
+
+async def test_a_field_path_with_any_characters_reaches_the_client(server: RunningServer) -> None:
+    # A Struct key is the client's: a control character or non-ASCII in the named field must
+    # not turn the answer into INTERNAL ("invalid metadata").
+    async with open_channel(f"127.0.0.1:{server.port}") as channel:
+        raw_rank = channel.unary_unary(
+            "/engram.scoring.v1.ScoringService/Rank",
+            request_serializer=lambda b: b,
+            response_deserializer=lambda b: b,
+        )
+        key = "k\x1dé"
+        bad = corrupt(scoring_pb2.RankRequest(candidates=[candidate(metadata={key: "MARKMARK"})]))
+        with pytest.raises(InvalidArgument) as caught:
+            async with translate_errors("scoring"):
+                await raw_rank(bad)
+        assert caught.value.field == "candidates[0].memory.metadata.k\\x1d\\xe9"
