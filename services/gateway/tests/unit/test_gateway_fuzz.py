@@ -381,3 +381,60 @@ async def test_fuzzed_requests_are_never_internal_or_unknown(served: Served) -> 
         )(recall.SerializeToString(), metadata=RW, timeout=5)
     )
     assert reply.id in [r.memory.id for r in found.results]
+
+
+def _edges(fd: Any) -> list[Any]:
+    """The edge values of a scalar field's kind (and a few valid ones)."""
+    t = fd.type
+    if t == FieldDescriptor.TYPE_STRING:
+        return STRINGS
+    if t == FieldDescriptor.TYPE_BOOL:
+        return [True]
+    if t in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
+        return NUMBERS if t == FieldDescriptor.TYPE_DOUBLE else [-1.0, 2.0, math.nan, math.inf]
+    if t == FieldDescriptor.TYPE_ENUM:
+        return [*fd.enum_type.values_by_number, -1, 99, 2**31 - 1]
+    if t in (FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_UINT64):
+        top = 2**64 - 1 if t == FieldDescriptor.TYPE_UINT64 else 2**32 - 1
+        return [1, 101, 1001, 2**31 - 1, top]
+    if t == FieldDescriptor.TYPE_INT64:
+        return [-1, 1, 101, 1001, 2**63 - 1, -(2**63)]
+    return [-1, 1, 3, 101, 1001, 2**31 - 1, -(2**31)]
+
+
+def _sweep(seed: Message) -> list[bytes]:
+    """``seed`` with each scalar field (top level and its memory) set to each edge value."""
+    out = []
+    parts: list[Message] = [seed]
+    if "memory" in seed.DESCRIPTOR.fields_by_name:
+        parts.append(seed.memory)
+    for part in parts:
+        for fd in part.DESCRIPTOR.fields:
+            if fd.message_type is not None:
+                continue
+            for value in _edges(fd):
+                copy = type(seed)()
+                copy.CopyFrom(seed)
+                holder = copy if part is seed else copy.memory
+                holder.ClearField(fd.name)
+                if fd.is_repeated:
+                    getattr(holder, fd.name).extend([value] * 2)
+                else:
+                    setattr(holder, fd.name, value)
+                out.append(copy.SerializeToString())
+    return out
+
+
+async def test_every_scalar_field_at_its_edges_is_never_internal(served: Served) -> None:
+    calls = [
+        (service, method, [raw])
+        for service, seeds in (("MemoryService", MEMORY_SEEDS), ("AdminService", ADMIN_SEEDS))
+        for method, examples in seeds.items()
+        for example in examples
+        for raw in _sweep(example)
+    ]
+    forbidden: list[str] = []
+    for start in range(0, len(calls), CONCURRENCY):
+        batch = calls[start : start + CONCURRENCY]
+        forbidden += [a for _, a in await asyncio.gather(*(_call(served, *c) for c in batch)) if a]
+    assert not forbidden, "\n".join(forbidden[:20])
