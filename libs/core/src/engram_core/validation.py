@@ -177,7 +177,7 @@ def check_types(values: Sequence[str], field_path: str, limits: Limits) -> tuple
 _MAX_KEY_IN_PATH = 64
 
 
-def _non_finite(value: Mapping[str, Any], field_path: str) -> str | None:
+def non_finite_path(value: Mapping[str, Any], field_path: str) -> str | None:
     """The path of the first number JSON cannot write (NaN, ±Infinity) in ``value``, if any:
     ``metadata.a.b``, ``metadata.list[2]``. A walk with a stack, so any depth is fine."""
     stack: list[tuple[Any, str]] = [(value, field_path)]
@@ -195,15 +195,20 @@ def _non_finite(value: Mapping[str, Any], field_path: str) -> str | None:
     return None
 
 
+def check_finite(value: Mapping[str, Any], field_path: str) -> None:
+    """Every number in ``value`` finite; the first that is not is named by its path."""
+    where = non_finite_path(value, field_path)
+    if where is not None:
+        raise InvalidArgument(where, "must be a finite number (JSON has no NaN or Infinity)")
+
+
 def check_metadata(
     value: Mapping[str, Any] | None, field_path: str, limits: Limits
 ) -> dict[str, Any]:
     """A JSON object no larger than the limit once serialised, every number finite."""
     if value is None:
         return {}
-    where = _non_finite(value, field_path)
-    if where is not None:
-        raise InvalidArgument(where, "must be a finite number (JSON has no NaN or Infinity)")
+    check_finite(value, field_path)
     try:
         encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:

@@ -142,6 +142,15 @@ async def _invalid(call: Awaitable[object]) -> tuple[str, str]:
 GOOD_ID = str(uuid.UUID(int=1))
 
 
+_NAN_FIELD = "points[1].memory.metadata.score"  # NaN there: JSON has no word for it
+
+
+def _nan_point() -> vector_pb2.Point:
+    p = point(str(uuid.UUID(int=9)), "a")
+    p.memory.metadata.fields["score"].number_value = float("nan")
+    return p
+
+
 def _relevance(*updates: tuple[str, float]) -> vector_pb2.UpdateRelevanceRequest:
     return vector_pb2.UpdateRelevanceRequest(
         tenant=T,
@@ -235,6 +244,11 @@ def _relevance(*updates: tuple[str, float]) -> vector_pb2.UpdateRelevanceRequest
             "Upsert",
             vector_pb2.UpsertRequest(tenant="tenant-b", points=[point(GOOD_ID, "a")]),
             "points[0].memory.tenant",
+        ),
+        (
+            "Upsert",
+            vector_pb2.UpsertRequest(tenant=T, points=[point(GOOD_ID, "a"), _nan_point()]),
+            _NAN_FIELD,
         ),
         (
             "UpdateAccess",
