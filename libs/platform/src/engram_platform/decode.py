@@ -2,17 +2,19 @@
 
 A gRPC deserializer that raises makes grpcio answer UNKNOWN with the exception's text, so
 the server's deserializers return `Malformed` instead and the interceptor turns it into
-INVALID_ARGUMENT. `locate` finds the field: it splits the wire format one level at a time and
-re-parses the request holding only one field of that level (inside its enclosing fields, so
-protobuf's depth limit counts the same), descending into the first field that fails alone.
-A Struct is named as its JSON (``memory.metadata.a.b``, ``...list[2]``). It runs only on
-bytes that already failed, and each step parses at most the request's own size.
+INVALID_ARGUMENT. `locate` finds the field: it splits the wire format one level at a time,
+finds the first field of the level that fails by bisecting on prefixes of the level (each
+re-parsed inside its enclosing fields, so protobuf's depth limit counts the same) and
+descends into it. A Struct is named as its JSON (``memory.metadata.a.b``, ``...list[2]``).
+It runs only on bytes that already failed, within a budget of bytes parsed, so a hostile
+request costs a bounded multiple of decoding it; past the budget the field found so far is
+named.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +28,14 @@ _VALUE = "google.protobuf.Value"
 _LIST = "google.protobuf.ListValue"
 _MAX_KEY = 64
 _LENGTH_DELIMITED = 2
+CORRUPT = "not a valid protobuf encoding (truncated or corrupt)"
+# Bounds on the search: fields of one level told apart, levels descended (protobuf's own
+# depth limit), bytes parsed per byte sent.
+MAX_FIELDS = 10_000
+MAX_DEPTH = 100
+BUDGET_FACTOR = 16
+BUDGET_BASE = 1 << 20  # a small request is searched to the end whatever its depth
+_REST = -1  # "more fields than MAX_FIELDS": none of them named
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,13 +73,11 @@ def _reason(exc: BaseException) -> str:
         return "not valid UTF-8"
     if "Depth" in text or isinstance(exc, RecursionError):
         return "nested deeper than protobuf's limit of 100 messages"
-    return "not a valid protobuf encoding (truncated or corrupt)"
+    return CORRUPT
 
 
 class _Corrupt(Exception):
-    def __init__(self, number: int | None) -> None:
-        super().__init__(number)
-        self.number = number
+    """The bytes stop being a varint."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +98,7 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
         if not byte & 0x80:
             return value, pos
         shift += 7
-    raise _Corrupt(None)
+    raise _Corrupt
 
 
 def _encode_varint(value: int) -> bytes:
@@ -102,12 +110,20 @@ def _encode_varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _fields(data: bytes) -> Iterator[_Field]:
-    """The fields of one message level, in order; `_Corrupt` where the bytes stop making sense."""
+def _split(data: bytes) -> tuple[list[_Field], int | None]:
+    """The fields of one message level, in order, up to where the bytes stop making sense
+    (then the number of the field that broke off, 0 if not even its tag was read), and at
+    most `MAX_FIELDS` of them (the rest is not told apart: `_REST`)."""
+    out: list[_Field] = []
     pos = 0
     while pos < len(data):
+        if len(out) == MAX_FIELDS:
+            return out, _REST
         start = pos
-        tag, pos = _varint(data, pos)
+        try:
+            tag, pos = _varint(data, pos)
+        except _Corrupt:
+            return out, 0
         number, wire = tag >> 3, tag & 7
         tag_end = value_start = pos
         try:
@@ -119,22 +135,24 @@ def _fields(data: bytes) -> Iterator[_Field]:
                 size, value_start = _varint(data, pos)
                 pos = value_start + size
             else:  # groups: not in proto3, and not worth naming
-                raise _Corrupt(number)
+                return out, number
         except _Corrupt:
-            raise _Corrupt(number) from None
+            return out, number
         if number == 0 or pos > len(data):
-            raise _Corrupt(number)
-        yield _Field(number, wire, data[start:tag_end], data[value_start:pos], data[start:pos])
+            return out, number
+        value = data[value_start:pos]
+        out.append(_Field(number, wire, data[start:tag_end], value, data[start:pos]))
+    return out, None
 
 
 def _struct_key(entry: bytes) -> str | None:
     """The key of a Struct's entry, or None when it is not UTF-8."""
-    try:
-        for f in _fields(entry):
-            if f.number == 1 and f.wire == _LENGTH_DELIMITED:
+    for f in _split(entry)[0]:
+        if f.number == 1 and f.wire == _LENGTH_DELIMITED:
+            try:
                 return f.value.decode("utf-8")[:_MAX_KEY]
-    except (_Corrupt, UnicodeDecodeError):
-        return None
+            except UnicodeDecodeError:
+                return None
     return ""
 
 
@@ -149,46 +167,87 @@ def _name(path: str, desc: Any, fd: Any, index: int) -> str:
     return f"{name}[{index}]" if fd.is_repeated else name
 
 
-def locate(cls: type[Message], raw: bytes) -> Malformed:
-    """The innermost field of ``raw`` that alone keeps it from decoding as ``cls``."""
-    chain: list[bytes] = []  # the tags of the enclosing fields, outermost first
+class _Spent(Exception):
+    """The probe's budget ran out: the field found so far is named."""
 
-    def failure(part: bytes) -> BaseException | None:
-        for key in reversed(chain):
+
+class _Probe:
+    """Parses parts of a request inside the fields that enclose them, within a budget of
+    bytes parsed (a multiple of the request's size), so a hostile request costs a bounded
+    multiple of decoding it."""
+
+    def __init__(self, cls: type[Message], size: int) -> None:
+        self._cls = cls
+        self._left = BUDGET_FACTOR * size + BUDGET_BASE
+        self.chain: list[bytes] = []  # the tags of the enclosing fields, outermost first
+        self.error: BaseException = DecodeError()
+
+    def fails(self, part: bytes) -> bool:
+        for key in reversed(self.chain):
             part = key + _encode_varint(len(part)) + part
+        self._left -= len(part)
+        if self._left < 0:
+            raise _Spent
         try:
-            cls.FromString(part)
+            self._cls.FromString(part)
         except (DecodeError, RecursionError) as exc:
-            return exc
-        return None
+            self.error = exc
+            return True
+        return False
 
+    def first_failing(self, fields: list[_Field]) -> int | None:
+        """The index of the first field whose prefix of the level fails (bisection: once a
+        prefix fails, every longer one does), or None when all of them decode."""
+        if not fields or not self.fails(b"".join(f.whole for f in fields)):
+            return None
+        lo, hi = 0, len(fields) - 1  # the answer is within [lo, hi]; self.error is hi's
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.fails(b"".join(f.whole for f in fields[: mid + 1])):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+
+def locate(cls: type[Message], raw: bytes) -> Malformed:
+    """The innermost field of ``raw`` that keeps it from decoding as ``cls``."""
+    probe = _Probe(cls, len(raw))
+    probe.fails(raw)  # the reason, should no field be told apart
     desc, data, path = cls.DESCRIPTOR, raw, ""
-    while True:
-        seen: dict[int, int] = {}
-        try:
-            for f in _fields(data):
-                index = seen[f.number] = seen.get(f.number, -1) + 1
-                exc = failure(f.whole)
-                if exc is None:
-                    continue
-                fd = desc.fields_by_number.get(f.number)
-                if fd is None:
-                    return Malformed(path or ROOT, _reason(exc))
-                name = _name(path, desc, fd, index)
-                if fd.message_type is None or f.wire != _LENGTH_DELIMITED:
-                    return Malformed(name or ROOT, _reason(exc))
-                if desc.full_name == _STRUCT:
-                    key = _struct_key(f.value)
-                    if key is None:
-                        return Malformed(name, "a key is not valid UTF-8")
-                    name = f"{name}.{key}"
-                chain.append(f.key)
-                desc, data, path = fd.message_type, f.value, name
-                break
-            else:  # no field fails alone: the level as a whole is at fault
-                return Malformed(path or ROOT, _reason(failure(data) or DecodeError()))
-        except _Corrupt as corrupt:
-            fd = desc.fields_by_number.get(corrupt.number or 0)
-            index = seen.get(corrupt.number or 0, -1) + 1
-            name = _name(path, desc, fd, index) if fd is not None else path
-            return Malformed(name or ROOT, "not a valid protobuf encoding (truncated or corrupt)")
+    try:
+        for _ in range(MAX_DEPTH):
+            fields, broken = _split(data)
+            at = probe.first_failing(fields)
+            if at is None:
+                return _broken(path, desc, fields, broken, probe)
+            f = fields[at]
+            fd = desc.fields_by_number.get(f.number)
+            if fd is None:
+                return Malformed(path or ROOT, _reason(probe.error))
+            name = _name(path, desc, fd, sum(g.number == f.number for g in fields[:at]))
+            if fd.message_type is None or f.wire != _LENGTH_DELIMITED:
+                return Malformed(name or ROOT, _reason(probe.error))
+            if desc.full_name == _STRUCT:
+                key = _struct_key(f.value)
+                if key is None:
+                    return Malformed(name, "a key is not valid UTF-8")
+                name = f"{name}.{key}"
+            probe.chain.append(f.key)
+            desc, data, path = fd.message_type, f.value, name
+    except _Spent:
+        pass
+    return Malformed(path or ROOT, _reason(probe.error))
+
+
+def _broken(
+    path: str, desc: Any, fields: list[_Field], broken: int | None, probe: _Probe
+) -> Malformed:
+    """What to name when no whole field of the level fails: the one that broke off."""
+    fd = desc.fields_by_number.get(broken) if broken else None
+    if fd is not None:
+        name = _name(path, desc, fd, sum(g.number == broken for g in fields))
+        return Malformed(name, CORRUPT)
+    if broken is not None and broken != _REST:
+        return Malformed(path or ROOT, CORRUPT)
+    return Malformed(path or ROOT, _reason(probe.error))

@@ -136,3 +136,60 @@ async def test_a_field_path_with_any_characters_reaches_the_client(server: Runni
             async with translate_errors("scoring"):
                 await raw_rank(bad)
         assert caught.value.field == "candidates[0].memory.metadata.k\\x1d\\xe9"
+
+
+class _Counting:
+    """RankRequest's parser, counting the bytes it is given."""
+
+    DESCRIPTOR = scoring_pb2.RankRequest.DESCRIPTOR
+    parsed = 0
+
+    @classmethod
+    def FromString(cls, data: bytes) -> scoring_pb2.RankRequest:  # noqa: N802 - protobuf's name
+        cls.parsed += len(data)
+        return scoring_pb2.RankRequest.FromString(data)
+
+
+def _delimited(number: int, payload: bytes) -> bytes:
+    size, n = bytearray(), len(payload)
+    while n > 0x7F:
+        size.append(n & 0x7F | 0x80)
+        n >>= 7
+    size.append(n)
+    return bytes([number << 3 | 2]) + bytes(size) + payload
+
+
+def _deep_metadata(levels: int) -> bytes:
+    """A RankRequest whose one candidate's metadata nests ``levels`` objects under "a"."""
+    struct_bytes = b""
+    for _ in range(levels):
+        entry = _delimited(1, b"a") + _delimited(2, _delimited(5, struct_bytes))
+        struct_bytes = _delimited(1, entry)
+    memory = _delimited(2, b"content") + _delimited(9, struct_bytes)  # Memory.metadata = 9
+    return _delimited(2, _delimited(1, memory))  # candidates[0].memory
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        # Wider than the fields told apart: the request is named, not searched field by field.
+        (b"".join(_delimited(6, b"ab") for _ in range(20_000)) + _delimited(6, BAD), ROOT),
+        (_delimited(6, b"x" * 1_000_000) + _delimited(6, BAD), "query_tags[1]"),
+    ],
+)
+def test_a_hostile_request_costs_a_bounded_multiple_of_its_size(raw: bytes, field: str) -> None:
+    _Counting.parsed = 0
+    got = locate(_Counting, raw)  # type: ignore[arg-type]
+    assert got.field == field
+    assert _Counting.parsed <= 17 * len(raw) + (1 << 20)
+
+
+def test_deep_nesting_is_followed_as_far_as_protobuf_allows() -> None:
+    raw = _deep_metadata(3_000)
+    with pytest.raises(DecodeError):
+        scoring_pb2.RankRequest.FromString(raw)
+    _Counting.parsed = 0
+    got = locate(_Counting, raw)  # type: ignore[arg-type]
+    assert got.field.startswith("candidates[0].memory.metadata.a.a.a")
+    assert "nested" in got.reason or "valid" in got.reason
+    assert _Counting.parsed <= 17 * len(raw) + (1 << 20)
