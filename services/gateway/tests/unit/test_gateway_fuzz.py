@@ -405,7 +405,8 @@ def _edges(fd: Any) -> list[Any]:
 
 
 def _sweep(seed: Message) -> list[bytes]:
-    """``seed`` with each scalar field (top level and its memory) set to each edge value."""
+    """``seed`` with each scalar field (top level and its memory) set to each edge value
+    (a repeated one holding it twice, or thousands of times)."""
     out = []
     parts: list[Message] = [seed]
     if "memory" in seed.DESCRIPTOR.fields_by_name:
@@ -414,13 +415,14 @@ def _sweep(seed: Message) -> list[bytes]:
         for fd in part.DESCRIPTOR.fields:
             if fd.message_type is not None:
                 continue
-            for value in _edges(fd):
+            for i, value in enumerate(_edges(fd)):
                 copy = type(seed)()
                 copy.CopyFrom(seed)
                 holder = copy if part is seed else copy.memory
                 holder.ClearField(fd.name)
                 if fd.is_repeated:
-                    getattr(holder, fd.name).extend([value] * 2)
+                    # Twice, and for the first edges thousands of times.
+                    getattr(holder, fd.name).extend([value] * (3000 if i < 3 else 2))
                 else:
                     setattr(holder, fd.name, value)
                 out.append(copy.SerializeToString())
