@@ -86,6 +86,8 @@ _WEEKDAY = re.compile(rf"^(?:(last|this)\s+)?({'|'.join(_WEEKDAYS)})$")
 _ON = re.compile(r"^(?:on|in|during)\s+(.+)$")  # "on May 3, 2024", "in March 2024": the period
 _PREFIX = re.compile(r"^(before|after|since|from|until|till|by)\s+(.+)$")
 _OFFSET = re.compile(r"^([+-])([0-9]{2}):?([0-9]{2})$")
+_ZONE = re.compile(r"^[A-Za-z0-9_+\-]+(?:/[A-Za-z0-9_+\-]+)*$")  # Area/Location/...
+MAX_ZONE_LENGTH = 64  # the longest IANA name has 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,9 +134,15 @@ def parse_timezone(name: str | None, field: str = TIMEZONE_FIELD) -> tzinfo:
         if delta >= timedelta(hours=24):
             raise InvalidArgument(field, f"offset out of range: {text[:64]!r}")
         return fixed_offset(-delta if sign == "-" else delta)
+    if len(text) > MAX_ZONE_LENGTH:
+        raise InvalidArgument(field, f"longer than {MAX_ZONE_LENGTH} characters")
+    # Checked before zoneinfo sees it: a zone name is a relative path of the tz database, and
+    # zoneinfo answers others (a directory such as "America", non-ASCII) with OS errors.
+    if not _ZONE.fullmatch(text):
+        raise InvalidArgument(field, f"not an IANA time zone name or ±hh:mm: {text[:64]!r}")
     try:
         return ZoneInfo(text)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
         raise InvalidArgument(field, f"unknown IANA time zone {text[:64]!r}") from exc
 
 
@@ -197,10 +205,13 @@ def resolve_window(
     now: datetime,
     timezone: str | tzinfo | None = None,
 ) -> TimeRange:
-    """What a recall filters ``timestamp`` on: the ``time_query`` window (if any) ∩ start/end."""
+    """What a recall filters ``timestamp`` on: the ``time_query`` window (if any) ∩ start/end.
+
+    A time zone is checked even without a ``time_query``: a wrong one is an error either way."""
+    zone = timezone if isinstance(timezone, tzinfo) else parse_timezone(timezone)
     if not time_query.strip():
         return TimeRange(start, end)
-    return intersect_window(parse_time_query(time_query, now, timezone), start, end)
+    return intersect_window(parse_time_query(time_query, now, zone), start, end)
 
 
 class _Unknown(Exception):

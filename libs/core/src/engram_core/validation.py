@@ -176,6 +176,34 @@ def check_types(values: Sequence[str], field_path: str, limits: Limits) -> tuple
     return tuple(dict.fromkeys(out))
 
 
+_MAX_KEY_IN_PATH = 64
+
+
+def non_finite_path(value: Mapping[str, Any], field_path: str) -> str | None:
+    """The path of the first number JSON cannot write (NaN, ±Infinity) in ``value``, if any:
+    ``metadata.a.b``, ``metadata.list[2]``. A walk with a stack, so any depth is fine."""
+    stack: list[tuple[Any, str]] = [(value, field_path)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return path
+        if isinstance(item, Mapping):
+            pairs = [(x, f"{path}.{str(k)[:_MAX_KEY_IN_PATH]}") for k, x in item.items()]
+        elif isinstance(item, list | tuple):
+            pairs = [(x, f"{path}[{i}]") for i, x in enumerate(item)]
+        else:
+            continue
+        stack.extend(reversed(pairs))  # first in document order
+    return None
+
+
+def check_finite(value: Mapping[str, Any], field_path: str) -> None:
+    """Every number in ``value`` finite; the first that is not is named by its path."""
+    where = non_finite_path(value, field_path)
+    if where is not None:
+        raise InvalidArgument(where, "must be a finite number (JSON has no NaN or Infinity)")
+
+
 def check_metadata(
     value: Mapping[str, Any] | None, field_path: str, limits: Limits
 ) -> dict[str, Any]:
@@ -187,6 +215,7 @@ def check_metadata(
         raise InvalidArgument(
             field_path, f"nested deeper than {MAX_METADATA_DEPTH} objects or lists"
         )
+    check_finite(value, field_path)
     try:
         encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -352,7 +381,14 @@ def _parse_iso(value: str, field_path: str, end_of_day: bool) -> datetime:
     # A bare date as an inclusive end means the whole of that day.
     if end_of_day and len(text) <= len("YYYY-MM-DD"):
         parsed = datetime.combine(parsed.date(), time.max)
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    if parsed.tzinfo is None:
+        return parsed.replace(tzinfo=UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError as exc:  # e.g. 0001-01-01T00:00+05:00 is in year 0 in UTC
+        raise InvalidArgument(
+            field_path, f"{value[:64]!r} is outside the years 1..9999 in UTC"
+        ) from exc
 
 
 def check_time_range(

@@ -341,10 +341,32 @@ def test_fixed_offsets_and_utc() -> None:
     assert parse_time_query("today", NOW, ZoneInfo("Asia/Tokyo")) == q("today", tz="Asia/Tokyo")
 
 
-@pytest.mark.parametrize("bad", ["Mars/Olympus", "../etc/passwd", "+25:00", "Europe/"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "Mars/Olympus",
+        "../etc/passwd",
+        "+25:00",
+        "Europe/",
+        # What zoneinfo answers with OS errors: directories, long and non-ASCII names.
+        "America",
+        "Etc",
+        "Europe",
+        "/usr",
+        "A" * 256,
+        "Europe/" + "x" * 300,
+        "Amérique/Paris",
+        "Europe/\udcff",
+        "Europe//Paris",
+        "Europe/./Paris",
+    ],
+)
 def test_unknown_timezone_names_the_field(bad: str) -> None:
     with pytest.raises(InvalidArgument) as err:
         q("today", tz=bad)
+    assert err.value.field == "timezone"
+    with pytest.raises(InvalidArgument) as err:  # checked with no time_query too
+        resolve_window("", None, None, now=NOW, timezone=bad)
     assert err.value.field == "timezone"
 
 

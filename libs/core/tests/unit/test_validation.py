@@ -109,7 +109,8 @@ def test_given_values_are_kept_and_tags_normalised() -> None:
         (MemoryInput(content="x", tags=("",)), "memory.tags[0]"),
         (MemoryInput(content="x", tags=("a::b",)), "memory.tags[0]"),
         (MemoryInput(content="x", metadata={"k": "v" * 16_400}), "memory.metadata"),
-        (MemoryInput(content="x", metadata={"k": math.nan}), "memory.metadata"),
+        (MemoryInput(content="x", metadata={"k": math.nan}), "memory.metadata.k"),
+        (MemoryInput(content="x", metadata={"a": [1, {"b": -math.inf}]}), "memory.metadata.a[1].b"),
         (
             MemoryInput(content="x", timestamp=RawTimestamp(MAX_TIMESTAMP_SECONDS + 1)),
             "memory.timestamp",
@@ -301,6 +302,9 @@ def test_time_range() -> None:
         ("yesterday", "", "start"),
         ("", "2025-13-01", "end"),
         ("2025-02-01", "2025-01-01", "start"),
+        # Valid as written, outside 1..9999 once in UTC.
+        ("0001-01-01T00:00:00+05:00", "", "start"),
+        ("", "9999-12-31T23:59:59-05:00", "end"),
     ]:
         with pytest.raises(InvalidArgument) as exc:
             check_time_range(start, end)

@@ -51,27 +51,30 @@ def ts_from_proto(ts: timestamp_pb2.Timestamp) -> datetime:
     return _EPOCH + _MICROSECOND * (ts.seconds * 1_000_000 + ts.nanos // 1000)
 
 
-def _value_to_py(v: struct_pb2.Value) -> Any:
+def _value_to_py(v: struct_pb2.Value, finite: bool) -> Any:
     kind = v.WhichOneof("kind")
     if kind == "string_value":
         return v.string_value
     if kind == "number_value":
         x = v.number_value
-        if not math.isfinite(x):  # as MessageToDict: JSON has no Infinity or NaN
+        if finite and not math.isfinite(x):  # as MessageToDict: JSON has no Infinity or NaN
             raise ValueError(f"cannot convert {x} in a Struct to JSON")
         return x
     if kind == "bool_value":
         return v.bool_value
     if kind == "struct_value":
-        return struct_to_dict(v.struct_value)
+        return struct_to_dict(v.struct_value, finite=finite)
     if kind == "list_value":
-        return [_value_to_py(item) for item in v.list_value.values]
+        return [_value_to_py(item, finite) for item in v.list_value.values]
     return None  # null_value, or unset
 
 
-def struct_to_dict(value: struct_pb2.Struct) -> dict[str, Any]:
-    """What json_format.MessageToDict returns for a Struct, without its generic machinery."""
-    return {key: _value_to_py(v) for key, v in value.fields.items()}
+def struct_to_dict(value: struct_pb2.Struct, *, finite: bool = True) -> dict[str, Any]:
+    """What json_format.MessageToDict returns for a Struct, without its generic machinery.
+
+    ``finite=False`` keeps NaN and ±Infinity as floats (a client's input, which validation
+    then refuses naming where they are) instead of raising ValueError."""
+    return {key: _value_to_py(v, finite) for key, v in value.fields.items()}
 
 
 def dict_to_struct(value: Mapping[str, Any]) -> struct_pb2.Struct:

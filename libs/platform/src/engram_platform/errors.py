@@ -32,16 +32,28 @@ def status_code(err: e.EngramError) -> grpc.StatusCode:
     return grpc.StatusCode.INTERNAL
 
 
+# A field path names a client's map keys, so it is escaped and bounded as metadata.
+_MAX_FIELD_CHARS = 512
+
+
 def trailing_metadata(err: e.EngramError) -> tuple[tuple[str, str], ...]:
     """What a server sends beside the status: the field named, when to retry."""
     out: list[tuple[str, str]] = []
     field = getattr(err, "field", None)
     if field:
-        out.append((FIELD_KEY, field))
+        out.append((FIELD_KEY, _metadata_value(field)))
     retry_after = getattr(err, "retry_after_s", None)
     if retry_after is not None:
         out.append((RETRY_AFTER_KEY, str(max(1, math.ceil(retry_after * 1000)))))
     return tuple(out)
+
+
+def _metadata_value(text: str) -> str:
+    """``text`` as a metadata value may carry it: printable ASCII (gRPC fails the call with
+    INTERNAL otherwise), others escaped, bounded. A field path holds a client's map keys."""
+    if text.isascii() and text.isprintable():
+        return text[:_MAX_FIELD_CHARS]
+    return text.encode("unicode_escape").decode("ascii")[:_MAX_FIELD_CHARS]
 
 
 def _retry_after_s(err: grpc.aio.AioRpcError) -> float | None:

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import signal
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -16,7 +16,8 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry import trace
 from opentelemetry.trace import StatusCode as SpanStatus
 
-from engram_core.errors import EngramError
+from engram_core.errors import EngramError, InvalidArgument
+from engram_platform.decode import Malformed, tolerant
 from engram_platform.errors import status_code, trailing_metadata
 from engram_platform.settings import ServiceSettings
 from engram_platform.telemetry import extract_context
@@ -29,8 +30,28 @@ if TYPE_CHECKING:
     Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 
 
+def _decoded(request: Any, prefix: str = "") -> Any:
+    """``request`` as decoded, or InvalidArgument naming the field that did not decode."""
+    if isinstance(request, Malformed):
+        field = f"{prefix}.{request.field}" if prefix else request.field
+        raise InvalidArgument(field, request.reason)
+    return request
+
+
+async def _decoded_stream(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """The stream's messages, failing at the first that did not decode (``requests[i]``)."""
+    i = 0
+    async for request in requests:
+        yield _decoded(request, f"requests[{i}]")
+        i += 1
+
+
 class _Interceptor(grpc.aio.ServerInterceptor):
-    """Maps catalog errors to status codes and opens the server span of every RPC."""
+    """Maps catalog errors to status codes and opens the server span of every RPC.
+
+    Requests that do not decode are INVALID_ARGUMENT naming the field (`engram_platform.decode`)
+    rather than the UNKNOWN grpcio answers when a deserializer raises.
+    """
 
     def __init__(self, service: str) -> None:
         self._service = service
@@ -48,6 +69,7 @@ class _Interceptor(grpc.aio.ServerInterceptor):
         span_name = f"engram.{self._service}/{rpc}"
         carrier = {str(k): str(v) for k, v in (details.invocation_metadata or ())}
         tracer = self._tracer
+        deserializer = tolerant(handler.request_deserializer)
 
         async def guard(call: Callable[[], Awaitable[Any]], context: Context) -> Any:
             with tracer.start_as_current_span(
@@ -74,19 +96,19 @@ class _Interceptor(grpc.aio.ServerInterceptor):
             inner_uu = handler.unary_unary
 
             async def unary_unary(request: Any, context: Context) -> Any:
-                return await guard(lambda: inner_uu(request, context), context)  # type: ignore[arg-type]
+                return await guard(lambda: inner_uu(_decoded(request), context), context)  # type: ignore[arg-type]
 
             return grpc.unary_unary_rpc_method_handler(
-                unary_unary, handler.request_deserializer, handler.response_serializer
+                unary_unary, deserializer, handler.response_serializer
             )
         if handler.stream_unary is not None:
             inner_su = handler.stream_unary
 
             async def stream_unary(requests: Any, context: Context) -> Any:
-                return await guard(lambda: inner_su(requests, context), context)  # type: ignore[arg-type]
+                return await guard(lambda: inner_su(_decoded_stream(requests), context), context)  # type: ignore[arg-type]
 
             return grpc.stream_unary_rpc_method_handler(
-                stream_unary, handler.request_deserializer, handler.response_serializer
+                stream_unary, deserializer, handler.response_serializer
             )
         return handler
 

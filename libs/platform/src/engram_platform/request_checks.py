@@ -12,13 +12,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from google.protobuf import timestamp_pb2
+from google.protobuf import struct_pb2, timestamp_pb2
 
 from engram.common.v1 import common_pb2
 from engram_core.errors import InvalidArgument
 from engram_core.limits import MAX_TAGS
 from engram_core.tags import tag_problem
-from engram_core.validation import MAX_TIMESTAMP_SECONDS, MIN_TIMESTAMP_SECONDS
+from engram_core.validation import MAX_TIMESTAMP_SECONDS, MIN_TIMESTAMP_SECONDS, check_finite
+from engram_platform.convert import struct_to_dict
 
 MAX_TENANT_CHARS = 128
 MAX_ID_CHARS = 128
@@ -87,6 +88,11 @@ def check_names(field: str, names: Sequence[str]) -> None:
             raise InvalidArgument(f"{field}[{i}]", "must not be empty")
 
 
+def check_struct(field: str, value: struct_pb2.Struct) -> None:
+    """No NaN or ±Infinity (JSON has none; converting one would fail), named by its path."""
+    check_finite(struct_to_dict(value, finite=False), field)
+
+
 def check_memory(field: str, m: common_pb2.Memory, tenant: str) -> None:
     check_id(f"{field}.id", m.id)
     if m.tenant and m.tenant != tenant:
@@ -100,6 +106,7 @@ def check_memory(field: str, m: common_pb2.Memory, tenant: str) -> None:
     check_unit(f"{field}.confidence", m.confidence)
     if not math.isfinite(m.relevance_score):
         raise InvalidArgument(f"{field}.relevance_score", "must be finite")
+    check_struct(f"{field}.metadata", m.metadata)
     if not m.HasField("timestamp"):
         raise InvalidArgument(f"{field}.timestamp", "must be set")
     for name in ("timestamp", "updated_at", "last_accessed", "t_valid", "t_invalid"):

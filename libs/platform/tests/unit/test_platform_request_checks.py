@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -86,6 +87,14 @@ def bad_update(**fields: object) -> Callable[[], None]:
         (lambda: checks.check_tags("tags", ["t"] * (MAX_TAGS + 1)), "tags"),
         (lambda: checks.check_tags("tags", ["ok", ""]), "tags[1]"),
         (with_memory(lambda m: setattr(m, "id", "")), "memories[2].id"),
+        (
+            with_memory(lambda m: m.metadata.update({"a": [1, {"b": math.nan}]})),
+            "memories[2].metadata.a[1].b",
+        ),
+        (
+            with_memory(lambda m: setattr(m.metadata.fields["x"], "number_value", -math.inf)),
+            "memories[2].metadata.x",
+        ),
         (with_memory(lambda m: setattr(m, "tenant", "other")), "memories[2].tenant"),
         (with_memory(lambda m: setattr(m, "content", "  ")), "memories[2].content"),
         (with_memory(lambda m: setattr(m, "type", "")), "memories[2].type"),

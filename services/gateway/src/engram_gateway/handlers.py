@@ -137,7 +137,10 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
             request.target_id,
             request.type,
             request.strength,
-            struct_to_dict(request.properties) if request.HasField("properties") else None,
+            # Non-finite numbers kept: validation refuses them naming where they are.
+            struct_to_dict(request.properties, finite=False)
+            if request.HasField("properties")
+            else None,
             self._deadline(context),
         )
         return gateway_pb2.AssociateResponse(sequence=seq)

@@ -78,7 +78,7 @@ def memory_input_from_proto(p: common_pb2.MemoryInput) -> MemoryInput:
         tags=tuple(p.tags),
         importance=p.importance if p.HasField("importance") else None,
         confidence=p.confidence if p.HasField("confidence") else None,
-        metadata=struct_to_dict(p.metadata) if p.HasField("metadata") else None,
+        metadata=struct_to_dict(p.metadata, finite=False) if p.HasField("metadata") else None,
         timestamp=_raw_ts(p.timestamp) if p.HasField("timestamp") else None,
         t_valid=_raw_ts(p.t_valid) if p.HasField("t_valid") else None,
         t_invalid=_raw_ts(p.t_invalid) if p.HasField("t_invalid") else None,

@@ -64,6 +64,7 @@ class GraphHandlers(graph_pb2_grpc.GraphServiceServicer):
         for i, r in enumerate(request.relations):
             if r.HasField("created_at"):
                 checks.check_timestamp(f"relations[{i}].created_at", r.created_at)
+            checks.check_struct(f"relations[{i}].properties", r.properties)
         relations = mapping.relations_from_proto(request.relations, utcnow())
         applied = await self._service.add_relations(
             request.tenant, relations, request.version, list(request.versions)

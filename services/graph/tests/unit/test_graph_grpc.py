@@ -153,9 +153,17 @@ def _relation(**changes: Any) -> common_pb2.Relation:
     for name, value in changes.items():
         if name == "created_at":
             p.created_at.CopyFrom(value)
+        elif name == "properties":
+            p.properties.update(value)
         else:
             setattr(p, name, value)
     return p
+
+
+def _with_metadata(metadata: dict[str, Any]) -> graph_pb2.GraphMemory:
+    g = _memory()
+    g.memory.metadata.update(metadata)
+    return g
 
 
 def _bad_ts() -> Any:
@@ -223,6 +231,16 @@ BAD_ENTITY = graph_pb2.GraphMemory(
         ("AddRelations", _add(_relation(source_id="")), "relations[0].source_id"),
         ("AddRelations", _add(_relation(origin="robot")), "relations[0].origin"),
         ("AddRelations", _add(_relation(created_at=_bad_ts())), "relations[0].created_at"),
+        (
+            "AddRelations",
+            _add(_relation(), _relation(properties={"w": [1, float("inf")]})),
+            "relations[1].properties.w[1]",
+        ),
+        (
+            "Upsert",
+            _upsert(_memory(), _with_metadata({"n": float("nan")})),
+            "memories[1].memory.metadata.n",
+        ),
         ("AddRelations", _add(_relation(), version=-1), "version"),
         (
             "AddRelations",

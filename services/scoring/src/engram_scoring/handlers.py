@@ -10,7 +10,10 @@ import grpc
 
 from engram.scoring.v1 import scoring_pb2, scoring_pb2_grpc
 from engram_core.errors import InvalidArgument
+from engram_core.scoring import Candidate
+from engram_core.validation import MAX_TIMESTAMP_SECONDS
 from engram_platform.convert import focus_from_proto, recency_bias_from_proto
+from engram_platform.request_checks import check_struct
 from engram_platform.timeutil import from_epoch_ms
 from engram_scoring.mapping import candidate_from_proto, fusion_from_proto, scored_to_proto
 from engram_scoring.service import Ranker
@@ -39,6 +42,17 @@ def _check_candidates(candidates: Sequence[scoring_pb2.Candidate]) -> None:
                 raise InvalidArgument(f"candidates[{i}].neighbours[{other}]", "must be >= 1")
 
 
+def _candidates(candidates: Sequence[scoring_pb2.Candidate]) -> list[Candidate]:
+    try:
+        return [candidate_from_proto(c) for c in candidates]
+    except ValueError:
+        # A metadata number JSON has no word for fails the conversion; it is named only
+        # then, so a recall's hundreds of candidates are not walked twice.
+        for i, c in enumerate(candidates):
+            check_struct(f"candidates[{i}].memory.metadata", c.memory.metadata)
+        raise
+
+
 class ScoringHandlers(scoring_pb2_grpc.ScoringServiceServicer):
     def __init__(self, ranker: Ranker) -> None:
         self._ranker = ranker
@@ -50,13 +64,13 @@ class ScoringHandlers(scoring_pb2_grpc.ScoringServiceServicer):
         fusion = fusion_from_proto(request.fusion)
         params = self._ranker.params(fusion, request.limit, dict(request.weights))
         self._ranker.check_count(len(request.candidates))
-        if request.now_unix_ms < 0:
-            raise InvalidArgument("now_unix_ms", "must be >= 0 (0 = server clock)")
+        if not 0 <= request.now_unix_ms <= MAX_TIMESTAMP_SECONDS * 1000:
+            raise InvalidArgument("now_unix_ms", "must be within 0 (server clock)..year 9999")
         recency_bias = recency_bias_from_proto(request.recency_bias)
         _check_candidates(request.candidates)
 
         results = self._ranker.rank(
-            [candidate_from_proto(c) for c in request.candidates],
+            _candidates(request.candidates),
             params,
             text=request.query,
             tags=request.query_tags,

@@ -56,6 +56,12 @@ def _with_neighbour(other: str, distance: int) -> scoring_pb2.Candidate:
     return c
 
 
+def _with_metadata(metadata: dict[str, Any]) -> scoring_pb2.Candidate:
+    c = candidate(memory("d", "x", 0))
+    c.memory.metadata.update(metadata)
+    return c
+
+
 def request(**kw: Any) -> scoring_pb2.RankRequest:
     base: dict[str, Any] = {
         "query": "deploy pipeline",
@@ -127,6 +133,11 @@ async def test_weight_override_changes_the_order(
         ({"candidates": [candidate(memory("d", "x", 0), vector=(0.5, 0))]}, None),
         ({"candidates": [candidate(memory("", "x", 0))]}, "candidates[0].memory.id"),
         ({"now_unix_ms": -1}, "now_unix_ms"),
+        ({"now_unix_ms": 2**63 - 1}, "now_unix_ms"),
+        (
+            {"candidates": [_with_metadata({"a": [float("nan")]})]},
+            "candidates[0].memory.metadata.a[0]",
+        ),
         ({"recency_bias": 7}, "recency_bias"),
         ({"candidates": [_with_neighbour("y", 0)]}, "candidates[0].neighbours[y]"),
     ],

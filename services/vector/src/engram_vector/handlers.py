@@ -20,7 +20,7 @@ from engram_core.generations import check_generation_name
 from engram_core.ids import normalise_id
 from engram_core.model import AccessUpdate, Filter, Memory, RelevanceUpdate
 from engram_platform import convert
-from engram_platform.request_checks import check_cursor, check_tags, check_unit
+from engram_platform.request_checks import check_cursor, check_struct, check_tags, check_unit
 from engram_platform.settings import (
     SEARCH_MANY_MAX_FILTERS,
     SEARCH_MANY_MAX_HITS,
@@ -80,6 +80,7 @@ def _points(
         if not point.HasField("memory"):
             raise InvalidArgument(f"{field}.memory", "is required")
         check_tags(f"{field}.memory.tags", point.memory.tags)  # the limits every store keeps
+        check_struct(f"{field}.memory.metadata", point.memory.metadata)
         memory, vector = mapping.point_from_proto(point)
         memory_id = _uuid(memory.id, f"{field}.memory.id")
         if memory.tenant and memory.tenant != tenant:

@@ -143,6 +143,15 @@ async def _invalid(call: Awaitable[object]) -> tuple[str, str]:
 GOOD_ID = str(uuid.UUID(int=1))
 
 
+_NAN_FIELD = "points[1].memory.metadata.score"  # NaN there: JSON has no word for it
+
+
+def _nan_point() -> vector_pb2.Point:
+    p = point(str(uuid.UUID(int=9)), "a")
+    p.memory.metadata.fields["score"].number_value = float("nan")
+    return p
+
+
 def _relevance(*updates: tuple[str, float]) -> vector_pb2.UpdateRelevanceRequest:
     return vector_pb2.UpdateRelevanceRequest(
         tenant=T,
@@ -253,6 +262,11 @@ def _tagged(count: int, tag: str) -> vector_pb2.Point:
             "Upsert",
             vector_pb2.UpsertRequest(tenant=T, points=[_tagged(1, "t" * (MAX_TAG_LENGTH + 1))]),
             "points[0].memory.tags[0]",
+        ),
+        (
+            "Upsert",
+            vector_pb2.UpsertRequest(tenant=T, points=[point(GOOD_ID, "a"), _nan_point()]),
+            _NAN_FIELD,
         ),
         (
             "UpdateAccess",
