@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,6 +11,8 @@ from typing import Any
 import httpx
 
 from engram_core.errors import Unavailable
+
+log = logging.getLogger(__name__)
 
 
 class OpenAICompatibleEmbedder:
@@ -75,10 +78,10 @@ class OpenAICompatibleEmbedder:
         except httpx.HTTPError as e:
             raise Unavailable(f"embedding service {self._url}: {type(e).__name__}: {e}") from e
         if resp.status_code != 200:
-            # The body may say why (quota, unknown model); keep it short in the message.
-            raise Unavailable(
-                f"embedding service {self._url} answered {resp.status_code}: {resp.text[:200]}"
-            )
+            # The body may say why (quota, unknown model) but may also echo the input (a
+            # validation error quoting it): it goes to DEBUG only, as the message is logged.
+            log.debug("embedding service %s body: %.200s", self._url, resp.text)
+            raise Unavailable(f"embedding service {self._url} answered {resp.status_code}")
         try:
             return self._parse(resp.json(), len(batch))
         except (ValueError, KeyError, IndexError, TypeError) as e:

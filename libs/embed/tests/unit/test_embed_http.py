@@ -1,4 +1,5 @@
 import json
+import logging
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -84,9 +85,26 @@ def test_missing_or_empty_key_file_is_unavailable(tmp_path: Path, content: str |
 
 async def test_http_500_is_unavailable() -> None:
     emb = make(lambda r: httpx.Response(500, text="upstream exploded"))
-    with pytest.raises(Unavailable, match="500: upstream exploded"):
+    with pytest.raises(Unavailable, match="answered 500"):
         await emb.embed(["x"])
     await emb.close()
+
+
+async def test_an_error_body_echoing_the_input_stays_out_of_the_message(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A validation error that quotes its input (FastAPI's 422) would put memory content
+    # in the message, which the callers log at WARNING.
+    def echo(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(422, json={"detail": [{"input": json.loads(request.content)}]})
+
+    emb = make(echo)
+    with caplog.at_level(logging.DEBUG), pytest.raises(Unavailable) as err:
+        await emb.embed(["the private diary entry"])
+    await emb.close()
+    assert "422" in str(err.value)
+    assert "diary" not in str(err.value)
+    assert all("diary" not in r.getMessage() for r in caplog.records if r.levelno >= logging.INFO)
 
 
 async def test_connection_error_is_unavailable() -> None:

@@ -138,6 +138,13 @@ def stack_env(
     return env
 
 
+def text_log_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """`make run`'s logs are for people reading $ENGRAM_HOME/logs: plain text, unless a
+    service's ``LOG_FORMAT`` is set. The end-to-end tests keep JSON, like a deployment."""
+    names = (f"ENGRAM_{name.upper()}_LOG_FORMAT" for name in (*GRPC_SERVICES, *WORKERS))
+    return {name: "text" for name in names if name not in environ}
+
+
 def start_stack(
     home: Path | None = None,
     gateway_port: int = 50051,
@@ -184,12 +191,12 @@ def main() -> None:
         stack = start_stack(
             home,
             gateway_port=args.port,
-            extra_env=localservers.service_env(),
+            extra_env={**text_log_env(os.environ), **localservers.service_env()},
             nats_url=localservers.servers()["nats"].url,
         )
     else:
         print(f"engram: starting nats-server and 7 services (state in {home}) ...", flush=True)
-        stack = start_stack(home, gateway_port=args.port)
+        stack = start_stack(home, gateway_port=args.port, extra_env=text_log_env(os.environ))
     took = time.monotonic() - started
     addr = stack.gateway_address
     servers_note = " (the servers keep running: make down-servers)" if args.servers else ""

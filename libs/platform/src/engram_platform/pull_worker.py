@@ -41,6 +41,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from engram_core.outcomes import Outcome, Result
 from engram_platform import jetstream as jsm
 from engram_platform.grpc_server import start_health
+from engram_platform.logs import tenant_context
 from engram_platform.settings import WorkerSettings
 
 # Headers of a dead-lettered copy; the payload is the original, byte for byte.
@@ -234,7 +235,9 @@ class PullWorker(ABC):
             keep.cancel()
         decided: list[tuple[str, int]] = []
         for msg, settlement in zip(msgs, settlements, strict=True):
-            if await self._settle(msg, settlement) and settlement.tenant:
+            with tenant_context(settlement.tenant):  # on its retry / dead-letter lines
+                settled = await self._settle(msg, settlement)
+            if settled and settlement.tenant:
                 decided.append((settlement.tenant, msg.metadata.sequence.stream))
         await self._nc.flush()
         self.counters.batches += 1

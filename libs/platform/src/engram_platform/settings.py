@@ -113,6 +113,11 @@ class ServiceSettings(BaseSettings):
         default_factory=default_data_dir, description="Where embedded backends keep their files."
     )
     log_level: str = Field("INFO", description="Python logging level.")
+    log_format: Literal["json", "text"] = Field(
+        "json",
+        description="json: one JSON object a line (timestamp, level, service, logger, message, "
+        "trace_id, span_id, tenant); text: one plain line, for people.",
+    )
     max_message_bytes: int = Field(
         8 * 1024 * 1024, gt=0, description="Largest gRPC message accepted or sent."
     )

@@ -12,7 +12,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from engram_platform.devstack import SERVICE_NAMES, Process, _wait_serving
+from engram_platform.devstack import SERVICE_NAMES, Process, _wait_serving, text_log_env
 from engram_platform.nats_server import free_ports
 
 
@@ -62,3 +62,10 @@ def test_the_service_itself_on_its_port_is_up(tmp_path: Path) -> None:
         server.stop(0)
         proc.popen.kill()
         proc.popen.wait()
+
+
+def test_make_run_logs_text_unless_a_service_asks_otherwise() -> None:
+    env = text_log_env({"ENGRAM_GATEWAY_LOG_FORMAT": "json"})
+    assert "ENGRAM_GATEWAY_LOG_FORMAT" not in env  # what the user set stays
+    assert env["ENGRAM_INGEST_LOG_FORMAT"] == "text"
+    assert len(env) == len(SERVICE_NAMES) - 1

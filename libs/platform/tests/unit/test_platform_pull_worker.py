@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 import os
@@ -25,6 +26,7 @@ from nats.js.api import StreamConfig
 
 from engram_core.outcomes import Result
 from engram_platform import jetstream as jsm
+from engram_platform import logs
 from engram_platform.nats_server import NatsServer, free_ports, start_nats
 from engram_platform.pull_worker import (
     DELIVERIES_HEADER,
@@ -275,6 +277,28 @@ async def test_poison_is_copied_to_the_dead_letter_stream_then_termed(log: Log) 
     # Termed, not retried: nothing pending, nothing redelivered, the floor passed both.
     assert await log.consumer() == (2, 0, 0)
     assert worker.counters.retried == 0
+
+
+async def test_retry_and_dead_letter_lines_name_the_events_tenant(log: Log) -> None:
+    def decide(msg: Msg) -> Settlement:
+        if msg.metadata.sequence.stream == 1:
+            return Settlement(Outcome.POISON, "garbage", "t1")
+        return Settlement(Outcome.RETRY if msg.metadata.num_delivered == 1 else Outcome.APPLIED)
+
+    stream = io.StringIO()
+    handler = logs.make_handler("pulltest", "json", stream)
+    worker_log = logging.getLogger(Recorder.__module__)
+    worker_log.addHandler(handler)
+    try:
+        await log.publish(1)
+        await log.publish(2)
+        worker = await log.start(Recorder(log.nc, log.js, Tuning(), decide))
+        await until(lambda: worker.counters.acked == 1)
+    finally:
+        worker_log.removeHandler(handler)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    tenants = {line["message"].split(" ")[0]: line.get("tenant") for line in lines}
+    assert tenants == {"dead-lettered": "t1", "retrying": None}  # the retry had no tenant
 
 
 async def test_a_bounded_retry_is_dead_lettered_once_delivered_that_often(log: Log) -> None:

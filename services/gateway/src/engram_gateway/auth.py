@@ -24,6 +24,7 @@ from typing import Any
 
 from engram_core.errors import InvalidArgument, PermissionDenied, Unauthenticated
 from engram_platform.jetstream import TENANT_RE
+from engram_platform.logs import set_tenant
 from engram_platform.reloading import Reloading
 
 ALL_TENANTS = "*"
@@ -171,6 +172,8 @@ class Authenticator:
             raise PermissionDenied(f"the token lacks the {scope.value!r} scope")
         if principal.tenant == ALL_TENANTS and not any_tenant:
             raise PermissionDenied("a token for every tenant ('*') is for AdminService only")
+        # The call's own task: the rest of its log lines name the tenant.
+        set_tenant(principal.tenant)
         return principal
 
 
@@ -187,6 +190,7 @@ def target_tenant(principal: Principal, requested: str) -> str:
         raise PermissionDenied(f"the token is for tenant {principal.tenant!r}, not {wanted!r}")
     if not TENANT_RE.match(wanted):
         raise InvalidArgument("tenant", f"must match {TENANT_RE.pattern}")
+    set_tenant(wanted)  # a cluster-admin call's lines name the tenant it acts on
     return wanted
 
 

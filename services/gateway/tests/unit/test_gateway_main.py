@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -111,7 +112,7 @@ async def test_python_m_engram_gateway_serves_with_env_settings(
             assert reply.status == health_pb2.HealthCheckResponse.SERVING
             stub = gateway_pb2_grpc.MemoryServiceStub(channel)
             stored = await stub.Store(
-                gateway_pb2.StoreRequest(memory=common_pb2.MemoryInput(content="hello")),
+                gateway_pb2.StoreRequest(memory=common_pb2.MemoryInput(content=CONTENT)),
                 metadata=auth,
                 timeout=10,
             )
@@ -120,11 +121,31 @@ async def test_python_m_engram_gateway_serves_with_env_settings(
             assert stats.tenant == "default"
             assert dict(stats.counts) == {"vector": -1, "lexical": -1, "graph": -1}
             assert stats.last_sequence == 1
+            traced = (*auth, ("traceparent", f"00-{TRACE_ID}-00f067aa0ba902b7-01"))
             with pytest.raises(grpc.aio.AioRpcError) as exc:
-                await stub.Recall(gateway_pb2.RecallRequest(query="hello"), metadata=auth)
+                await stub.Recall(gateway_pb2.RecallRequest(query=QUERY), metadata=traced)
             assert exc.value.code() == grpc.StatusCode.UNAVAILABLE
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = await asyncio.wait_for(proc.communicate(), 20)
     assert proc.returncode == 0, out.decode(errors="replace")
-    assert b"serving on" in out
+    _check_log_lines(out.decode())
+
+
+CONTENT = "the zeppelin hangar beside the lighthouse"
+QUERY = "where is the zeppelin hangar"
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+def _check_log_lines(out: str) -> None:
+    """JSON lines by default; the recall's degraded-store lines carry the caller's trace id
+    and the token's tenant; no line holds the content, the query or the token."""
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert any("serving on" in line["message"] for line in lines)
+    assert {line["service"] for line in lines} == {"engram-gateway"}
+    in_recall = [line for line in lines if line.get("trace_id") == TRACE_ID]
+    assert in_recall, out
+    assert {line["tenant"] for line in in_recall} == {"default"}
+    assert all(len(line["span_id"]) == 16 for line in in_recall)
+    for secret in ("zeppelin", "dev-token"):
+        assert secret not in out

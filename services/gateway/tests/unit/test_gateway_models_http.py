@@ -182,6 +182,20 @@ async def test_chat_failures_are_unavailable(
         await hyde.close()
 
 
+async def test_an_error_body_echoing_the_prompt_stays_out_of_the_message(
+    server: ModelServer,
+) -> None:
+    # The message is logged at WARNING when a model fails; a body quoting the query is not.
+    server.replies[CHAT] = Reply({"detail": "bad input: where did Sarah go?"}, status=422)
+    hyde = ChatHyde(ChatModel(endpoint(server, CHAT), "m", 64))
+    try:
+        with pytest.raises(Unavailable, match="answered 422") as err:
+            await hyde.hypothesise("where did Sarah go?")
+    finally:
+        await hyde.close()
+    assert "Sarah" not in str(err.value)
+
+
 async def test_a_slow_model_times_out_within_the_callers_budget(server: ModelServer) -> None:
     server.replies[CHAT] = Reply(chat("late").body, delay=2.0)
     hyde = ChatHyde(ChatModel(endpoint(server, CHAT, timeout_s=5.0), "m", 64))

@@ -12,7 +12,7 @@ from engram_platform.telemetry import configure_tracing
 
 def main() -> None:
     settings = Settings()
-    configure_logging(server.NAME, settings.log_level)
+    configure_logging(server.NAME, settings.log_level, settings.log_format)
     configure_tracing(server.NAME, settings.tracing)
     asyncio.run(server.serve(settings))
 

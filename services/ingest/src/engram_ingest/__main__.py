@@ -12,7 +12,7 @@ from engram_platform.telemetry import configure_tracing
 
 def main() -> None:
     settings = Settings()
-    configure_logging(consumer.NAME, settings.log_level)
+    configure_logging(consumer.NAME, settings.log_level, settings.log_format)
     configure_tracing(consumer.NAME, settings.tracing)
     asyncio.run(consumer.serve(settings))
 

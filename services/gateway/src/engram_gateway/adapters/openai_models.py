@@ -5,12 +5,13 @@ OpenAI-compatible ``/chat/completions`` endpoint, and a cross-encoder behind ``/
 Every failure — connection, timeout, a status other than 200, a body that does not parse —
 is raised as ``Unavailable``; the read path turns that into a recall without the model.
 The HTTP plumbing mirrors ``engram_embed.http.OpenAICompatibleEmbedder`` (key read once
-from a file, one pooled client, short error bodies).
+from a file, one pooled client, error bodies at DEBUG only).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from collections.abc import Sequence
@@ -20,6 +21,8 @@ from typing import Any
 import httpx
 
 from engram_core.errors import Unavailable
+
+log = logging.getLogger(__name__)
 
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 
@@ -77,9 +80,10 @@ class JsonEndpoint:
         except httpx.HTTPError as e:
             raise Unavailable(f"{self.what} {self.url}: {type(e).__name__}: {e}") from e
         if resp.status_code != 200:
-            raise Unavailable(
-                f"{self.what} {self.url} answered {resp.status_code}: {resp.text[:200]}"
-            )
+            # The body may echo the prompt (a validation error quoting its input), and this
+            # message is logged: the body goes to DEBUG only.
+            log.debug("%s %s body: %.200s", self.what, self.url, resp.text)
+            raise Unavailable(f"{self.what} {self.url} answered {resp.status_code}")
         try:
             return resp.json()
         except ValueError as e:
