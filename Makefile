@@ -11,7 +11,7 @@ PACKAGES := engram_core engram_platform engram_embed engram_clients engram_testi
   $(addprefix engram_,gateway vector lexical graph scoring ingest consolidate)
 
 .DEFAULT_GOAL := help
-.PHONY: help uv sync proto proto-check lint typecheck test test-integration test-chart helm image-root run run-servers up-servers down-servers models default-model bench bench-quality clean
+.PHONY: help uv sync proto proto-check lint typecheck test test-integration test-chart helm image-root image-pin sbom run run-servers up-servers down-servers models default-model bench bench-quality clean
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -67,6 +67,15 @@ helm: $(HELM) ## build the helm CLI the chart tests use (go install, about 3 min
 
 image-root: uv ## assemble what the image holds (deploy/image/assemble.sh) into $(ENGRAM_HOME)/image
 	@PATH="$(dir $(UV)):$$PATH" deploy/image/assemble.sh $(ENGRAM_HOME)/image
+
+# The image's pins (deploy/image/Dockerfile) moved to the tag's current base image; needs
+# crane, skopeo or docker with a reachable registry.
+image-pin: ## pin the image's base by digest (and its apt packages) to the tag's current image
+	@deploy/image/pin.sh
+
+SBOM ?= $(ENGRAM_HOME)/sbom/engram.cdx.json
+sbom: sync ## CycloneDX JSON SBOM of the image's Python packages (from uv.lock) into $(SBOM)
+	@PATH="$(dir $(UV)):$$PATH" deploy/image/sbom.sh $(SBOM)
 
 test-chart: sync helm image-root ## render deploy/helm/engram, check it against the services, run its configuration
 	@ENGRAM_HELM=$(HELM) ENGRAM_IMAGE_ROOT=$(ENGRAM_HOME)/image \

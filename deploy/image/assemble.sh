@@ -20,12 +20,7 @@ rm -rf "$root/build-venv"
 # dev dependency group nor the test library (engram-testing, pytest) goes in. The
 # workspace's own packages are installed afresh each time: their version does not change
 # with their code.
-name_of() { sed -n 's/^name = "\(.*\)"$/\1/p' "$1" | head -1; }
-packages=() fresh=()
-for manifest in services/*/pyproject.toml; do packages+=(--package "$(name_of "$manifest")"); done
-for manifest in libs/*/pyproject.toml services/*/pyproject.toml; do
-  fresh+=(--reinstall-package "$(name_of "$manifest")")
-done
+. deploy/image/packages.sh
 UV_PROJECT_ENVIRONMENT="$root/venv" uv sync --frozen --no-dev --no-editable --compile-bytecode \
-  --quiet "${packages[@]}" "${fresh[@]}"
+  --quiet "${service_args[@]}" "${fresh_args[@]}"
 echo "assembled in $root: $(du -sh "$root/venv" | cut -f1) venv, $(du -sh "$root/models" | cut -f1) models"
