@@ -25,6 +25,7 @@ A = "0190f3a4-7b1c-7d2e-8f00-00000000001a"
 B = "0190f3a4-7b1c-7d2e-8f00-00000000001b"
 STAGE = "engram.recall.stage.duration"
 DEGRADED = "engram.recall.degraded"
+ANSWERS = "engram.recall.answers"
 CACHE = "engram.recall.cache.requests"
 MODELS = "engram.recall.model.runs"
 REJECTED = "engram.admission.rejections"
@@ -41,7 +42,9 @@ async def test_a_recall_times_each_stage_and_sizes_its_pool(
     _tea(harness)
     before = {s: m.value(STAGE, stage=s) for s in ("vector", "lexical", "scoring")}
     pools = m.value("engram.recall.candidates")
+    complete = m.value(ANSWERS, outcome="complete")
     await harness.recall("green tea")
+    assert m.value(ANSWERS, outcome="complete") == complete + 1
     assert {s: m.value(STAGE, stage=s) - n for s, n in before.items()} == {
         "vector": 1,
         "lexical": 1,
@@ -58,9 +61,11 @@ async def test_a_failing_stream_counts_as_degraded_by_reason(
     harness.lexical.fail = Unavailable("lexical down")
     down = m.value(DEGRADED, stream="lexical", reason="unavailable")
     broken = m.value(DEGRADED, stream="scoring", reason="error")
+    answers = m.value(ANSWERS, outcome="degraded")
     result = await harness.recall("green tea")
     assert "lexical" in result.degraded
     assert m.value(DEGRADED, stream="lexical", reason="unavailable") == down + 1
+    assert m.value(ANSWERS, outcome="degraded") == answers + 1
     harness.lexical.fail = None
     harness.ranker.fail = RuntimeError("bug")
     await harness.recall("green tea lisbon")

@@ -22,6 +22,11 @@ stage_duration = _meter.create_histogram(
     unit="ms",
     description="Time of one recall step (stage: vector, lexical, graph, relations, ...).",
 )
+answers = _meter.create_counter(
+    "engram.recall.answers",
+    unit="{recall}",
+    description="Recalls answered (outcome: complete, degraded): the degraded ratio's base.",
+)
 degraded = _meter.create_counter(
     "engram.recall.degraded",
     unit="{step}",

@@ -478,6 +478,7 @@ class Reader:
             if not result.degraded:
                 await self._recall_cache.put(tenant, key, epoch, watermark, result, written)
         result = replace(result, query_ms=(time.perf_counter() - started) * 1000.0)
+        metrics.answers.add(1, {"outcome": "degraded" if result.degraded else "complete"})
         self._access.record(tenant, [s.memory.id for s in result.results])
         return result
 
