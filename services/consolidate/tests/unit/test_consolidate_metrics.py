@@ -106,3 +106,32 @@ async def test_a_run_whose_lease_another_replica_holds_is_skipped(
     busy = m.value(SKIPPED, **{"pass": "decay", "reason": "lease_busy"})
     assert await _run(world, key, lease) is None
     assert m.value(SKIPPED, **{"pass": "decay", "reason": "lease_busy"}) == busy + 1
+
+
+class _Unmoved:
+    """A tenant whose applied log position never moves."""
+
+    async def applied_mark(self, tenant: str) -> int:
+        return 7
+
+    async def written_ids(self, tenant: str, after: int, upto: int, limit: int) -> list[str]:
+        return []
+
+
+async def test_a_scheduled_run_over_an_unchanged_tenant_counts_as_skipped(
+    world: World, service_metrics: ServiceMetrics
+) -> None:
+    m = service_metrics
+    await _stocked(world)
+    stores = Stores(world.vector, world.lexical, world.graph, world.log, 5.0, 2)
+    make = pass_factory(stores, PassSettings())
+    runner = PassRunner(
+        world.checkpoints, MemoryLease(), "h1", RunnerConfig(), lambda: NOW, marks=_Unmoved()
+    )
+    key = Key(world.tenant, PassName.ASSOCIATE)
+    unchanged = m.value(SKIPPED, **{"pass": "associate", "reason": "unchanged"})
+    for n in (1, 2):
+        start = Start(f"sched-{n}", Trigger.SCHEDULE)
+        await runner.run(key, lambda: make(key), lambda _, s=start: s, asyncio.Event())
+    assert world.checkpoints.record(key).run_id == "sched-1"  # the second did not run
+    assert m.value(SKIPPED, **{"pass": "associate", "reason": "unchanged"}) == unchanged + 1
