@@ -40,6 +40,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from engram_core.outcomes import Outcome, Result
 from engram_platform import jetstream as jsm
+from engram_platform import worker_metrics as wm
 from engram_platform.grpc_server import start_health
 from engram_platform.logs import tenant_context
 from engram_platform.settings import WorkerSettings
@@ -201,6 +202,7 @@ class PullWorker(ABC):
             await self._hand_back()
         finally:
             progress.cancel()
+            wm.observed(self._durable, None)
             await self._log_progress()
             await self._unsubscribe()
 
@@ -228,6 +230,9 @@ class PullWorker(ABC):
 
     async def process(self, msgs: Sequence[Msg]) -> None:
         """Handle a batch and settle every message of it."""
+        attrs = {"worker": self._name}
+        wm.batch_size.record(len(msgs), attrs)
+        wm.redeliveries.add(sum(m.metadata.num_delivered > 1 for m in msgs), attrs)
         keep = asyncio.create_task(self._keep_in_hand(msgs))
         try:
             settlements = await self.handle(msgs)
@@ -286,6 +291,7 @@ class PullWorker(ABC):
         if settlement.outcome is Outcome.APPLIED:
             await msg.ack()
             self.counters.acked += 1
+            wm.events.add(1, {"worker": self._name, "outcome": "acked"})
             return True
         deliveries = msg.metadata.num_delivered
         sequence = msg.metadata.sequence.stream
@@ -300,6 +306,8 @@ class PullWorker(ABC):
             else:
                 await msg.term()
                 self.counters.poisoned += 1
+                wm.events.add(1, {"worker": self._name, "outcome": "dead_lettered"})
+                wm.dead_letters.add(1, {"worker": self._name, "store": settlement.store or "event"})
                 self.log.warning(
                     "dead-lettered %s seq %d: %s", msg.subject, sequence, settlement.reason
                 )
@@ -307,6 +315,7 @@ class PullWorker(ABC):
         delay = backoff_s(deliveries, self._settings.retry_base_s, self._settings.retry_max_s)
         await msg.nak(delay=delay)
         self.counters.retried += 1
+        wm.events.add(1, {"worker": self._name, "outcome": "retried"})
         self.log.warning(
             "retrying %s seq %d in %.1fs (delivery %d): %s",
             msg.subject,
@@ -361,8 +370,17 @@ class PullWorker(ABC):
 
     async def _report_progress(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
+            await self.refresh_lag()
             await asyncio.sleep(self._settings.progress_interval_s)
             await self._log_progress()
+
+    async def refresh_lag(self) -> None:
+        """Read the durable's lag for the gauges (``worker_metrics``); on failure they keep
+        the last value read."""
+        try:
+            wm.observed(self._durable, await wm.read_lag(self._js, self._stream, self._durable))
+        except Exception as exc:  # the gauges must never stop the worker
+            self.log.debug("consumer lag of %s not read: %s", self._durable, exc)
 
     async def _log_progress(self) -> None:
         try:

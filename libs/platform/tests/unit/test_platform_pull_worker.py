@@ -26,7 +26,7 @@ from nats.js.api import StreamConfig
 
 from engram_core.outcomes import Result
 from engram_platform import jetstream as jsm
-from engram_platform import logs
+from engram_platform import logs, worker_metrics
 from engram_platform.nats_server import NatsServer, free_ports, start_nats
 from engram_platform.pull_worker import (
     DELIVERIES_HEADER,
@@ -43,6 +43,7 @@ from engram_platform.pull_worker import (
 )
 from engram_platform.settings import NatsSettings, WorkerSettings
 from engram_testing import waiting
+from engram_testing.metrics import ServiceMetrics
 
 STREAM = "PULLTEST"
 DURABLE = "pulltest-worker"
@@ -516,3 +517,57 @@ async def test_run_worker_logs_ready_serves_health_and_stops_on_sigterm(
     assert f"engram-pulltest ready: consuming {STREAM} as {DURABLE} (batch 8)" in messages
     assert any(m.startswith("engram-pulltest stopping after") for m in messages)
     assert any(m.startswith("acked=1 retried=0 dead-lettered=0 batches=1") for m in messages)
+
+
+async def test_settlements_batches_and_redeliveries_are_counted(
+    log: Log, service_metrics: ServiceMetrics
+) -> None:
+    m, worker_ = service_metrics, {"worker": "pulltest"}
+
+    def decide(msg: Msg) -> Settlement:
+        seq, n = msg.metadata.sequence.stream, msg.metadata.num_delivered
+        if seq == 2:
+            return Settlement(Outcome.POISON, "refused", "t1", "lexical")
+        if seq == 3 and n == 1:
+            return Settlement(Outcome.RETRY, "not yet")
+        return Settlement(Outcome.APPLIED)
+
+    def counts() -> list[float]:
+        return [
+            m.value("engram.worker.events", outcome="acked", **worker_),
+            m.value("engram.worker.events", outcome="retried", **worker_),
+            m.value("engram.worker.events", outcome="dead_lettered", **worker_),
+            m.value("engram.worker.dead_letters", store="lexical", **worker_),
+            m.value("engram.worker.redeliveries", **worker_),
+        ]
+
+    before, batches = counts(), m.value("engram.worker.batch.size", **worker_)
+    for n in range(1, 4):
+        await log.publish(n)
+    worker = await log.start(Recorder(log.nc, log.js, Tuning(), decide))
+    await until(lambda: worker.counters.acked == 2)
+    moved = [after - b for after, b in zip(counts(), before, strict=True)]
+    assert moved == [2, 1, 1, 1, 1]  # acked 1 and 3; 3 retried once; 2 dead-lettered
+    assert m.value("engram.worker.batch.size", **worker_) - batches == len(worker.batches)
+
+
+async def test_consumer_lag_is_read_in_the_background_and_only_observed_by_the_gauges(
+    log: Log, service_metrics: ServiceMetrics
+) -> None:
+    m = service_metrics
+    for n in range(1, 4):
+        await log.publish(n)
+    worker = await log.start(Recorder(log.nc, log.js, Tuning(batch_size=1)), run=False)
+    await worker.refresh_lag()
+    assert m.value("engram.jetstream.consumer.pending", durable=DURABLE) == 3
+    assert m.value("engram.jetstream.consumer.ack_pending", durable=DURABLE) == 0
+    lag = worker_metrics.lag_of(DURABLE)
+    assert lag is not None
+    assert (lag.last_sequence, lag.ack_floor, lag.behind) == (3, 0, 3)
+
+    (msg,) = await worker.fetch()
+    await msg.ack()
+    await until(lambda: _floor_is(log, 1))
+    await worker.refresh_lag()
+    assert m.value("engram.jetstream.consumer.pending", durable=DURABLE) == 2
+    assert worker_metrics.lag_of(DURABLE) == worker_metrics.ConsumerLag(2, 0, 3, 1)

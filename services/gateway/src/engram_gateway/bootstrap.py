@@ -282,7 +282,10 @@ def build_gateway(
         models=models.query,
         admission=Admission(
             AdmissionConfig(
-                settings.recall_concurrency, settings.recall_queue, settings.recall_tenant_queue
+                settings.recall_concurrency,
+                settings.recall_queue,
+                settings.recall_tenant_queue,
+                tenant_label=settings.metrics_tenant_label,
             )
         ),
         decomposer=models.decomposer_over(
@@ -291,7 +294,11 @@ def build_gateway(
     )
     rate_limit = TenantRateLimit(
         limiter or MemoryRateLimiter(),
-        RateLimitConfig(settings.rate_limit_rps, settings.rate_limit_window_s),
+        RateLimitConfig(
+            settings.rate_limit_rps,
+            settings.rate_limit_window_s,
+            tenant_label=settings.metrics_tenant_label,
+        ),
     )
     stats = StatsView(reader, tenant_log, settings.backend_timeout_s)
     return Gateway(writer=writer, reader=reader, access=access, rate_limit=rate_limit, stats=stats)

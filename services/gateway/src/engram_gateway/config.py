@@ -447,6 +447,13 @@ class Settings(ServiceSettings):
         "whole window's share at once).",
     )
 
+    # Metrics
+    metrics_tenant_label: bool = Field(
+        False,
+        description="Label admission refusals (rate limit, full recall queue) with the "
+        "tenant: one series per tenant, so only for a bounded number of tenants.",
+    )
+
     @model_validator(mode="after")
     def _context_thread_by_parses(self) -> Settings:
         try:

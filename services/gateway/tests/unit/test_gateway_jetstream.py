@@ -25,6 +25,7 @@ from engram_platform import jetstream
 from engram_platform.cache import MemoryCache
 from engram_platform.nats_server import NatsServer, start_nats
 from engram_platform.settings import NatsSettings
+from engram_testing.metrics import ServiceMetrics
 
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
 
@@ -150,3 +151,21 @@ async def test_a_publish_waits_for_its_ack_no_longer_than_it_was_given() -> None
     memory = Memory(id="m1", tenant="acme", content="hello", timestamp=NOW, updated_at=NOW)
     with pytest.raises(Unavailable, match=r"not acknowledged within 0\.050s.*same idempotency"):
         await log.stored(Envelope("ev-1", "acme", NOW), memory, timeout=0.05)
+
+
+async def test_published_events_are_counted_by_event_and_outcome(
+    js: Any, service_metrics: ServiceMetrics
+) -> None:
+    _, ctx = js
+    m, name = service_metrics, "engram.events.published"
+    log = JetStreamLog(ctx, timeout_s=5)
+    memory = Memory(id="m1", tenant="acme", content="hello", timestamp=NOW, updated_at=NOW)
+    stored = m.value(name, event=jetstream.MEMORY_STORED, outcome="ok")
+    again = m.value(name, event=jetstream.MEMORY_STORED, outcome="duplicate")
+    accessed = m.value(name, event=jetstream.MEMORY_ACCESSED, outcome="ok")
+    await log.stored(Envelope("ev-m1", "acme", NOW), memory)
+    await log.stored(Envelope("ev-m1", "acme", NOW), memory)
+    await log.accessed(Envelope("ev-a1", "acme", NOW), ["m1"], NOW)
+    assert m.value(name, event=jetstream.MEMORY_STORED, outcome="ok") == stored + 1
+    assert m.value(name, event=jetstream.MEMORY_STORED, outcome="duplicate") == again + 1
+    assert m.value(name, event=jetstream.MEMORY_ACCESSED, outcome="ok") == accessed + 1

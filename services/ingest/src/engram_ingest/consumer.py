@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from opentelemetry import trace
+from opentelemetry import metrics, trace
+from opentelemetry.metrics import CallbackOptions, Observation
 
 from engram_ingest import bootstrap
 from engram_ingest.service import Applier, Event
 from engram_platform import jetstream as jsm
+from engram_platform import worker_metrics
 from engram_platform.log_events import Decoded, decode
 
 # Re-exported for readers of dead-letter copies (the tests among them).
@@ -38,6 +40,21 @@ if TYPE_CHECKING:
 
 NAME = "ingest"
 _tracer = trace.get_tracer(__name__)
+
+
+def _watermark_lag(_: CallbackOptions) -> list[Observation]:
+    # The lag the pull worker last read in the background: a collection never waits on NATS.
+    lag = worker_metrics.lag_of(jsm.DURABLE_INGEST)
+    return [] if lag is None else [Observation(lag.behind)]
+
+
+metrics.get_meter("engram.ingest").create_observable_gauge(
+    "engram.ingest.watermark.lag",
+    callbacks=[_watermark_lag],
+    unit="{event}",
+    description="Events logged but not yet decided: the log's newest sequence minus the "
+    "watermark (the ingest consumer's ack floor).",
+)
 
 
 class IngestConsumer(PullWorker):

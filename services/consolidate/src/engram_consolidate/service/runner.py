@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from engram_consolidate.service import metrics
 from engram_consolidate.service.passes.base import Pass, Run
 from engram_consolidate.service.ports import ChangeMarks, Checkpoints, FenceLost
 from engram_consolidate.service.records import (
@@ -129,7 +130,10 @@ class PassRunner:
         stopped midway)."""
         ttl = self._config.lease_ttl_s
         if not await self._lease.try_acquire(key.lease, self._holder, ttl):
+            metrics.skipped.add(1, {"pass": key.pass_name.value, "reason": "lease_busy"})
             return None
+        held = {"lease": key.pass_name.value}
+        metrics.leases_held.add(1, held)
         lost = asyncio.Event()
         renewer = asyncio.create_task(self._renew(key, lost))
         try:
@@ -141,6 +145,7 @@ class PassRunner:
             log.info("%s: stopped (%s); the run resumes from its checkpoint", key, why)
             return None
         finally:
+            metrics.leases_held.add(-1, held)
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
@@ -183,6 +188,7 @@ class PassRunner:
         else:
             start = decide(record)
             if start is None:
+                metrics.skipped.add(1, {"pass": key.pass_name.value, "reason": "not_due"})
                 return None
             mark = await self._mark(key)
             carried = (
@@ -193,6 +199,7 @@ class PassRunner:
             )
             if carried and record is not None and record.input_mark == mark:
                 await self._checkpoints.put(replace(record, checked_at=now), revision)
+                metrics.skipped.add(1, {"pass": key.pass_name.value, "reason": "unchanged"})
                 log.info(
                     "%s: tenant unchanged since run %s (log position %d); skipped",
                     key,
@@ -435,6 +442,8 @@ class _Job:
             error=error,
             changes=self.run_state.tally.snapshot(),
         )
+        made = () if self.key.dry_run else self.record.changes
+        metrics.finished(self.key.pass_name.value, state.value.lower(), took, made)
         counts = ", ".join(f"{c.kind}={c.count}" for c in self.record.changes) or "no changes"
         log.info(
             "%s: run %s %s in %.1fs: %s",

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol
 
+from engram_consolidate.service import metrics
 from engram_consolidate.service.ports import FenceLost
 from engram_core.log_events import (
     Event,
@@ -282,6 +283,7 @@ class StateKeeper:
                 held = await self._lease.try_acquire(KEEPER_LEASE, self._holder, ttl)
                 if held:
                     self.stats.holding = True
+                    metrics.leases_held.add(1, {"lease": metrics.STATE_KEEPER})
                     await self._keep(stop)
             except Exception as exc:
                 self.stats.restarts += 1
@@ -290,6 +292,7 @@ class StateKeeper:
             finally:
                 self.stats.holding = False
                 if held:
+                    metrics.leases_held.add(-1, {"lease": metrics.STATE_KEEPER})
                     try:
                         await self._lease.release(KEEPER_LEASE, self._holder)
                     except Exception as exc:  # it expires by itself

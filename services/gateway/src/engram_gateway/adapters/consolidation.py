@@ -17,7 +17,9 @@ from nats.js.kv import KeyValue
 
 from engram.events.v1 import events_pb2
 from engram_core.errors import Unavailable
+from engram_gateway.service import metrics
 from engram_gateway.service.admin import PASSES, Change, PassRun, PassStatus, RunState
+from engram_gateway.service.metrics import published
 from engram_platform import jetstream
 from engram_platform.convert import ts_from_proto, ts_to_proto
 from engram_platform.telemetry import inject_context
@@ -84,15 +86,18 @@ class NatsConsolidation:
         subject = jetstream.subject(tenant, event)
         headers = {"Nats-Msg-Id": run_id, jetstream.EVENT_HEADER: event, **trace}
         try:
-            await self._js.publish(
+            ack = await self._js.publish(
                 subject, msg.SerializeToString(), timeout=self._timeout, headers=headers
             )
         except (NoRespondersError, NoStreamResponseError) as exc:
+            published(event, metrics.UNAVAILABLE)
             raise Unavailable(
                 "no consolidate worker has started yet (no stream takes consolidation requests)"
             ) from exc
         except Exception as exc:
+            published(event, metrics.failure_reason(exc))
             raise Unavailable(f"log publish to {subject} failed: {exc!r}") from exc
+        published(event, "duplicate" if ack.duplicate else "ok")
 
     async def _bucket(self) -> KeyValue | None:
         if self._kv is None:

@@ -14,6 +14,8 @@ from nats.js import JetStreamContext
 from engram.events.v1 import events_pb2
 from engram_core.errors import Unavailable
 from engram_core.model import Memory, Relation
+from engram_gateway.service import metrics
+from engram_gateway.service.metrics import published
 from engram_gateway.service.ports import Ack, Envelope
 from engram_platform import jetstream
 from engram_platform.convert import memory_to_proto, relation_to_proto, ts_to_proto
@@ -54,12 +56,15 @@ class JetStreamLog:
                 )
                 ack = await future
         except TimeoutError as exc:
+            published(event, metrics.TIMEOUT)
             raise Unavailable(
                 f"log publish to {subject} not acknowledged within {wait:.3f}s; the log may "
                 "hold it all the same: retry with the same idempotency key"
             ) from exc
         except Exception as exc:
+            published(event, metrics.failure_reason(exc))
             raise Unavailable(f"log publish to {subject} failed: {exc!r}") from exc
+        published(event, "duplicate" if ack.duplicate else "ok")
         return Ack(int(ack.seq), bool(ack.duplicate))
 
     async def stored(self, env: Envelope, memory: Memory, timeout: float | None = None) -> Ack:

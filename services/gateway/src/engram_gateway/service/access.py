@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
+from engram_gateway.service import metrics
 from engram_gateway.service.ports import Envelope, EventLog
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ class AccessRecorder:
             return
         if len(self._tasks) >= self._max_pending:
             self.dropped += 1
+            metrics.access_dropped.add(1, {"reason": "backlog"})
             if self.dropped == 1 or self.dropped % 1000 == 0:
                 log.warning("MemoryAccessed dropped (%d so far): the log is behind", self.dropped)
             return
@@ -53,6 +55,7 @@ class AccessRecorder:
             await self._log.accessed(env, ids, now)
         except Exception as exc:
             self.failed += 1
+            metrics.access_dropped.add(1, {"reason": "error"})
             log.warning("MemoryAccessed for %d ids not published: %s", len(ids), exc)
 
     async def drain(self, timeout: float = 5.0) -> None:

@@ -25,6 +25,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from engram_core.errors import DeadlineExceeded, ResourceExhausted
+from engram_gateway.service import metrics
 from engram_gateway.service.deadline import Deadline
 
 # The retry hint before any turn has been timed, and how fast the timing follows changes.
@@ -37,6 +38,7 @@ class AdmissionConfig:
     limit: int = 8  # recalls worked on at once; 0 = no limit
     queue: int = 256  # recalls that may wait for a turn, over all tenants
     tenant_queue: int = 32  # recalls one tenant may have waiting
+    tenant_label: bool = False  # refusals counted per tenant (a label per tenant: opt in)
 
     def __post_init__(self) -> None:
         if self.limit < 0 or self.queue < 0 or self.tenant_queue < 0:
@@ -85,13 +87,16 @@ class Admission:
         mine = len(self._queues.get(tenant, ()))
         if mine >= cfg.tenant_queue:
             why = f"tenant {tenant!r} already has {mine} recalls waiting for a turn"
+            reason = "tenant_queue"
         elif self._waiting >= cfg.queue:
             why = (
                 f"this gateway already has {self._waiting} recalls waiting behind the "
                 f"{cfg.limit} it is working on"
             )
+            reason = "queue"
         else:
             return
+        metrics.rejected(reason, tenant, cfg.tenant_label)
         retry = self.retry_after_s()
         raise ResourceExhausted(f"{why}; retry after {retry:.3f}s", retry_after_s=retry)
 
@@ -107,6 +112,7 @@ class Admission:
         except BaseException as exc:  # the deadline, or the caller went away
             self._leave(tenant, handed)
             if isinstance(exc, TimeoutError):
+                metrics.rejected("deadline", tenant, self._config.tenant_label)
                 raise DeadlineExceeded(
                     f"the deadline passed after {time.monotonic() - started:.3f}s waiting for "
                     f"a turn ({self._config.limit} recalls in progress)"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -20,6 +21,7 @@ from typing import Protocol, TypeVar
 
 from engram_core.errors import DeadlineExceeded
 from engram_core.scoring import ScoredCandidate
+from engram_gateway.service import metrics
 from engram_gateway.service.deadline import Budget, Deadline
 from engram_gateway.service.ports import QueryDecomposer, RecallResult
 from engram_platform.telemetry import tracer
@@ -90,11 +92,13 @@ class ModelTrace:
 
     def missing(self, name: str) -> None:
         """Asked for, but this gateway has no such model: skipped, nothing degraded."""
+        metrics.model_runs.add(1, {"model": name, "outcome": "unconfigured"})
         if name not in self.failed:
             self.failed.append(name)
 
     def errored(self, name: str) -> None:
-        self.missing(name)
+        if name not in self.failed:
+            self.failed.append(name)
         if name not in self.degraded:
             self.degraded.append(name)
 
@@ -124,6 +128,7 @@ async def _guarded(name: str, timeout: float, call: Callable[[float], Awaitable[
     trace = _trace()
     with _tracer.start_as_current_span(f"engram.gateway/model/{name}") as span:
         span.set_attribute("engram.budget_s", timeout)
+        started = time.perf_counter()
         try:
             if timeout <= 0:
                 raise TimeoutError
@@ -131,14 +136,24 @@ async def _guarded(name: str, timeout: float, call: Callable[[float], Awaitable[
                 answer = await call(timeout)
         except TimeoutError:
             log.warning("%s model: no answer within %.3fs", name, timeout)
+            reason = metrics.TIMEOUT
         except Exception as exc:  # a model's failure never fails the recall
             log.warning("%s model failed: %s", name, exc)
+            reason = metrics.failure_reason(exc)
         else:
             trace.succeeded(name)
+            _count(name, "ok", started)
             return answer
         span.set_attribute("engram.degraded", True)
         trace.errored(name)
+        _count(name, reason, started)
+        metrics.degraded.add(1, {"stream": name, "reason": reason})
         return None
+
+
+def _count(model: str, outcome: str, started: float) -> None:
+    metrics.stage_took(model, time.perf_counter() - started)
+    metrics.model_runs.add(1, {"model": model, "outcome": outcome})
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from engram_core.errors import ResourceExhausted
 from engram_core.ports import RateLimiter
+from engram_gateway.service import metrics
 
 KEY_PREFIX = "gateway:rps:"
 
@@ -19,6 +20,7 @@ KEY_PREFIX = "gateway:rps:"
 class RateLimitConfig:
     requests_per_s: float = 0.0  # 0 = no limit
     window_s: float = 1.0  # counted in fixed windows this long: a burst may use one whole
+    tenant_label: bool = False  # refusals counted per tenant (a label per tenant: opt in)
 
     @property
     def per_window(self) -> int:
@@ -45,6 +47,7 @@ class TenantRateLimit:
         cfg = self._config
         decision = await self._limiter.hit(KEY_PREFIX + tenant, cfg.per_window, cfg.window_s)
         if not decision.allowed:
+            metrics.rejected("rate_limit", tenant, cfg.tenant_label)
             raise ResourceExhausted(
                 f"tenant {tenant!r} is over its rate limit of {cfg.per_window} requests per "
                 f"{cfg.window_s:g}s; retry after {decision.retry_after_s:.3f}s",

@@ -22,6 +22,7 @@ from engram_core.relations import ORIGIN_USER
 from engram_core.scoring import Candidate, ScoredCandidate
 from engram_core.state import StateMode, apply_state, chain_frontier, heads_to_fetch, validity
 from engram_core.timequery import resolve_window
+from engram_gateway.service import metrics
 from engram_gateway.service.access import AccessRecorder
 from engram_gateway.service.admission import Admission, AdmissionConfig
 from engram_gateway.service.context import (
@@ -469,6 +470,7 @@ class Reader:
                 watermark = self._watermark.known() if written else 0
             async with self._admission.turn(tenant, deadline) as waited:
                 annotate("engram.recall.queue_wait_s", waited)
+                metrics.stage_took("queue", waited)
                 if plan.sort is not None:
                     result = await self._trending(tenant, plan, deadline)
                 else:
@@ -476,6 +478,7 @@ class Reader:
             if not result.degraded:
                 await self._recall_cache.put(tenant, key, epoch, watermark, result, written)
         result = replace(result, query_ms=(time.perf_counter() - started) * 1000.0)
+        metrics.answers.add(1, {"outcome": "degraded" if result.degraded else "complete"})
         self._access.record(tenant, [s.memory.id for s in result.results])
         return result
 
@@ -519,7 +522,9 @@ class Reader:
             second, _ = await self._search(tenant, plan, deadline, wider)
         except (Unavailable, DeadlineExceeded) as exc:
             log.warning("escalated recall failed, keeping the first answer: %s", exc)
+            metrics.escalations.add(1, {"outcome": "failed"})
             return result
+        metrics.escalations.add(1, {"outcome": "ok"})
         return replace(second, escalated=True)
 
     def _stream_calls(
@@ -654,6 +659,7 @@ class Reader:
             except (Unavailable, DeadlineExceeded) as exc:
                 log.warning("%d hits without a memory dropped: %s", len(missing), exc)
         candidates = merge(answers, fetched)
+        metrics.candidates.record(len(candidates))
         if plan.focus.pinned and plan.focus.ids:
             candidates = await self._with_pinned(tenant, plan, candidates, deadline)
         # Each memory's edges asked once; only agents' edges unless a step reads the others.
@@ -1003,22 +1009,30 @@ class Reader:
 
     @staticmethod
     async def _try(name: str, budget: float, call: Callable[[float], Awaitable[T]]) -> T | None:
-        """A degradable step: its answer, or None (logged) when it failed or ran out of time."""
+        """A degradable step: its answer, or None (logged, counted) when it failed or ran
+        out of time."""
         with _tracer.start_as_current_span(f"engram.gateway/{name}") as span:
             span.set_attribute("engram.budget_s", budget)
+            failure: BaseException | None = None  # None when the step never started
             if budget <= 0:
                 log.warning("%s skipped: no time left", name)
             else:
+                started = time.perf_counter()
                 try:
                     async with asyncio.timeout(budget):
                         return await call(budget)
-                except TimeoutError:
+                except TimeoutError as exc:
+                    failure = exc
                     log.warning("%s timed out after %.3fs", name, budget)
                 except Exception as exc:  # one backend's failure degrades, never fails, recall
                     if isinstance(exc, InvalidArgument) and exc.field == "embedding":
                         raise  # except the client's own vector, found wrong by the vector service
+                    failure = exc
                     log.warning("%s failed: %s", name, exc)
+                finally:
+                    metrics.stage_took(name, time.perf_counter() - started)
             span.set_attribute("engram.degraded", True)
+            metrics.degraded.add(1, {"stream": name, "reason": metrics.failure_reason(failure)})
             return None
 
     # --- Get, Related, Stats ------------------------------------------------------------

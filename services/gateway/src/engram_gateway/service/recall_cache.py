@@ -23,6 +23,7 @@ import struct
 from collections import defaultdict
 
 from engram_core.ports import Cache
+from engram_gateway.service import metrics
 from engram_gateway.service.ports import RecallCodec, RecallResult
 from engram_platform.cache import decode_int
 
@@ -74,6 +75,11 @@ class RecallCache:
     async def get(self, key: str, min_sequence: int) -> RecallResult | None:
         if not self.enabled:
             return None
+        found = await self._lookup(key, min_sequence)
+        metrics.cache_requests.add(1, {"result": "miss" if found is None else "hit"})
+        return found
+
+    async def _lookup(self, key: str, min_sequence: int) -> RecallResult | None:
         try:
             data = await self._cache.get(key)
         except Exception as exc:  # a cache that is down is a miss

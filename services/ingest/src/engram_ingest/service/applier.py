@@ -76,6 +76,7 @@ from engram_core.ports import Embedder
 from engram_core.relations import parse_relation_type
 from engram_core.relevance import DecaySettings, relevance_score
 from engram_ingest.service.chunks import Ready, chunks
+from engram_ingest.service.metrics import timed
 from engram_ingest.service.ports import GraphWriter, TextWriter, VectorWriter
 
 log = logging.getLogger(__name__)
@@ -192,7 +193,9 @@ class Applier:
         if not written:
             return {}
         texts = [e.memory.content for e in written.values()]
-        vectors = await bounded(embedder.embed(texts), self._timeouts.embed_s, "embedding")
+        vectors = await bounded(
+            timed("embedding", "embed", embedder.embed(texts)), self._timeouts.embed_s, "embedding"
+        )
         if len(vectors) != len(texts):
             raise Internal(f"embedder returned {len(vectors)} vectors for {len(texts)} texts")
         return dict(zip(written, vectors, strict=True))
@@ -376,7 +379,7 @@ class Applier:
         return held, (f"cannot tell if deleted: {failed[0]}" if failed else "")
 
     async def _graph_call(self, what: str, call: Awaitable[int]) -> int:
-        return await bounded(call, self._timeouts.write_s, f"graph {what}")
+        return await bounded(timed("graph", what, call), self._timeouts.write_s, f"graph {what}")
 
     async def _all(self, what: str, *writes: Awaitable[Any]) -> None:
         """Run the stores' writes at once; raise the first failure, as a ``StoreFailed``
@@ -384,7 +387,7 @@ class Applier:
         names = ("vector", "lexical", "graph")
         outcomes = await asyncio.gather(
             *(
-                bounded(w, self._timeouts.write_s, f"{name} {what}")
+                bounded(timed(name, what, w), self._timeouts.write_s, f"{name} {what}")
                 for name, w in zip(names, writes, strict=True)
             ),
             return_exceptions=True,
