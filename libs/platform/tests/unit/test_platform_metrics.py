@@ -4,15 +4,23 @@ their Prometheus names as /metrics serves them."""
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import subprocess
+import sys
 import urllib.request
 from collections import Counter
 from collections.abc import AsyncIterator
+from concurrent import futures
 from typing import Any
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from opentelemetry.proto.collector.metrics.v1 import (
+    metrics_service_pb2,
+    metrics_service_pb2_grpc,
+)
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
@@ -183,3 +191,47 @@ def test_a_taken_metrics_port_stops_the_start_naming_the_setting() -> None:
         settings = ServiceSettings(metrics=MetricsSettings(port=taken.getsockname()[1]))
         with pytest.raises(OSError, match="ENGRAM_SCORING_METRICS__PORT"):
             serve_prometheus("scoring", settings)
+
+
+class _Collector(metrics_service_pb2_grpc.MetricsServiceServicer):
+    def __init__(self) -> None:
+        self.requests: list[metrics_service_pb2.ExportMetricsServiceRequest] = []
+
+    def Export(  # noqa: N802 (the generated servicer's name)
+        self, request: metrics_service_pb2.ExportMetricsServiceRequest, context: Any
+    ) -> metrics_service_pb2.ExportMetricsServiceResponse:
+        self.requests.append(request)
+        return metrics_service_pb2.ExportMetricsServiceResponse()
+
+
+def test_otlp_pushes_them_to_the_collector_at_the_latest_at_exit() -> None:
+    collector = _Collector()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(collector, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    code = (
+        "from engram_platform.metrics import configure_metrics\n"
+        "from engram_platform.settings import MetricsSettings, ServiceSettings\n"
+        "configure_metrics('ingest', ServiceSettings(metrics=MetricsSettings(exporter='otlp')))\n"
+    )
+    env = {
+        **os.environ,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+        "OTEL_EXPORTER_OTLP_INSECURE": "true",
+    }
+    try:
+        subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
+    finally:
+        server.stop(None)
+
+    resources = [r for request in collector.requests for r in request.resource_metrics]
+    names = {m.name for r in resources for s in r.scope_metrics for m in s.metrics}
+    assert {"process.cpu.time", "process.memory.usage", "engram.grpc.channels.open"} <= names
+    service = {
+        a.value.string_value
+        for r in resources
+        for a in r.resource.attributes
+        if a.key == "service.name"
+    }
+    assert service == {"engram-ingest"}
