@@ -43,12 +43,17 @@ async def _observed(
     call goes back to the caller, whose await gives the reply or raises as without us."""
     started = time.perf_counter()
     code = grpc.StatusCode.UNKNOWN
+    call = None
     try:
         call = await start(_with_trace(details))
         code = await call.code()  # waits for the end of the call; never raises its error
         return call
     except asyncio.CancelledError:
+        # The caller gave up while we waited: the call must end too, as it would have
+        # had the caller awaited it directly.
         code = grpc.StatusCode.CANCELLED
+        if call is not None:
+            call.cancel()
         raise
     finally:
         _DURATION.record(elapsed_ms(started), rpc_attributes(details.method, code))

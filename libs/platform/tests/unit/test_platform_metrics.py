@@ -3,6 +3,7 @@ their Prometheus names as /metrics serves them."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
@@ -37,9 +38,20 @@ RANK = "/engram.scoring.v1.ScoringService/Rank"
 
 
 class _Servicer(scoring_pb2_grpc.ScoringServiceServicer):
+    def __init__(self) -> None:
+        self.slow_started = asyncio.Event()
+        self.slow_cancelled = asyncio.Event()
+
     async def Rank(  # noqa: N802 - generated name
         self, request: scoring_pb2.RankRequest, context: object
     ) -> scoring_pb2.RankResponse:
+        if request.query == "slow":
+            self.slow_started.set()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                self.slow_cancelled.set()
+                raise
         if request.query == "bad":
             raise InvalidArgument("limit", "must be in 1..1000")
         if request.query == "boom":
@@ -48,11 +60,16 @@ class _Servicer(scoring_pb2_grpc.ScoringServiceServicer):
 
 
 @pytest.fixture
-async def server() -> AsyncIterator[RunningServer]:
+def servicer() -> _Servicer:
+    return _Servicer()
+
+
+@pytest.fixture
+async def server(servicer: _Servicer) -> AsyncIterator[RunningServer]:
     running = await start_server(
         "scoring",
         ServiceSettings(port=0),
-        lambda s: scoring_pb2_grpc.add_ScoringServiceServicer_to_server(_Servicer(), s),
+        lambda s: scoring_pb2_grpc.add_ScoringServiceServicer_to_server(servicer, s),
         [scoring_pb2.DESCRIPTOR.services_by_name["ScoringService"].full_name],
     )
     yield running
@@ -113,6 +130,22 @@ async def test_the_client_records_every_call_with_the_status_it_ended_with(
         _rank(grpc.StatusCode.INVALID_ARGUMENT): 1,
         _rank(grpc.StatusCode.UNAVAILABLE): 1,
     }
+
+
+async def test_a_call_its_caller_gives_up_on_is_cancelled_and_recorded_so(
+    server: RunningServer, servicer: _Servicer, metric_reader: InMemoryMetricReader
+) -> None:
+    # Waiting for the end of the call must not keep it running once nobody waits for it.
+    async with open_channel(f"127.0.0.1:{server.port}") as channel:
+        stub = scoring_pb2_grpc.ScoringServiceStub(channel)
+        call = asyncio.ensure_future(stub.Rank(scoring_pb2.RankRequest(query="slow")))
+        await asyncio.wait_for(servicer.slow_started.wait(), 15)
+        call.cancel()
+        await asyncio.wait_for(servicer.slow_cancelled.wait(), 15)
+
+    points = collected(metric_reader)
+    assert _counts(points["rpc.client.duration"]) == {_rank(grpc.StatusCode.CANCELLED): 1}
+    assert _counts(points["rpc.server.duration"]) == {_rank(grpc.StatusCode.CANCELLED): 1}
 
 
 async def test_a_client_stream_is_recorded_once_it_ends(
