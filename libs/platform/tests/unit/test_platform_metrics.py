@@ -268,3 +268,20 @@ def test_otlp_pushes_them_to_the_collector_at_the_latest_at_exit() -> None:
         if a.key == "service.name"
     }
     assert service == {"engram-ingest"}
+
+
+@pytest.mark.parametrize(("allowed", "attributes"), [(False, "{}"), (True, "{'tenant': 'acme'}")])
+def test_a_tenant_is_a_label_only_where_the_settings_allow_it(
+    allowed: bool, attributes: str
+) -> None:
+    code = (
+        "from engram_platform.metrics import configure_metrics, tenant_attributes\n"
+        "from engram_platform.settings import MetricsSettings, ServiceSettings\n"
+        f"metrics = MetricsSettings(exporter='none', tenant_label={allowed})\n"
+        "configure_metrics('gateway', ServiceSettings(metrics=metrics))\n"
+        "print(tenant_attributes('acme'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == attributes
