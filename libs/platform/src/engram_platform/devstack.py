@@ -61,10 +61,14 @@ class DevStack:
     env: dict[str, str]
     processes: dict[str, Process] = field(default_factory=dict)
     python: str = sys.executable  # the interpreter the services run on
+    metrics_ports: dict[str, int] = field(default_factory=dict)  # each one's /metrics
 
     @property
     def gateway_address(self) -> str:
         return f"127.0.0.1:{self.ports['gateway']}"
+
+    def metrics_url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.metrics_ports[name]}/metrics"
 
     def start_service(self, name: str, timeout_s: float = 60.0) -> None:
         log_dir = self.home / "logs"
@@ -118,7 +122,12 @@ def _wait_serving(proc: Process, timeout_s: float) -> None:
 
 
 def stack_env(
-    home: Path, nats_url: str, ports: Mapping[str, int], token: str, extra: Mapping[str, str]
+    home: Path,
+    nats_url: str,
+    ports: Mapping[str, int],
+    token: str,
+    extra: Mapping[str, str],
+    metrics_ports: Mapping[str, int] | None = None,  # else each service's default port
 ) -> dict[str, str]:
     addr = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
     env = dict(os.environ)
@@ -126,6 +135,8 @@ def stack_env(
     env["PYTHONUNBUFFERED"] = "1"
     for name in (*GRPC_SERVICES, *WORKERS):
         env[f"ENGRAM_{name.upper()}_PORT"] = str(ports[name])
+        if metrics_ports:
+            env[f"ENGRAM_{name.upper()}_METRICS__PORT"] = str(metrics_ports[name])
     for consumer in ("GATEWAY", "INGEST", "CONSOLIDATE"):
         env[f"ENGRAM_{consumer}_NATS__URL"] = nats_url
         for store in ("vector", "lexical", "graph"):
@@ -158,10 +169,14 @@ def start_stack(
     nats = None if nats_url else start_nats(home / "data" / "nats", port=nats_port)
     url = nats.url if nats else str(nats_url)
     names = (*GRPC_SERVICES, *WORKERS)
-    ports = dict(zip(names, free_ports(len(names)), strict=True))
+    free = free_ports(2 * len(names))
+    ports = dict(zip(names, free[: len(names)], strict=True))
     ports["gateway"] = gateway_port or ports["gateway"]
-    env = stack_env(home, url, ports, DEV_TOKEN, extra_env or {})
-    stack = DevStack(home=home, nats_url=url, nats=nats, ports=ports, env=env)
+    metrics_ports = dict(zip(names, free[len(names) :], strict=True))
+    env = stack_env(home, url, ports, DEV_TOKEN, extra_env or {}, metrics_ports)
+    stack = DevStack(
+        home=home, nats_url=url, nats=nats, ports=ports, env=env, metrics_ports=metrics_ports
+    )
     try:
         for name in START_ORDER:
             stack.start_service(name)
@@ -199,6 +214,9 @@ def main() -> None:
         stack = start_stack(home, gateway_port=args.port, extra_env=text_log_env(os.environ))
     took = time.monotonic() - started
     addr = stack.gateway_address
+    metrics = "\n            ".join(
+        f"{name:<12}{stack.metrics_url(name)}" for name in stack.metrics_ports
+    )
     servers_note = " (the servers keep running: make down-servers)" if args.servers else ""
     print(
         f"""
@@ -208,6 +226,7 @@ engram is up in {took:.1f}s.
             {DEV_ADMIN_TOKEN}   (cluster admin, tenant "*": Rebuild, RebuildStatus)
   logs      {home / "logs"}
   nats      {stack.nats_url}
+  metrics   {metrics}
 
 Try it:
   grpcurl -plaintext -H 'authorization: Bearer {DEV_TOKEN}' \\

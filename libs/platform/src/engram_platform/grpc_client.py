@@ -1,7 +1,10 @@
-"""Channels to internal services, with trace propagation and error translation."""
+"""Channels to internal services, with trace propagation, RPC metrics and error translation."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -11,6 +14,7 @@ import grpc
 from engram_platform.errors import from_rpc_error
 from engram_platform.reloading import Reloading
 from engram_platform.rotating_channel import RotatingChannel
+from engram_platform.rpc_metrics import duration_histogram, elapsed_ms, rpc_attributes
 from engram_platform.settings import ClientTlsSettings
 from engram_platform.telemetry import inject_context
 from engram_platform.tls import reloading_channel_credentials
@@ -28,18 +32,45 @@ def _with_trace(details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetai
     )
 
 
-class _TraceUnary(grpc.aio.UnaryUnaryClientInterceptor):
+_DURATION = duration_histogram("client")
+
+
+async def _observed(
+    start: Callable[[grpc.aio.ClientCallDetails], Awaitable[Any]],
+    details: grpc.aio.ClientCallDetails,
+) -> Any:
+    """Start the call with the trace context and record its duration once it ends; the
+    call goes back to the caller, whose await gives the reply or raises as without us."""
+    started = time.perf_counter()
+    code = grpc.StatusCode.UNKNOWN
+    call = None
+    try:
+        call = await start(_with_trace(details))
+        code = await call.code()  # waits for the end of the call; never raises its error
+        return call
+    except asyncio.CancelledError:
+        # The caller gave up while we waited: the call must end too, as it would have
+        # had the caller awaited it directly.
+        code = grpc.StatusCode.CANCELLED
+        if call is not None:
+            call.cancel()
+        raise
+    finally:
+        _DURATION.record(elapsed_ms(started), rpc_attributes(details.method, code))
+
+
+class _Unary(grpc.aio.UnaryUnaryClientInterceptor):
     async def intercept_unary_unary(
         self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: Any
     ) -> Any:
-        return await continuation(_with_trace(details), request)
+        return await _observed(lambda d: continuation(d, request), details)
 
 
-class _TraceStreamUnary(grpc.aio.StreamUnaryClientInterceptor):
+class _StreamUnary(grpc.aio.StreamUnaryClientInterceptor):
     async def intercept_stream_unary(
         self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, requests: Any
     ) -> Any:
-        return await continuation(_with_trace(details), requests)
+        return await _observed(lambda d: continuation(d, requests), details)
 
 
 # Targets that name a resolver: balanced over every address the name resolves to.
@@ -52,8 +83,9 @@ def open_channel(
     credentials: grpc.ChannelCredentials | None = None,
     server_name: str = "",
 ) -> grpc.aio.Channel:
-    """A channel with trace propagation and the message limit; TLS with ``credentials``,
-    the server's certificate checked against ``server_name`` when given, else the host.
+    """A channel with trace propagation, ``rpc.client.duration`` and the message limit;
+    TLS with ``credentials``, the server's certificate checked against ``server_name`` when
+    given, else the host.
 
     A target naming a resolver (``dns:///vector.engram.svc:50051``, a headless Kubernetes
     Service; ``ipv4:10.0.0.1:50051,10.0.0.2:50051``) spreads its calls round robin over
@@ -72,7 +104,7 @@ def open_channel(
             ("grpc.max_reconnect_backoff_ms", 1_000),
             ("grpc.dns_min_time_between_resolutions_ms", 1_000),
         ]
-    interceptors = [_TraceUnary(), _TraceStreamUnary()]
+    interceptors = [_Unary(), _StreamUnary()]
     if credentials is None:
         return grpc.aio.insecure_channel(target, options=options, interceptors=interceptors)
     if server_name:
@@ -103,6 +135,7 @@ class Channels:
     """
 
     def __init__(self, max_message_bytes: int, tls: ClientTlsSettings | None = None) -> None:
+        _LIVE.add(self)
         self._limit = max_message_bytes
         self._open: list[grpc.aio.Channel] = []
         self._server_name = tls.server_name if tls is not None else ""
@@ -122,7 +155,18 @@ class Channels:
         self._open.append(channel)
         return channel
 
+    def __len__(self) -> int:
+        return len(self._open)
+
     async def close(self) -> None:
         open_, self._open = self._open, []
         for channel in open_:
             await channel.close()
+
+
+_LIVE: weakref.WeakSet[Channels] = weakref.WeakSet()
+
+
+def open_channels() -> int:
+    """Channels every `Channels` of this process holds open (``engram.grpc.channels.open``)."""
+    return sum(len(channels) for channels in list(_LIVE))

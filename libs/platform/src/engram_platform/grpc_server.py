@@ -1,10 +1,12 @@
-"""One way to run a gRPC server: health, reflection, error mapping, tracing, size limits."""
+"""One way to run a gRPC server: health, reflection, error mapping, tracing, RPC metrics,
+size limits."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import signal
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from opentelemetry.trace import StatusCode as SpanStatus
 from engram_core.errors import EngramError, InvalidArgument
 from engram_platform.decode import Malformed, tolerant
 from engram_platform.errors import status_code, trailing_metadata
+from engram_platform.rpc_metrics import duration_histogram, elapsed_ms, rpc_attributes
 from engram_platform.settings import ServiceSettings
 from engram_platform.telemetry import extract_context
 from engram_platform.tls import server_credentials
@@ -47,7 +50,8 @@ async def _decoded_stream(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
 
 
 class _Interceptor(grpc.aio.ServerInterceptor):
-    """Maps catalog errors to status codes and opens the server span of every RPC.
+    """Maps catalog errors to status codes, opens the server span of every RPC and records
+    its duration (`engram_platform.rpc_metrics`).
 
     Requests that do not decode are INVALID_ARGUMENT naming the field (`engram_platform.decode`)
     rather than the UNKNOWN grpcio answers when a deserializer raises.
@@ -56,6 +60,7 @@ class _Interceptor(grpc.aio.ServerInterceptor):
     def __init__(self, service: str) -> None:
         self._service = service
         self._tracer = trace.get_tracer("engram_platform.grpc_server")
+        self._duration = duration_histogram("server")
 
     async def intercept_service(
         self,
@@ -69,7 +74,21 @@ class _Interceptor(grpc.aio.ServerInterceptor):
         span_name = f"engram.{self._service}/{rpc}"
         carrier = {str(k): str(v) for k, v in (details.invocation_metadata or ())}
         tracer = self._tracer
+        duration = self._duration
         deserializer = tolerant(handler.request_deserializer)
+
+        async def timed(call: Callable[[], Awaitable[Any]], context: Context) -> Any:
+            started = time.perf_counter()
+            code = grpc.StatusCode.OK
+            try:
+                return await guard(call, context)
+            except asyncio.CancelledError:  # the caller went away or its deadline passed
+                code = grpc.StatusCode.CANCELLED
+                raise
+            finally:
+                # An abort, ours or the handler's, or a set_code left the status here.
+                code = context.code() or code
+                duration.record(elapsed_ms(started), rpc_attributes(details.method, code))
 
         async def guard(call: Callable[[], Awaitable[Any]], context: Context) -> Any:
             with tracer.start_as_current_span(
@@ -96,7 +115,7 @@ class _Interceptor(grpc.aio.ServerInterceptor):
             inner_uu = handler.unary_unary
 
             async def unary_unary(request: Any, context: Context) -> Any:
-                return await guard(lambda: inner_uu(_decoded(request), context), context)  # type: ignore[arg-type]
+                return await timed(lambda: inner_uu(_decoded(request), context), context)  # type: ignore[arg-type]
 
             return grpc.unary_unary_rpc_method_handler(
                 unary_unary, deserializer, handler.response_serializer
@@ -105,7 +124,7 @@ class _Interceptor(grpc.aio.ServerInterceptor):
             inner_su = handler.stream_unary
 
             async def stream_unary(requests: Any, context: Context) -> Any:
-                return await guard(lambda: inner_su(_decoded_stream(requests), context), context)  # type: ignore[arg-type]
+                return await timed(lambda: inner_su(_decoded_stream(requests), context), context)  # type: ignore[arg-type]
 
             return grpc.stream_unary_rpc_method_handler(
                 stream_unary, deserializer, handler.response_serializer

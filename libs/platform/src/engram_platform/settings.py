@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -104,6 +104,37 @@ class ClientTlsSettings(BaseModel):
         return self.enabled or self.ca_file is not None or self.cert_file is not None
 
 
+class MetricsSettings(BaseModel):
+    """Where a service's metrics go (``ENGRAM_<SERVICE>_METRICS__PORT`` …); each service has
+    its own default port, so the seven can run on one host."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    exporter: Literal["prometheus", "otlp", "none"] = Field(
+        "prometheus",
+        description="prometheus: served at http://host:port/metrics; otlp: pushed to an "
+        "OTLP/gRPC collector (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_METRIC_EXPORT_INTERVAL); "
+        "none: not recorded.",
+    )
+    host: str = Field(
+        "", description="Interface /metrics binds to; empty: the gRPC server's (host)."
+    )
+    port: int = Field(9464, ge=0, le=65535, description="Port of /metrics; 0 picks a free one.")
+    tenant_label: bool = Field(
+        False,
+        description="Label per-tenant metrics with the tenant; off, they are summed over "
+        "tenants (one series each however many tenants there are).",
+    )
+
+
+def metrics_on(port: int) -> Any:
+    """The ``metrics`` field of a service whose /metrics defaults to ``port``."""
+    return Field(
+        default_factory=lambda: MetricsSettings(port=port),
+        description=f"Metrics export; Prometheus on port {port} by default.",
+    )
+
+
 class ServiceSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore")
 
@@ -135,6 +166,9 @@ class ServiceSettings(BaseSettings):
     )
     tls: ServerTlsSettings = Field(
         default_factory=ServerTlsSettings, description="TLS and mTLS of the gRPC server; off."
+    )
+    metrics: MetricsSettings = Field(
+        default_factory=MetricsSettings, description="Metrics export; Prometheus by default."
     )
 
 

@@ -26,7 +26,7 @@ from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram_embed.paths import RERANKER, default_model_dir
 from engram_platform.devstack import DevStack
-from engram_platform.nats_server import free_port
+from engram_platform.nats_server import free_ports
 from engram_testing.e2e import AUTH, Stub, recall
 
 # The fake cross-encoder's favourite word, and the fake chat model's answers.
@@ -84,10 +84,22 @@ def _serve(models: FakeModels) -> ThreadingHTTPServer:
 @contextmanager
 def second_gateway(stack: DevStack, settings: dict[str, str]) -> Iterator[str]:
     """Another gateway process on ``stack`` with ``settings`` added to its environment."""
-    port = free_port()
-    env = {**stack.env, "ENGRAM_GATEWAY_PORT": str(port), **settings}
+    port, metrics_port = free_ports(2)
+    env = {
+        **stack.env,
+        "ENGRAM_GATEWAY_PORT": str(port),
+        "ENGRAM_GATEWAY_METRICS__PORT": str(metrics_port),
+        **settings,
+    }
     # A view of the stack that owns only this gateway (nats and the rest stay shared).
-    other = replace(stack, nats=None, ports={**stack.ports, "gateway": port}, env=env, processes={})
+    other = replace(
+        stack,
+        nats=None,
+        ports={**stack.ports, "gateway": port},
+        metrics_ports={**stack.metrics_ports, "gateway": metrics_port},
+        env=env,
+        processes={},
+    )
     other.start_service("gateway")
     try:
         yield f"127.0.0.1:{port}"

@@ -1,33 +1,74 @@
-"""Reading the services' own instruments in unit tests.
+"""What the code under test records through the global meter provider, in memory.
 
-OpenTelemetry lets a process set its global MeterProvider once, and the services create
-their instruments on the global meter at import. So ``service_metrics`` installs one
-provider with an in-memory reader for the whole session; values are cumulative over it,
-and a test compares a value before and after what it does.
+The OpenTelemetry API lets a process install its meter provider once, and instruments
+made before that (at import) follow it, so one provider is installed per test process,
+with two readers: ``metric_reader`` reads deltas (each test sees only what happened since
+it started, read once with `collected`), ``service_metrics`` reads cumulative values (a
+test compares a value before and after what it does).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from opentelemetry import metrics
-from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider, ObservableCounter
 from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
     Gauge,
-    Histogram,
     HistogramDataPoint,
     InMemoryMetricReader,
     NumberDataPoint,
     Sum,
 )
+from opentelemetry.sdk.metrics.export import Histogram as HistogramData
 
 Point = NumberDataPoint | HistogramDataPoint
 
+_DELTA = InMemoryMetricReader(
+    preferred_temporality={
+        Counter: AggregationTemporality.DELTA,
+        ObservableCounter: AggregationTemporality.DELTA,
+        Histogram: AggregationTemporality.DELTA,
+    }
+)
+_CUMULATIVE = InMemoryMetricReader()
+_PROVIDER = MeterProvider(metric_readers=[_DELTA, _CUMULATIVE])
+
+
+def _install() -> None:
+    if metrics.get_meter_provider() is not _PROVIDER:
+        metrics.set_meter_provider(_PROVIDER)
+        if metrics.get_meter_provider() is not _PROVIDER:
+            raise RuntimeError("another meter provider is installed in this test process")
+
+
+@pytest.fixture
+def metric_reader() -> InMemoryMetricReader:
+    """The delta reader behind the global meter provider, emptied of what earlier tests
+    recorded; read it once with `collected`."""
+    _install()
+    _DELTA.get_metrics_data()
+    return _DELTA
+
+
+def collected(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
+    """Collect once: each metric's data points by name (``.attributes``, and ``.count``
+    and ``.sum`` of a histogram or ``.value`` of the others)."""
+    points: dict[str, list[Any]] = defaultdict(list)
+    data = reader.get_metrics_data()
+    for resource in data.resource_metrics if data is not None else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                points[metric.name].extend(metric.data.data_points)
+    return points
+
 
 class ServiceMetrics:
-    """The data points the process's instruments hold, by metric name."""
+    """The data points the process's instruments hold, by metric name (cumulative)."""
 
     def __init__(self, reader: InMemoryMetricReader) -> None:
         self._reader = reader
@@ -51,15 +92,11 @@ class ServiceMetrics:
         for resource in data.resource_metrics if data else ():
             for scope in resource.scope_metrics:
                 for metric in scope.metrics:
-                    if metric.name == name and isinstance(metric.data, Sum | Gauge | Histogram):
+                    if metric.name == name and isinstance(metric.data, Sum | Gauge | HistogramData):
                         yield from metric.data.data_points
 
 
 @pytest.fixture(scope="session")
 def service_metrics() -> ServiceMetrics:
-    reader = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[reader])
-    metrics.set_meter_provider(provider)
-    if metrics.get_meter_provider() is not provider:
-        pytest.fail("another MeterProvider was installed first; the test cannot read metrics")
-    return ServiceMetrics(reader)
+    _install()
+    return ServiceMetrics(_CUMULATIVE)

@@ -8,6 +8,7 @@ import asyncio
 from engram_consolidate import consumer
 from engram_consolidate.config import Settings
 from engram_platform.logs import configure_logging
+from engram_platform.metrics import configure_metrics
 from engram_platform.telemetry import configure_tracing
 
 
@@ -15,6 +16,7 @@ def main() -> None:
     settings = Settings()
     configure_logging(consumer.NAME, settings.log_level, settings.log_format)
     configure_tracing(consumer.NAME, settings.tracing)
+    configure_metrics(consumer.NAME, settings)
     asyncio.run(consumer.serve(settings))
 
 

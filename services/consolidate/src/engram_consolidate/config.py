@@ -22,7 +22,13 @@ from engram_core.clusters import ClusterSettings
 from engram_core.forgetting import ForgetSettings
 from engram_core.relevance import DecaySettings, descriptions
 from engram_embed.factory import EmbedSettings
-from engram_platform.settings import STORE_MAX_ITEMS, CacheSettings, WorkerSettings
+from engram_platform.settings import (
+    STORE_MAX_ITEMS,
+    CacheSettings,
+    MetricsSettings,
+    WorkerSettings,
+    metrics_on,
+)
 
 _D, _DD = DecaySettings(), descriptions(DecaySettings)
 _F, _FD = ForgetSettings(), descriptions(ForgetSettings)
@@ -225,6 +231,7 @@ class Settings(WorkerSettings):
     model_config = SettingsConfigDict(
         env_prefix="ENGRAM_CONSOLIDATE_", env_nested_delimiter="__", extra="ignore"
     )
+    metrics: MetricsSettings = metrics_on(9470)
 
     batch_size: int = Field(
         256,

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
 
-from engram_platform.settings import STORE_MAX_ITEMS, ServiceSettings
+from engram_platform.settings import STORE_MAX_ITEMS, MetricsSettings, ServiceSettings, metrics_on
 
 
 class Neo4jSettings(BaseModel):
@@ -49,6 +49,7 @@ class Settings(ServiceSettings):
     model_config = SettingsConfigDict(
         env_prefix="ENGRAM_GRAPH_", env_nested_delimiter="__", extra="ignore"
     )
+    metrics: MetricsSettings = metrics_on(9467)
 
     backend: Literal["ladybug", "neo4j"] = Field(
         "ladybug", description="Graph backend: ladybug in-process, or a Neo4j 5 server."

@@ -7,6 +7,7 @@ import asyncio
 from engram_ingest import consumer
 from engram_ingest.config import Settings
 from engram_platform.logs import configure_logging
+from engram_platform.metrics import configure_metrics
 from engram_platform.telemetry import configure_tracing
 
 
@@ -14,6 +15,7 @@ def main() -> None:
     settings = Settings()
     configure_logging(consumer.NAME, settings.log_level, settings.log_format)
     configure_tracing(consumer.NAME, settings.tracing)
+    configure_metrics(consumer.NAME, settings)
     asyncio.run(consumer.serve(settings))
 
 

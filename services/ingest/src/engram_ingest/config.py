@@ -10,13 +10,14 @@ from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from engram_embed.factory import EmbedSettings
-from engram_platform.settings import STORE_MAX_ITEMS, WorkerSettings
+from engram_platform.settings import STORE_MAX_ITEMS, MetricsSettings, WorkerSettings, metrics_on
 
 
 class Settings(WorkerSettings):
     model_config = SettingsConfigDict(
         env_prefix="ENGRAM_INGEST_", env_nested_delimiter="__", extra="ignore"
     )
+    metrics: MetricsSettings = metrics_on(9469)
 
     embed: EmbedSettings = Field(
         default_factory=EmbedSettings, description="Embedding provider for memory contents."

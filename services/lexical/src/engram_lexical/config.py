@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic_settings import SettingsConfigDict
 
 from engram_core.search_text import METADATA_FIELDS
-from engram_platform.settings import STORE_MAX_ITEMS, ServiceSettings
+from engram_platform.settings import STORE_MAX_ITEMS, MetricsSettings, ServiceSettings, metrics_on
 
 
 class OpenSearchSettings(BaseModel):
@@ -81,6 +81,7 @@ class Settings(ServiceSettings):
     model_config = SettingsConfigDict(
         env_prefix="ENGRAM_LEXICAL_", env_nested_delimiter="__", extra="ignore"
     )
+    metrics: MetricsSettings = metrics_on(9466)
 
     backend: Literal["tantivy", "opensearch"] = Field(
         "tantivy",

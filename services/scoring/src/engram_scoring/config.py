@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
 
 from engram_core import scoring
-from engram_platform.settings import ServiceSettings
+from engram_platform.settings import MetricsSettings, ServiceSettings, metrics_on
 
 _W = scoring.Weights()
 
@@ -86,6 +86,7 @@ class Settings(ServiceSettings):
     model_config = SettingsConfigDict(
         env_prefix="ENGRAM_SCORING_", env_nested_delimiter="__", extra="ignore"
     )
+    metrics: MetricsSettings = metrics_on(9468)
 
     weights: WeightSettings = Field(
         default_factory=WeightSettings, description="Default weights; a request may override any."

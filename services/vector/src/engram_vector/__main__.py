@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from engram_platform.logs import configure_logging
+from engram_platform.metrics import configure_metrics
 from engram_platform.telemetry import configure_tracing
 from engram_vector import server
 from engram_vector.config import Settings
@@ -14,6 +15,7 @@ def main() -> None:
     settings = Settings()
     configure_logging(server.NAME, settings.log_level, settings.log_format)
     configure_tracing(server.NAME, settings.tracing)
+    configure_metrics(server.NAME, settings)
     asyncio.run(server.serve(settings))
 
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
 
 from engram_embed.factory import EmbedSettings
-from engram_platform.settings import CacheSettings, ServiceSettings
+from engram_platform.settings import CacheSettings, MetricsSettings, ServiceSettings, metrics_on
 
 
 class HnswSettings(BaseModel):
@@ -108,6 +108,7 @@ class Settings(ServiceSettings):
     model_config = SettingsConfigDict(
         env_prefix="ENGRAM_VECTOR_", env_nested_delimiter="__", extra="ignore"
     )
+    metrics: MetricsSettings = metrics_on(9465)
 
     backend: Literal["edge", "qdrant"] = Field(
         "edge", description="edge: in-process Qdrant Edge shard; qdrant: a Qdrant server."
