@@ -157,7 +157,10 @@ def test_gateway_and_metrics_peers_come_from_values() -> None:
     )
     ingress = out.of("NetworkPolicy")["mem-engram-gateway"]["spec"]["ingress"]
     by_port = {r["ports"][0]["port"]: r["from"] for r in ingress}
-    assert by_port["grpc"] == [{"namespaceSelector": {"matchLabels": {"team": "agents"}}}]
+    agents, hook = by_port["grpc"]
+    assert agents == {"namespaceSelector": {"matchLabels": {"team": "agents"}}}
+    (test_pod,) = out.of("Pod").values()  # `helm test` still reaches the gateway
+    assert hook["podSelector"]["matchLabels"].items() <= test_pod["metadata"]["labels"].items()
     assert by_port["metrics"] == [{"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}]
     assert "NetworkPolicy" not in render("networkPolicy.enabled=false").kinds()
 
@@ -189,6 +192,12 @@ def test_egress_reaches_dns_the_callees_and_the_backing_services_only() -> None:
         "consolidate": (stores, {53, 4222, 6379}),
     }
     assert {c: egress_ports(out, c) for c in COMPONENTS} == expected
+    moved = render("scoring.port=50052").of("NetworkPolicy")["mem-engram-gateway"]
+    (to_servers,) = [r for r in moved["spec"]["egress"] if "to" in r]
+    assert to_servers["ports"] == [
+        {"port": 50051, "protocol": "TCP"},
+        {"port": 50052, "protocol": "TCP"},
+    ]
     embedded = render("graph.backend=ladybug", "graph.replicas=1")
     assert egress_ports(embedded, "graph") == (set(), {53})
     traced = render("tracing.exporter=otlp", "tracing.otlpEndpoint=http://c:4317")
