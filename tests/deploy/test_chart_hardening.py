@@ -5,16 +5,23 @@ Kubernetes schemas (kubeconform -strict)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 
 from engram_platform.devstack import SERVICE_NAMES, START_ORDER
+from engram_platform.nats_server import free_ports
 from engram_testing.helm_chart import (
     CUSTOM_KINDS,
     EXAMPLES,
     Rendered,
+    image_python,
     kubeconform,
     render,
     render_error,
@@ -372,6 +379,81 @@ def test_tls_takes_a_components_own_secret_and_needs_one() -> None:
     assert "tls.secretName is required" in render_error("tls.enabled=true")
     plain = render()
     assert not any("TLS__" in k for c in COMPONENTS for k in plain.values(c))
+
+
+# --- TLS, run: a server from the image's runtime with the chart's mTLS environment answers
+# the probes the chart gives its pod, and nothing without a client certificate.
+
+
+def pod_locally(out: Rendered, component: str, tls_dir: Path) -> tuple[dict[str, str], int]:
+    """The pod's literal environment with the mount and ports made local, and its port."""
+    prefix = f"ENGRAM_{component.upper()}_"
+    grpc_port, metrics_port = free_ports(2)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    for key, value in out.values(component).items():
+        env[key] = value.replace("/etc/engram/tls", str(tls_dir))
+    env |= {f"{prefix}HOST": "127.0.0.1", f"{prefix}PORT": str(grpc_port)}
+    env[f"{prefix}METRICS__PORT"] = str(metrics_port)
+    env["ENGRAM_HOME"] = str(Path(image_python()).parents[2])  # what the image sets
+    return env, grpc_port
+
+
+def probe_locally(probe: dict[str, Any], python: str, tls_dir: Path) -> list[str]:
+    command = [c.replace("/etc/engram/tls", str(tls_dir)) for c in probe["exec"]["command"]]
+    assert command[0] == "python"
+    return [python, *command[1:]]
+
+
+@pytest.fixture
+def mtls_scoring(tmp_path: Path) -> Iterator[tuple[Rendered, Path, int]]:
+    out = render(*TLS, "tls.clientAuth=require")
+    ca = trustme.CA()
+    leaf = ca.issue_cert("mem-engram-scoring.agents.svc")
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.crt"))
+    leaf.cert_chain_pems[0].write_to_path(str(tmp_path / "tls.crt"))
+    leaf.private_key_pem.write_to_path(str(tmp_path / "tls.key"))
+    env, port = pod_locally(out, "scoring", tmp_path)
+    log = (tmp_path / "scoring.log").open("wb")
+    server = subprocess.Popen(
+        [image_python(), "-m", "engram_scoring"], env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    try:
+        yield out, tmp_path, port
+    finally:
+        server.terminate()
+        server.wait(15)
+        log.close()
+
+
+def test_the_tls_probes_pass_against_the_charts_mtls_server(
+    mtls_scoring: tuple[Rendered, Path, int],
+) -> None:
+    out, tls_dir, port = mtls_scoring
+    container = out.container("scoring")
+    python = image_python()
+
+    def run(command: list[str]) -> subprocess.CompletedProcess[str]:
+        command = [c.replace("127.0.0.1:50051", f"127.0.0.1:{port}") for c in command]
+        return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+    startup = probe_locally(container["startupProbe"], python, tls_dir)
+    for _ in range(120):  # the startup probe's job: until the server is up
+        done = run(startup)
+        if done.returncode == 0:
+            break
+        time.sleep(0.5)
+    assert done.returncode == 0, done.stdout + done.stderr + (tls_dir / "scoring.log").read_text()
+    for probe in ("readinessProbe", "livenessProbe"):
+        done = run(probe_locally(container[probe], python, tls_dir))
+        assert done.returncode == 0, done.stdout + done.stderr
+    # Without the client certificate, or in plaintext, the server refuses.
+    no_cert = [c for c in startup if not c.startswith(str(tls_dir / "tls."))]
+    no_cert = [c for c in no_cert if c not in ("--cert", "--key")]
+    plaintext = [python, "-m", "engram_platform.health", f"127.0.0.1:{port}"]
+    for refused in (no_cert, plaintext):
+        done = run(refused)
+        assert done.returncode == 1
+        assert done.stdout.strip().endswith("UNAVAILABLE")
 
 
 # --- The Kubernetes schemas

@@ -96,6 +96,16 @@ def render_error(*sets: str, base: Sequence[str] = BASE) -> str:
     return done.stderr
 
 
+def image_python() -> str:
+    """The interpreter of the image's runtime `make test-chart` assembles (ENGRAM_IMAGE_ROOT):
+    what the pods run."""
+    root = os.environ.get("ENGRAM_IMAGE_ROOT")
+    python = Path(root or "/nonexistent") / "venv" / "bin" / "python"
+    if not python.exists():
+        raise RuntimeError("no assembled image root: run `make test-chart` (ENGRAM_IMAGE_ROOT)")
+    return str(python)
+
+
 def kubeconform(manifests: str) -> subprocess.CompletedProcess[str]:
     """kubeconform -strict over ``manifests`` against the schemas `make kubeconform`
     fetched (ENGRAM_KUBE_SCHEMAS: one Kubernetes version's strict schemas)."""
