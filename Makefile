@@ -11,7 +11,7 @@ PACKAGES := engram_core engram_platform engram_embed engram_clients engram_testi
   $(addprefix engram_,gateway vector lexical graph scoring ingest consolidate)
 
 .DEFAULT_GOAL := help
-.PHONY: help uv sync proto proto-check lint typecheck test test-integration test-chart helm image-root image-pin sbom run run-servers up-servers down-servers models default-model bench bench-quality clean
+.PHONY: help uv sync proto proto-check lint typecheck test test-integration test-chart helm kubeconform image-root image-pin sbom run run-servers up-servers down-servers models default-model bench bench-quality clean
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -65,6 +65,25 @@ $(HELM):
 
 helm: $(HELM) ## build the helm CLI the chart tests use (go install, about 3 minutes the first time)
 
+# kubeconform checks the rendered manifests against the Kubernetes JSON schemas, which it
+# would download from GitHub; deploy/helm/kube_schemas.py takes them from the PyPI package
+# kubernetes-validate instead, for the version the chart names (Chart.yaml kubeVersion).
+KUBECONFORM_VERSION ?= v0.8.0
+KUBECONFORM := $(ENGRAM_HOME)/bin/kubeconform-$(KUBECONFORM_VERSION)/kubeconform
+KUBE_SCHEMAS_PACKAGE ?= kubernetes-validate==1.37.0
+KUBE_VERSION := $(shell sed -n 's/^kubeVersion: *">=\([0-9.]*\)-0"/\1/p' deploy/helm/engram/Chart.yaml)
+KUBE_SCHEMAS := $(ENGRAM_HOME)/kube-schemas/v$(KUBE_VERSION)-strict
+
+$(KUBECONFORM):
+	@echo "building kubeconform $(KUBECONFORM_VERSION) into $(@D) (go install) ..."
+	@GOBIN=$(@D) GOFLAGS=-mod=mod go install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION)
+
+$(KUBE_SCHEMAS)/_definitions.json:
+	@echo "fetching the Kubernetes $(KUBE_VERSION) JSON schemas ($(KUBE_SCHEMAS_PACKAGE), PyPI) ..."
+	@rm -rf $(@D) && python3 deploy/helm/kube_schemas.py "$(KUBE_SCHEMAS_PACKAGE)" $(KUBE_VERSION) $(@D)
+
+kubeconform: $(KUBECONFORM) $(KUBE_SCHEMAS)/_definitions.json ## build kubeconform and fetch the Kubernetes JSON schemas the chart is checked against
+
 image-root: uv ## assemble what the image holds (deploy/image/assemble.sh) into $(ENGRAM_HOME)/image
 	@PATH="$(dir $(UV)):$$PATH" deploy/image/assemble.sh $(ENGRAM_HOME)/image
 
@@ -77,8 +96,9 @@ SBOM ?= $(ENGRAM_HOME)/sbom/engram.cdx.json
 sbom: sync ## CycloneDX JSON SBOM of the image's Python packages (from uv.lock) into $(SBOM)
 	@PATH="$(dir $(UV)):$$PATH" deploy/image/sbom.sh $(SBOM)
 
-test-chart: sync helm image-root ## render deploy/helm/engram, check it against the services, run its configuration
+test-chart: sync helm kubeconform image-root ## render deploy/helm/engram, check it against the services and the Kubernetes schemas, run its configuration
 	@ENGRAM_HELM=$(HELM) ENGRAM_IMAGE_ROOT=$(ENGRAM_HOME)/image \
+	  ENGRAM_KUBECONFORM=$(KUBECONFORM) ENGRAM_KUBE_SCHEMAS=$(KUBE_SCHEMAS) \
 	  $(UV) run --frozen --no-sync pytest -m chart -q tests/deploy
 
 run: sync default-model ## start NATS and the seven services on embedded backends

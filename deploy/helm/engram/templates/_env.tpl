@@ -28,6 +28,37 @@ Call with (list $ "vector"). */}}
   value: {{ $v.logLevel | quote }}
 - name: {{ $p }}TRACING
   value: {{ $v.tracing.exporter | quote }}
+{{- if $v.metrics.enabled }}
+- name: {{ $p }}METRICS__PORT
+  value: {{ $block.metrics.port | quote }}
+{{- end }}
+{{- if include "engram.tlsSecret" (list $root $name) }}
+{{- $t := $v.tls }}
+- name: {{ $p }}TLS__CERT_FILE
+  value: /etc/engram/tls/{{ $t.certKey }}
+- name: {{ $p }}TLS__KEY_FILE
+  value: /etc/engram/tls/{{ $t.keyKey }}
+{{- if eq $t.clientAuth "require" }}
+- name: {{ $p }}TLS__CA_FILE
+  value: /etc/engram/tls/{{ $t.caKey }}
+{{- end }}
+- name: {{ $p }}TLS__CLIENT_AUTH
+  value: {{ $t.clientAuth | quote }}
+{{- if include "engram.callees" $name }}
+- name: {{ $p }}CLIENT_TLS__CA_FILE
+  value: /etc/engram/tls/{{ $t.caKey }}
+{{- if eq $t.clientAuth "require" }}
+- name: {{ $p }}CLIENT_TLS__CERT_FILE
+  value: /etc/engram/tls/{{ $t.certKey }}
+- name: {{ $p }}CLIENT_TLS__KEY_FILE
+  value: /etc/engram/tls/{{ $t.keyKey }}
+{{- end }}
+{{- with $t.serverName }}
+- name: {{ $p }}CLIENT_TLS__SERVER_NAME
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if has $name (splitList " " (include "engram.servers" $root)) }}
 - name: {{ $p }}MAX_CONNECTION_AGE_S
   value: "300"
@@ -150,6 +181,9 @@ Call with (list $ "vector"). */}}
 {{- end }}
 {{- if and (eq $name "graph") (eq $v.graph.backend "neo4j") }}
 {{- $rows = append $rows (list "neo4j-password" "/etc/engram/neo4j" $v.neo4j.passwordSecret) }}
+{{- end }}
+{{- with include "engram.tlsSecret" (list $root $name) }}
+{{- $rows = append $rows (list "tls" "/etc/engram/tls" (dict "name" . "keys" (list $v.tls.certKey $v.tls.keyKey $v.tls.caKey))) }}
 {{- end }}
 {{- toJson $rows }}
 {{- end }}

@@ -75,3 +75,59 @@ client's round-robin balancing sees every replica. */}}
 {{- $services := dict "gateway" "engram.gateway.v1.MemoryService" "vector" "engram.vector.v1.VectorService" "lexical" "engram.lexical.v1.LexicalService" "graph" "engram.graph.v1.GraphService" "scoring" "engram.scoring.v1.ScoringService" }}
 {{- get $services . }}
 {{- end }}
+
+{{/* Who calls a component's gRPC port inside the release; the gateway is called from
+outside (networkPolicy.gatewayFrom) and the workers by nobody. */}}
+{{- define "engram.callers" -}}
+{{- $callers := dict "vector" "gateway ingest consolidate" "lexical" "gateway ingest consolidate" "graph" "gateway ingest consolidate" "scoring" "gateway" }}
+{{- get $callers . }}
+{{- end }}
+
+{{/* The release's servers a component calls. */}}
+{{- define "engram.callees" -}}
+{{- $callees := dict "gateway" "vector lexical graph scoring" "ingest" "vector lexical graph" "consolidate" "vector lexical graph" }}
+{{- get $callees . }}
+{{- end }}
+
+{{/* The TLS Secret a component mounts ("" when TLS is off). Call with (list $ "vector"). */}}
+{{- define "engram.tlsSecret" -}}
+{{- $root := index . 0 }}
+{{- $block := index $root.Values (index . 1) }}
+{{- if $root.Values.tls.enabled }}
+{{- $own := dig "tls" "secretName" "" $block }}
+{{- required "tls.secretName is required when tls.enabled is true" (default $root.Values.tls.secretName $own) }}
+{{- end }}
+{{- end }}
+
+{{/* The name a component's certificate is checked against. */}}
+{{- define "engram.tlsServerName" -}}
+{{- $root := index . 0 }}
+{{- default (printf "%s.%s.svc" (include "engram.component" (list $root (index . 1))) $root.Release.Namespace) $root.Values.tls.serverName }}
+{{- end }}
+
+{{/* A probe: the kubelet's gRPC probe, or with TLS on the health command with the CA (and
+the client certificate under mTLS). Call with (list $ "vector" "health name"). */}}
+{{- define "engram.probe" -}}
+{{- $root := index . 0 }}
+{{- $name := index . 1 }}
+{{- $service := index . 2 }}
+{{- $block := index $root.Values $name }}
+{{- if include "engram.tlsSecret" (list $root $name) }}
+{{- $t := $root.Values.tls }}
+{{- $args := list "python" "-m" "engram_platform.health" "--ca" (printf "/etc/engram/tls/%s" $t.caKey) "--server-name" (include "engram.tlsServerName" (list $root $name)) }}
+{{- if eq $t.clientAuth "require" }}
+{{- $args = concat $args (list "--cert" (printf "/etc/engram/tls/%s" $t.certKey) "--key" (printf "/etc/engram/tls/%s" $t.keyKey)) }}
+{{- end }}
+{{- $args = append $args (printf "127.0.0.1:%v" $block.port) }}
+{{- if $service }}{{ $args = append $args $service }}{{ end }}
+exec:
+  command: {{ toJson $args }}
+timeoutSeconds: 5  # a Python start, then the call
+{{- else }}
+grpc:
+  port: {{ $block.port }}
+  {{- if $service }}
+  service: {{ $service | quote }}
+  {{- end }}
+{{- end }}
+{{- end }}
