@@ -30,10 +30,10 @@ PEOPLE = ("Alice", "Bogdan", "Chen", "Dara", "Emeka")
 # What `degraded` names for each service: default hybrid reads the graph for its
 # "relations" and "state" (supersession) steps, not as a stream.
 NAMES = {"graph": {"graph", "relations", "state"}}
-VARIANTS: tuple[dict[str, int], ...] = (
-    {},
-    {"fusion": gateway_pb2.FUSION_RRF},
-    {"mode": gateway_pb2.RECALL_MODE_HYBRID_GRAPH},
+VARIANTS = (
+    (gateway_pb2.FUSION_UNSPECIFIED, gateway_pb2.RECALL_MODE_UNSPECIFIED),
+    (gateway_pb2.FUSION_RRF, gateway_pb2.RECALL_MODE_UNSPECIFIED),
+    (gateway_pb2.FUSION_UNSPECIFIED, gateway_pb2.RECALL_MODE_HYBRID_GRAPH),
 )
 
 
@@ -69,7 +69,10 @@ async def _recalls(gateway: Stub, service: str, tally: Counter[str]) -> None:
         try:
             reply = await gateway.Recall(
                 gateway_pb2.RecallRequest(
-                    query=f"{PEOPLE[i % 5]} release plan {i}", limit=5, **VARIANTS[i % 3]
+                    query=f"{PEOPLE[i % 5]} release plan {i}",
+                    limit=5,
+                    fusion=VARIANTS[i % 3][0],
+                    mode=VARIANTS[i % 3][1],
                 ),
                 metadata=AUTH_A,
                 timeout=DEADLINE_S,
