@@ -22,7 +22,7 @@ from engram_testing.faults import (
     store_one,
 )
 
-pytestmark = [pytest.mark.faults]
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 
 TOTAL = 10_000
 CLIENTS = 4

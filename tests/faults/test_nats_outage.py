@@ -24,7 +24,7 @@ from engram_testing.faults import (
     store_one,
 )
 
-pytestmark = [pytest.mark.faults]
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 
 CLIENTS = 4
 BEFORE_S, DOWN_S, AFTER_S = 5.0, 10.0, 5.0
