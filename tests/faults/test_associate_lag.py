@@ -15,8 +15,8 @@ from engram_testing.faults import AUTH_A, Figures, Stub, store_one
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 
-BEHIND_S = 15.0  # how long graph stays away after the Associate is acknowledged
-EDGE_BOUND_S = 60.0  # the edge must be found this long after graph is back
+BEHIND_S = 10.0  # how long graph stays away after the Associate is acknowledged
+EDGE_BOUND_S = 30.0  # the edge must be found this long after graph is back
 
 
 async def _associate(gateway: Stub, source: str, target: str) -> int:

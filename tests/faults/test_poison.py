@@ -33,8 +33,8 @@ from engram_testing.faults import (
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 
-READ_BOUND_S = 60.0  # another tenant's write must be readable within this
-DECIDE_BOUND_S = 60.0  # each accepted poison applied or dead-lettered within this
+READ_BOUND_S = 45.0  # another tenant's write must be readable within this
+DECIDE_BOUND_S = 30.0  # each accepted poison applied or dead-lettered within this
 FIRST = ("Alice", "Bogdan", "Chen", "Dara", "Emeka", "Farah", "Goran", "Hana", "Ivo", "Jun")
 LAST = ("Adams", "Brown", "Cruz", "Diaz", "Evans", "Fox", "Gray", "Hill")
 
