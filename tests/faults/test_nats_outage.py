@@ -27,6 +27,7 @@ from engram_testing.faults import (
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 
 CLIENTS = 4
+RECALLERS = 4
 BEFORE_S, DOWN_S, AFTER_S = 5.0, 10.0, 5.0
 RECALL_DEADLINE_S = 3.0
 
@@ -65,7 +66,7 @@ async def _storer(gateway: Stub, client: int, outage: Outage, done: asyncio.Even
             outage.false_ok += 1
 
 
-async def _recaller(gateway: Stub, outage: Outage, done: asyncio.Event) -> None:
+async def _recaller(gateway: Stub, who: int, outage: Outage, done: asyncio.Event) -> None:
     n = 0
     while not done.is_set():
         n += 1
@@ -73,7 +74,7 @@ async def _recaller(gateway: Stub, outage: Outage, done: asyncio.Event) -> None:
         down = t0 > outage.down_at
         try:  # a new query each time: the recall cache must not answer for the stack
             await gateway.Recall(
-                gateway_pb2.RecallRequest(query=f"outage store {n}", limit=5),
+                gateway_pb2.RecallRequest(query=f"outage store {n} asked by {who}", limit=5),
                 metadata=AUTH_A,
                 timeout=RECALL_DEADLINE_S,
             )
@@ -104,7 +105,7 @@ async def test_nats_stopped_and_restarted_mid_ingest(
     async with grpc.aio.insecure_channel(fault_stack.gateway_address) as channel:
         gateway = gateway_pb2_grpc.MemoryServiceStub(channel)
         load = [asyncio.create_task(_storer(gateway, c, outage, done)) for c in range(CLIENTS)]
-        load.append(asyncio.create_task(_recaller(gateway, outage, done)))
+        load += [asyncio.create_task(_recaller(gateway, r, outage, done)) for r in range(RECALLERS)]
         await _outage(fault_stack, outage)
         done.set()
         await asyncio.gather(*load)
