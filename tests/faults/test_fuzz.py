@@ -63,7 +63,9 @@ def _seeds(ids: list[str]) -> dict[str, Callable[[], Message]]:
     }
 
 
-async def _send(channel: grpc.aio.Channel, method: str, payload: bytes) -> grpc.StatusCode:
+async def _send(
+    channel: grpc.aio.Channel, method: str, payload: bytes
+) -> tuple[grpc.StatusCode, str]:
     try:
         if method.endswith("/StoreStream"):
             call: grpc.aio.StreamUnaryMultiCallable[bytes, bytes] = channel.stream_unary(method)
@@ -77,8 +79,8 @@ async def _send(channel: grpc.aio.Channel, method: str, payload: bytes) -> grpc.
             unary: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(method)
             await unary(payload, metadata=AUTH_A, timeout=CALL_TIMEOUT_S)
     except grpc.aio.AioRpcError as err:
-        return err.code()
-    return grpc.StatusCode.OK
+        return err.code(), err.details() or ""
+    return grpc.StatusCode.OK, ""
 
 
 async def _fuzz(
@@ -104,10 +106,11 @@ async def _fuzz(
     async def worker() -> None:
         while not queue.empty():
             method, payload, shown = queue.get_nowait()
-            code = await _send(channel, method, payload)
+            code, details = await _send(channel, method, payload)
             codes[code.name] += 1
             if code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN):
-                internal.append(f"{method.rsplit('/', 1)[1]} {code.name}: {shown!r}")
+                rpc = method.rsplit("/", 1)[1]
+                internal.append(f"{rpc} {code.name}: [{details[:100]}] {shown!r}")
 
     await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
     return codes, internal
@@ -120,7 +123,7 @@ async def test_fuzzed_requests_are_never_internal(fault_stack: DevStack, figures
         codes, internal = await _fuzz(channel, _seeds(ids), Mutator(SEED, ids))
         memory_id, seq = await store_one(gateway, AUTH_A, "written after the fuzz")
         after_s = await read_back_s(gateway, AUTH_A, memory_id, seq, 60.0)
-    raw = sum(1 for line in internal if ": 'raw " in line)
+    raw = sum(1 for line in internal if "] 'raw " in line)
     figures.record(
         "fuzz",
         requests=sum(codes.values()),
@@ -132,7 +135,8 @@ async def test_fuzzed_requests_are_never_internal(fault_stack: DevStack, figures
     )
     by_rpc = Counter(line.split(":", 1)[0] for line in internal)
     print("INTERNAL/UNKNOWN by rpc:", dict(by_rpc.most_common()))
-    for line in [x for x in internal if ": 'raw " not in x][:30]:
-        print(line)
+    by_cause = Counter(line.split("] ", 1)[0] + "]" for line in internal)
+    for cause, n in by_cause.most_common(40):
+        print(f"{n:5d} {cause}")
     assert not internal, f"{len(internal)} INTERNAL/UNKNOWN answers, e.g. {internal[:5]}"
     assert after_s is not None, "the stack no longer applies writes after the fuzz"
