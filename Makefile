@@ -11,7 +11,7 @@ PACKAGES := engram_core engram_platform engram_embed engram_clients engram_testi
   $(addprefix engram_,gateway vector lexical graph scoring ingest consolidate)
 
 .DEFAULT_GOAL := help
-.PHONY: help uv sync proto proto-check lint typecheck test test-integration test-chart helm kubeconform image-root image-pin sbom run run-servers up-servers down-servers models default-model bench bench-quality clean
+.PHONY: help uv sync proto proto-check lint typecheck test test-integration test-chart test-faults helm kubeconform image-root image-pin sbom run run-servers up-servers down-servers models default-model bench bench-quality clean
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -50,10 +50,13 @@ default-model: sync ## build only the default embedding model (mvn fetches it fr
 	@$(PY) -m engram_embed.build
 
 test: sync models ## unit, contract and end-to-end tests on the embedded stack
-	@$(UV) run --frozen --no-sync pytest -m "not integration and not chart" -q
+	@$(UV) run --frozen --no-sync pytest -m "not integration and not chart and not faults" -q
 
 test-integration: sync models ## contract + e2e suites on real OpenSearch, Neo4j, Redis, NATS (started when absent)
 	@$(UV) run --frozen --no-sync pytest -m integration -q tests/integration
+
+test-faults: sync ## fault suite: kills, hangs, outages, poison, fuzz, tenants on the embedded stack (figures + summary)
+	@$(UV) run --frozen --no-sync pytest -m faults -q tests/faults
 
 # helm itself, built from the Go module proxy (needs Go) into $(ENGRAM_HOME)/bin, once.
 HELM_VERSION ?= v4.3.2

@@ -96,8 +96,37 @@ class DevStack:
             proc.popen.kill()
             proc.popen.wait()
 
+    def kill_service(self, name: str) -> None:
+        """SIGKILL, as a crash: nothing is flushed, nothing is acked on the way out."""
+        proc = self.processes.pop(name, None)
+        if proc is not None and proc.popen.poll() is None:
+            proc.popen.kill()
+            proc.popen.wait()
+
+    def pause_service(self, name: str) -> None:
+        """SIGSTOP: the process keeps its port and connections but answers nothing (a hang)."""
+        self.processes[name].popen.send_signal(signal.SIGSTOP)
+
+    def resume_service(self, name: str) -> None:
+        self.processes[name].popen.send_signal(signal.SIGCONT)
+
+    def stop_nats(self) -> None:
+        if self.nats is None:
+            raise RuntimeError("this stack did not start its nats-server")
+        self.nats.stop()
+
+    def start_nats(self) -> None:
+        """Start nats-server again on the same port and store: the log survives."""
+        if self.nats is None:
+            raise RuntimeError("this stack did not start its nats-server")
+        port = int(self.nats.url.rsplit(":", 1)[1])
+        self.nats = start_nats(self.nats.store_dir, port=port)
+
     def stop(self) -> None:
         for name in reversed(list(self.processes)):
+            proc = self.processes[name]
+            if proc.popen.poll() is None:
+                proc.popen.send_signal(signal.SIGCONT)  # a paused process cannot stop
             self.stop_service(name)
         if self.nats is not None:
             self.nats.stop()

@@ -12,8 +12,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from engram_platform.devstack import SERVICE_NAMES, Process, _wait_serving, text_log_env
-from engram_platform.nats_server import free_ports
+from engram_platform.devstack import SERVICE_NAMES, DevStack, Process, _wait_serving, text_log_env
+from engram_platform.nats_server import free_ports, start_nats, wait_for_port
 
 
 def test_free_ports_are_distinct() -> None:
@@ -69,3 +69,39 @@ def test_make_run_logs_text_unless_a_service_asks_otherwise() -> None:
     assert "ENGRAM_GATEWAY_LOG_FORMAT" not in env  # what the user set stays
     assert env["ENGRAM_INGEST_LOG_FORMAT"] == "text"
     assert len(env) == len(SERVICE_NAMES) - 1
+
+
+def _bare_stack(tmp_path: Path) -> DevStack:
+    nats = start_nats(tmp_path / "nats")
+    return DevStack(home=tmp_path, nats_url=nats.url, nats=nats, ports={}, env={})
+
+
+def test_kill_pause_resume_act_on_the_one_process(tmp_path: Path) -> None:
+    stack = _bare_stack(tmp_path)
+    stack.processes["lexical"] = _process("lexical", 0, tmp_path, 30.0)
+    stack.processes["graph"] = _process("graph", 0, tmp_path, 30.0)
+    try:
+        stack.pause_service("graph")
+        stack.kill_service("lexical")
+        assert "lexical" not in stack.processes
+        graph = stack.processes["graph"].popen
+        assert Path(f"/proc/{graph.pid}/stat").read_text().split()[2] == "T"  # stopped
+        stack.resume_service("graph")
+        assert Path(f"/proc/{graph.pid}/stat").read_text().split()[2] != "T"
+    finally:
+        stack.pause_service("graph")
+        stack.stop()  # a paused process is woken to stop
+    assert graph.returncode is not None
+
+
+def test_nats_restarts_on_the_same_port_and_store(tmp_path: Path) -> None:
+    stack = _bare_stack(tmp_path)
+    url = stack.nats_url
+    try:
+        stack.stop_nats()
+        assert not wait_for_port("127.0.0.1", int(url.rsplit(":", 1)[1]), 0.2)
+        stack.start_nats()
+        assert stack.nats is not None
+        assert (stack.nats.url, stack.nats.store_dir) == (url, tmp_path / "nats")
+    finally:
+        stack.stop()

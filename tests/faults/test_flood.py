@@ -1,0 +1,122 @@
+"""One tenant flooding the gateway with recalls and stores while another works: the other's
+p99 recall latency stays within twice its quiet figure."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+
+import grpc
+import pytest
+
+from engram.common.v1 import common_pb2
+from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from engram_platform.devstack import DevStack
+from engram_testing.faults import AUTH_A, AUTH_B, Figures, Metadata, Stub, read_back_s
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
+
+SAMPLES = 100
+LOADED_CAP_S = 40.0  # B's loaded phase stops here even short of SAMPLES (a p99 of fewer)
+FLOOD_RECALLERS = 48
+FLOOD_STORERS = 4
+WORDS = ("ledger", "Postgres", "hiking", "Alps", "chairs", "Berlin", "release", "plan")
+
+
+def p99(latencies: list[float]) -> float:
+    ordered = sorted(latencies)
+    return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
+
+
+async def _seed(gateway: Stub, meta: Metadata, who: str) -> None:
+    memories = [
+        common_pb2.MemoryInput(content=f"{who} note {i} about {WORDS[i % 8]} {WORDS[i * 3 % 8]}")
+        for i in range(300)
+    ]
+    reply = await gateway.StoreBatch(
+        gateway_pb2.StoreBatchRequest(memories=memories), metadata=meta
+    )
+    assert await read_back_s(gateway, meta, reply.ids[-1], reply.sequence, 60) is not None
+
+
+async def _b_recalls(gateway: Stub, label: str) -> tuple[list[float], int]:
+    """B's recalls one after another (a new query each: no cache hit): latencies, failures."""
+    latencies, failed = [], 0
+    stop_at = time.monotonic() + LOADED_CAP_S
+    for i in range(SAMPLES):
+        if time.monotonic() > stop_at:
+            break
+        started = time.monotonic()
+        try:
+            await gateway.Recall(
+                gateway_pb2.RecallRequest(query=f"{label} {WORDS[i % 8]} {i}", limit=10),
+                metadata=AUTH_B,
+                timeout=10,
+            )
+            latencies.append(time.monotonic() - started)
+        except grpc.aio.AioRpcError:
+            failed += 1
+    return latencies, failed
+
+
+async def _flood(gateway: Stub, done: asyncio.Event, counts: dict[str, int]) -> None:
+    async def recaller(n: int) -> None:
+        i = 0
+        while not done.is_set():
+            i += 1
+            try:
+                await gateway.Recall(
+                    gateway_pb2.RecallRequest(query=f"flood {n} {i} {WORDS[i % 8]}", limit=20),
+                    metadata=AUTH_A,
+                    timeout=10,
+                )
+                counts["ok"] += 1
+            except grpc.aio.AioRpcError as err:
+                counts[err.code().name] = counts.get(err.code().name, 0) + 1
+
+    async def storer(n: int) -> None:
+        i = 0
+        while not done.is_set():
+            i += 1
+            batch = [common_pb2.MemoryInput(content=f"flood {n} {i} {j}") for j in range(50)]
+            try:
+                await gateway.StoreBatch(
+                    gateway_pb2.StoreBatchRequest(memories=batch), metadata=AUTH_A, timeout=10
+                )
+            except grpc.aio.AioRpcError:
+                await asyncio.sleep(0.1)
+
+    await asyncio.gather(
+        *(recaller(n) for n in range(FLOOD_RECALLERS)),
+        *(storer(n) for n in range(FLOOD_STORERS)),
+    )
+
+
+async def test_a_flooding_tenant_leaves_the_other_within_twice_its_p99(
+    fault_stack: DevStack, figures: Figures
+) -> None:
+    counts = {"ok": 0}
+    async with grpc.aio.insecure_channel(fault_stack.gateway_address) as channel:
+        gateway = gateway_pb2_grpc.MemoryServiceStub(channel)
+        await _seed(gateway, AUTH_A, "alpha")
+        await _seed(gateway, AUTH_B, "bravo")
+        quiet, quiet_failed = await _b_recalls(gateway, "quiet")
+        done = asyncio.Event()
+        flood = asyncio.create_task(_flood(gateway, done, counts))
+        await asyncio.sleep(2.0)  # the flood at full strength first
+        loaded, loaded_failed = await _b_recalls(gateway, "loaded")
+        done.set()
+        await flood
+    quiet_p99, loaded_p99 = p99(quiet), p99(loaded) if loaded else math.inf
+    figures.record(
+        "tenant_flood",
+        quiet_p99_s=quiet_p99,
+        flooded_p99_s=loaded_p99,
+        ratio=loaded_p99 / quiet_p99,
+        b_samples=len(loaded),
+        b_failed=quiet_failed + loaded_failed,
+        **{f"a_{k.lower()}": v for k, v in counts.items()},
+    )
+    assert quiet_failed + loaded_failed == 0, "the quiet tenant's recalls failed"
+    assert loaded_p99 <= 2 * quiet_p99, f"p99 {loaded_p99:.3f}s vs quiet {quiet_p99:.3f}s"
