@@ -236,7 +236,7 @@ def scrape_all(stack: DevStack) -> Scrape:
     return out
 
 
-def wait_served(stack: DevStack, service: str, metric: str, timeout_s: float = 60.0) -> None:
+def wait_served(stack: DevStack, service: str, metric: str, timeout_s: float = 120.0) -> None:
     """Until ``service`` serves a sample of ``metric`` (recorded by a task of its own)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
