@@ -1,5 +1,9 @@
 """kill -9 of the ingest worker during a stream of stores: every acknowledged memory ends up
-once in every store, and read-your-writes stalls for seconds, not a whole ack_wait."""
+once in every store, and read-your-writes stalls for seconds, not a whole ack_wait.
+
+Two probes write and read back while the load runs: one in another tenant, whose wait the
+crash alone delays (the promise, at most RYW_TARGET_S), and one in the loaded tenant, whose
+wait also covers its own backlog: a figure of the run's throughput, printed, not promised."""
 
 from __future__ import annotations
 
@@ -14,8 +18,10 @@ from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram_platform.devstack import DevStack
 from engram_testing.faults import (
     AUTH_A,
+    AUTH_B,
     TENANT_A,
     Figures,
+    Metadata,
     Stub,
     read_back_s,
     settle_counts,
@@ -56,13 +62,15 @@ async def _kill_ingest(stack: DevStack, done: asyncio.Event) -> int:
     return kills
 
 
-async def _probe_ryw(gateway: Stub, done: asyncio.Event, stalls: list[float | None]) -> None:
+async def _probe_ryw(
+    gateway: Stub, auth: Metadata, done: asyncio.Event, stalls: list[float | None]
+) -> None:
     """A write then its read-back, over and over while the load and the kills run."""
     n = 0
     while not done.is_set():
         n += 1
-        memory_id, seq = await store_one(gateway, AUTH_A, f"ryw probe {n}")
-        stalls.append(await read_back_s(gateway, AUTH_A, memory_id, seq, RYW_BOUND_S))
+        memory_id, seq = await store_one(gateway, auth, f"ryw probe {n}")
+        stalls.append(await read_back_s(gateway, auth, memory_id, seq, RYW_BOUND_S))
 
 
 async def test_kill_ingest_three_times_during_stores(
@@ -71,22 +79,27 @@ async def test_kill_ingest_three_times_during_stores(
     acked: set[str] = set()
     failed: list[int] = []
     stalls: list[float | None] = []
+    own: list[float | None] = []  # the loaded tenant's probe: behind its own backlog too
     done = asyncio.Event()
     started = time.monotonic()
     async with grpc.aio.insecure_channel(fault_stack.gateway_address) as channel:
         gateway = gateway_pb2_grpc.MemoryServiceStub(channel)
         killer = asyncio.create_task(_kill_ingest(fault_stack, done))
-        probe = asyncio.create_task(_probe_ryw(gateway, done, stalls))
+        probes = [
+            asyncio.create_task(_probe_ryw(gateway, AUTH_B, done, stalls)),
+            asyncio.create_task(_probe_ryw(gateway, AUTH_A, done, own)),
+        ]
         await asyncio.gather(*(_client(gateway, c, acked, failed) for c in range(CLIENTS)))
         kills = await killer
         done.set()
-        await probe
+        await asyncio.gather(*probes)
         load_s = time.monotonic() - started
         counts = await settle_counts(fault_stack, TENANT_A, acked, timeout_s=180)
     lost = max(len(acked) - c.found for c in counts.values())
     duplicates = sum(c.duplicates for c in counts.values())
-    wedged = sum(1 for s in stalls if s is None)
+    wedged = sum(1 for s in [*stalls, *own] if s is None)
     stall = max((s for s in stalls if s is not None), default=0.0)
+    own_stall = max((s for s in own if s is not None), default=0.0)
     figures.record(
         "ingest_kill9",
         acked=len(acked),
@@ -98,6 +111,7 @@ async def test_kill_ingest_three_times_during_stores(
         wedged=wedged,
         ryw_probes=len(stalls),
         ryw_stall_s=stall,
+        ryw_stall_with_own_backlog_s=own_stall,
         load_s=load_s,
     )
     assert kills == KILLS
