@@ -200,7 +200,7 @@ async def test_rebuild_lexical_from_the_log_keeps_bm25_recall_and_a_write_made_d
     assert counts["memories"] >= len(contents)
     after = {q: await bm25(api, q) for q in QUERIES}
     for q in QUERIES:
-        assert [i for i, _ in after[q]] == [i for i, _ in before[q]], q
+        assert [i for i, _ in after[q]] == [i for i, _ in before[q]], (q, before[q], after[q])
         assert [s for _, s in after[q]] == pytest.approx([s for _, s in before[q]], rel=0.05)
     found = await api.memory.Recall(
         gateway_pb2.RecallRequest(
@@ -212,13 +212,17 @@ async def test_rebuild_lexical_from_the_log_keeps_bm25_recall_and_a_write_made_d
 
 
 async def knn(api: Api, query: str) -> list[tuple[str, float]]:
+    """The vector stream's own ranking and scores: the fused score also moves with the
+    access counts that these very recalls make consolidation write, which a rebuild of
+    vector has nothing to do with."""
     reply = await api.memory.Recall(
         gateway_pb2.RecallRequest(
             query=query, mode=gateway_pb2.RECALL_MODE_VECTOR, tags=["suite:rebuild-v"], limit=10
         ),
         metadata=AUTH,
     )
-    return [(m.memory.id, m.score) for m in reply.results]
+    ranked = sorted(reply.results, key=lambda m: m.streams["vector"].rank)
+    return [(m.memory.id, m.streams["vector"].score) for m in ranked]
 
 
 async def test_rebuild_vector_with_the_same_model_keeps_vector_recall(api: Api) -> None:
@@ -249,6 +253,13 @@ async def test_rebuild_vector_with_the_same_model_keeps_vector_recall(api: Api) 
     finally:
         await channel.close()
     after = {q: await knn(api, q) for q in QUERIES}
+    # The same memories with about the same vector scores. A rebuild embeds them in other
+    # batches than ingest did, and the int8 model quantises activations per batch, so a
+    # vector moves with its batch mates (scores by up to ~0.015 here): enough to swap
+    # near-ties, so the order is compared only where scores are apart.
     for q in QUERIES:
-        assert [i for i, _ in after[q]] == [i for i, _ in before[q]], q
-        assert [s for _, s in after[q]] == pytest.approx([s for _, s in before[q]], rel=1e-3)
+        was, now = dict(before[q]), dict(after[q])
+        assert now.keys() == was.keys(), q
+        assert [now[i] for i in was] == pytest.approx(list(was.values()), abs=0.02), q
+        apart = [i for i, s in before[q] if all(abs(s - t) > 0.04 for j, t in before[q] if j != i)]
+        assert [i for i, _ in after[q] if i in apart] == apart, q
