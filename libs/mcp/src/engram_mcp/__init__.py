@@ -1,0 +1,1 @@
+"""An MCP server over the Engram SDK."""

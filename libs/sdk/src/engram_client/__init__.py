@@ -1,0 +1,1 @@
+"""Engram's Python SDK."""
