@@ -280,7 +280,11 @@ def test_monitoring_resources_are_rendered_only_when_enabled() -> None:
         assert (port["name"], port["targetPort"]) == ("metrics", "metrics")
     (rule,) = out.of("PrometheusRule").values()
     exprs = [r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]]
-    assert any("engram_jetstream_consumer_pending" in e for e in exprs)
+    # Every ingest replica reports the one durable's backlog: max of it, never a sum, and
+    # only ingest's durable, not the consolidate consumers'.
+    assert any(
+        e.startswith('max(engram_jetstream_consumer_pending{durable="ingest-apply"') for e in exprs
+    )
     assert (
         "ServiceMonitor"
         not in render("metrics.enabled=false", "metrics.serviceMonitor.enabled=true").kinds()
@@ -295,7 +299,9 @@ def test_keda_scales_ingest_on_the_consumer_backlog() -> None:
     assert (scaled["spec"]["minReplicaCount"], scaled["spec"]["maxReplicaCount"]) == (1, 8)
     (trigger,) = scaled["spec"]["triggers"]
     assert trigger["type"] == "prometheus"
-    assert "engram_jetstream_consumer_pending" in trigger["metadata"]["query"]
+    assert trigger["metadata"]["query"] == (
+        'max(engram_jetstream_consumer_pending{durable="ingest-apply"})'
+    )
     assert trigger["metadata"]["threshold"] == "1000"
     assert "replicas" not in out.deployment("ingest")["spec"]  # KEDA's HPA owns it
     assert out.deployment("gateway")["spec"]["replicas"] == 2
