@@ -30,7 +30,7 @@ class Settings(WorkerSettings):
     )
     embed_timeout_s: float = Field(30.0, gt=0, description="Deadline of one embedder call.")
     ack_wait_s: float = Field(
-        5.0,
+        3.0,
         ge=1.0,
         description="Seconds the log waits for a sign of life before redelivering an event "
         "to another replica. The batch in hand is marked in progress every third of it, so "
