@@ -105,6 +105,12 @@ def stats(tenant: str = "") -> Op[Stats]:
     return Op("memory", "Stats", gateway_pb2.StatsRequest(tenant=tenant), True, Stats.of)
 
 
+# Paging. A server-streaming MemoryService.List (filters like Recall's, ordered by
+# sequence, resumable by a cursor) belongs here beside dead_letters once the proto has
+# it: an Op whose parse yields (memories, cursor), and a `list` method in both clients
+# that resumes from the last cursor after a retryable failure instead of starting over.
+
+
 def dead_letters(tenant: str, page_size: int, after: int) -> Op[tuple[list[DeadLetter], int]]:
     request = admin_pb2.ListDeadLettersRequest(tenant=tenant, page_size=page_size, after=after)
 
