@@ -94,3 +94,24 @@ async def test_the_async_client_reads_its_own_store(env: None) -> None:
         stored = await engram.store("Wombats produce cube-shaped droppings", tags=[tag])
         found = await engram.recall("wombat droppings", tags=[tag], limit=3)
     assert [h.id for h in found] == [stored.id]
+
+
+def test_relations_stats_batches_streams_and_deletes_through_the_sdk(env: None) -> None:
+    tag = f"sdk:{uuid.uuid4().hex[:8]}"
+    with Engram() as engram:
+        batch = engram.store_batch([{"content": "Otters hold hands", "tags": [tag]}, "x " + tag])
+        streamed = engram.store_stream([f"stream {i} {tag}" for i in range(3)])
+        a, b = batch.ids
+        engram.recall("otters", tags=[tag])  # Associate needs both applied: wait for them
+        engram.associate(a, b, "RELATES_TO", strength=0.7)
+        engram.recall("otters", tags=[tag])  # and Related the association
+        related = engram.related(a)
+        deleted = engram.delete(b)
+        stats = engram.stats()
+    assert batch.failed == 0
+    assert streamed.failed == 0
+    assert len(streamed.results) == 3
+    assert [(r.memory.id, r.type) for r in related] == [(b, "RELATES_TO")]
+    assert deleted.id == b
+    assert stats.tenant == "default"
+    assert stats.counts
