@@ -5,10 +5,15 @@ from __future__ import annotations
 import math
 
 import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from engram_core import errors as e
 
 FIELD_KEY = "engram-field"
+# The standard rich-status trailer (google.rpc.Status): any gRPC client, in any language,
+# reads an INVALID_ARGUMENT's field from its BadRequest detail the same way.
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
 # Trailing metadata of RESOURCE_EXHAUSTED: milliseconds after which a retry may get in.
 RETRY_AFTER_KEY = "retry-after-ms"
 
@@ -36,16 +41,28 @@ def status_code(err: e.EngramError) -> grpc.StatusCode:
 _MAX_FIELD_CHARS = 512
 
 
-def trailing_metadata(err: e.EngramError) -> tuple[tuple[str, str], ...]:
-    """What a server sends beside the status: the field named, when to retry."""
-    out: list[tuple[str, str]] = []
+def trailing_metadata(err: e.EngramError) -> tuple[tuple[str, str | bytes], ...]:
+    """What a server sends beside the status: the field named (as engram-field and, for
+    INVALID_ARGUMENT, as a google.rpc.BadRequest detail), when to retry."""
+    out: list[tuple[str, str | bytes]] = []
     field = getattr(err, "field", None)
     if field:
         out.append((FIELD_KEY, _metadata_value(field)))
+    if isinstance(err, e.InvalidArgument):
+        out.append((STATUS_DETAILS_KEY, bad_request(err).SerializeToString()))
     retry_after = getattr(err, "retry_after_s", None)
     if retry_after is not None:
         out.append((RETRY_AFTER_KEY, str(max(1, math.ceil(retry_after * 1000)))))
     return tuple(out)
+
+
+def bad_request(err: e.InvalidArgument) -> status_pb2.Status:
+    """The rich status of an INVALID_ARGUMENT: code and message as the call's own status
+    (clients check they match), one FieldViolation naming the field."""
+    violation = error_details_pb2.BadRequest.FieldViolation(field=err.field, description=err.reason)
+    detail = any_pb2.Any()
+    detail.Pack(error_details_pb2.BadRequest(field_violations=[violation]))
+    return status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=err.message, details=[detail])
 
 
 def _metadata_value(text: str) -> str:

@@ -8,8 +8,10 @@ from typing import Any
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpc_status import rpc_status
 
 from engram.scoring.v1 import scoring_pb2, scoring_pb2_grpc
 from engram_core.errors import InvalidArgument, NotFound, ResourceExhausted
@@ -58,6 +60,24 @@ async def test_invalid_argument_names_the_field(server: RunningServer) -> None:
                 await stub.Rank(scoring_pb2.RankRequest(query="bad"))
         assert caught.value.field == "limit"
         assert caught.value.reason == "must be in 1..1000"
+
+
+async def test_invalid_argument_carries_the_standard_bad_request_detail(
+    server: RunningServer,
+) -> None:
+    async with open_channel(f"127.0.0.1:{server.port}") as channel:
+        stub = scoring_pb2_grpc.ScoringServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as raw:
+            await stub.Rank(scoring_pb2.RankRequest(query="bad"))
+    # grpcio-status's reader checks the detail's code and message match the call's own.
+    status = rpc_status.from_call(raw.value)
+    assert status is not None
+    assert len(status.details) == 1
+    bad = error_details_pb2.BadRequest()
+    assert status.details[0].Unpack(bad)
+    assert [(v.field, v.description) for v in bad.field_violations] == [
+        ("limit", "must be in 1..1000")
+    ]
 
 
 async def test_resource_exhausted_carries_when_to_retry(server: RunningServer) -> None:
