@@ -3,6 +3,9 @@ against the embedded stack."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import socket
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -148,3 +151,39 @@ async def test_recall_text_fits_the_token_budget(stack: DevStack) -> None:
     assert small.structured_content["context"]
     assert len(text(small)) < len(text(listed))
     assert text(listed).count("Build note") == 6
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def _wait_listening(port: int, server: asyncio.subprocess.Process) -> None:
+    for _ in range(300):
+        assert server.returncode is None, "engram-mcp --http exited"
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        await asyncio.sleep(0.1)
+    raise AssertionError("engram-mcp --http never listened")
+
+
+async def test_streamable_http_serves_the_same_tools(stack: DevStack) -> None:
+    port = _free_port()
+    env = dict(os.environ, ENGRAM_ADDRESS=stack.gateway_address, ENGRAM_TOKEN=DEV_TOKEN)
+    args = ["-m", "engram_mcp", "--http", "--port", str(port)]
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, *args, env=env, stderr=asyncio.subprocess.DEVNULL
+    )
+    try:
+        await _wait_listening(port, server)
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            stats = await call(client, "memory_stats")
+    finally:
+        server.terminate()
+        await asyncio.wait_for(server.wait(), 10)
+    assert names == TOOLS
+    assert stats["tenant"] == "default"
