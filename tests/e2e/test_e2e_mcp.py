@@ -70,6 +70,7 @@ async def test_store_then_recall_get_update_delete(stack: DevStack) -> None:
         )
         assert not recalled.is_error, text(recalled)
         assert "Quentin prefers tabs" in text(recalled)
+        assert stored["id"] in text(recalled)
         assert recalled.structured_content is not None
         ids = [r["memory"]["id"] for r in recalled.structured_content["results"]]
         assert ids == [stored["id"]]

@@ -17,7 +17,9 @@ def recall_text(results: Sequence[dict[str, Any]], context: str) -> str:
     if not results:
         return "No memories matched."
     if context:
-        return context
+        # The packed context has no ids, and a model acts on a memory by its id.
+        ids = ", ".join(r["memory"]["id"] for r in results)
+        return f"{context}\n(ids, best first: {ids})"
     return "\n".join(f"{r['score']:.2f} {memory_line(r['memory'])}" for r in results)
 
 
