@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -21,13 +20,13 @@ _SETTLE_POLL_S = 0.05
 _MEMORY_FIELDS = ("content", "type", "tags", "importance", "confidence", "metadata")
 
 
-@dataclass(frozen=True)
 class GatewayError(Exception):
     """A call the gateway refused: its status name, message and the field it named."""
 
-    code: str
-    message: str
-    field: str = ""
+    # Not a frozen dataclass: raising sets attributes (__traceback__) on the instance.
+    def __init__(self, code: str, message: str, field: str = "") -> None:
+        super().__init__(code, message, field)
+        self.code, self.message, self.field = code, message, field
 
     def __str__(self) -> str:
         named = f" (field: {self.field})" if self.field else ""
@@ -149,13 +148,17 @@ class Gateway:
     async def _settle(self) -> None:
         """Wait until the stores applied this process's writes, so a get, update or
         associate of a memory stored a moment ago finds it. Stats' watermark is the
-        tenant's own; past the timeout the call goes ahead and answers for itself."""
+        tenant's own; past the timeout, or without Stats, the call goes ahead and answers
+        for itself."""
         target = self._written
         if target <= self._settled:
             return
         give_up = time.monotonic() + self._config.timeout_s
         while time.monotonic() < give_up:
-            reply = await self._call("Stats", gateway_pb2.StatsRequest())
+            try:
+                reply = await self._call("Stats", gateway_pb2.StatsRequest())
+            except GatewayError:  # e.g. a token without read scope: no wait, not a failure
+                return
             if reply.watermark >= target:
                 self._settled = max(self._settled, target)
                 return
