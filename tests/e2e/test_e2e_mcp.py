@@ -123,6 +123,7 @@ async def test_refusals_are_tool_errors_naming_the_field(stack: DevStack) -> Non
     async with engram_mcp(stack) as client:
         by_gateway = await client.call_tool("get_memory", {"id": "not-a-uuid"})
         by_schema = await client.call_tool("store_memory", {"content": "x", "importance": 7})
+        empty = await client.call_tool("update_memory", {"id": str(uuid.uuid4())})
     assert by_gateway.is_error
     assert by_gateway.structured_content is not None
     assert by_gateway.structured_content["code"] == "INVALID_ARGUMENT"
@@ -130,6 +131,8 @@ async def test_refusals_are_tool_errors_naming_the_field(stack: DevStack) -> Non
     assert "(field: id)" in text(by_gateway)
     assert by_schema.is_error
     assert "importance" in text(by_schema)
+    assert empty.is_error
+    assert "nothing to change" in text(empty)
 
 
 async def test_recall_text_fits_the_token_budget(stack: DevStack) -> None:

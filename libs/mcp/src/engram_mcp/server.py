@@ -117,13 +117,14 @@ async def _answer(
     try:
         value = await call
     except GatewayError as err:
-        structured = {"code": err.code, "message": err.message, "field": err.field}
-        return CallToolResult(
-            content=[TextContent(type="text", text=str(err))],
-            structured_content=structured,
-            is_error=True,
-        )
+        return _refused(err)
     return _result(text(value), {wrap: value} if wrap else value)
+
+
+def _refused(err: GatewayError) -> CallToolResult:
+    structured = {"code": err.code, "message": err.message, "field": err.field}
+    content: list[TextContent] = [TextContent(type="text", text=str(err))]
+    return CallToolResult(content=content, structured_content=structured, is_error=True)
 
 
 def _written(verb: str) -> Callable[[dict[str, Any]], str]:
@@ -167,6 +168,9 @@ def _write_tools(mcp: MCPServer[Any], gw: Gateway) -> None:
             "confidence": confidence, "metadata": metadata,
         }  # fmt: skip
         mask = [name for name, value in fields.items() if value is not None]
+        if not mask:
+            reason = "nothing to change: give at least one of " + ", ".join(fields)
+            return _refused(GatewayError("INVALID_ARGUMENT", reason))
         return await _answer(gw.update(id, memory_input(**fields), mask), _written("Updated"))
 
     @mcp.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
