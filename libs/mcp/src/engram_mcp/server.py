@@ -50,11 +50,6 @@ class Written(BaseModel):
     sequence: int = Field(description="Log position of the write.")
 
 
-class Deleted(BaseModel):
-    id: str
-    sequence: int
-
-
 class Associated(BaseModel):
     sequence: int
 
@@ -174,7 +169,7 @@ def _write_tools(mcp: MCPServer[Any], gw: Gateway) -> None:
         return await _answer(gw.update(id, memory_input(**fields), mask), _written("Updated"))
 
     @mcp.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
-    async def delete_memory(id: Id) -> Annotated[CallToolResult, Deleted]:
+    async def delete_memory(id: Id) -> Annotated[CallToolResult, Written]:
         """Delete a memory for good: when it is wrong, private or asked to be forgotten."""
         return await _answer(gw.delete(id), _written("Deleted"))
 
