@@ -1,1 +1,1 @@
-"""An MCP server over the Engram SDK."""
+"""An MCP server giving agents Engram's long-term memory as tools."""
