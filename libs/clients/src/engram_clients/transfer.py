@@ -63,10 +63,14 @@ def progress_bar(console: Console | None = None) -> Progress:
 
 
 def to_dict(message: Message) -> dict[str, Any]:
-    """Every field, defaults too; timestamps as ISO-8601 (RFC 3339)."""
-    return json_format.MessageToDict(
+    """Every field, defaults too and null for an unset timestamp or struct; timestamps as
+    ISO-8601 (RFC 3339)."""
+    out = json_format.MessageToDict(
         message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
+    for field in message.DESCRIPTOR.fields:
+        out.setdefault(field.name, None)
+    return out
 
 
 def header(embedding_model: str) -> dict[str, Any]:

@@ -229,3 +229,15 @@ def test_a_file_that_is_not_an_export_is_refused_naming_the_line(
     assert run(addr, "import", str(bad)) == 1
     assert says in capsys.readouterr().err
     assert fake.batches == []
+
+
+def test_an_unset_time_is_written_as_null_and_read_back_unset(
+    gateway: tuple[str, Gateway], tmp_path: Path
+) -> None:
+    addr, fake = gateway
+    out = tmp_path / "acme.jsonl"
+    run(addr, "export", "-o", str(out))
+    line = json.loads(out.read_text().splitlines()[1])
+    assert (line["memory"]["t_invalid"], line["memory"]["last_accessed"]) == (None, None)
+    run(addr, "import", str(out))
+    assert not fake.batches[0].memories[0].HasField("t_invalid")

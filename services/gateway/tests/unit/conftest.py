@@ -151,7 +151,7 @@ class FakeVector(FakeBackend):
     async def scan(
         self, tenant: str, cursor: str | None, limit: int, timeout: float | None = None
     ) -> ScanPage:
-        """Like the vector store: id order, the cursor is the next page's first id."""
+        """Like the vector store: a stable order (here by id), the cursor the next page's first."""
         await self._enter("scan", (cursor, limit))
         held = sorted(
             (m for m in self.world.of(tenant) if cursor is None or m.id >= cursor),

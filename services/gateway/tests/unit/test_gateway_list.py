@@ -40,7 +40,7 @@ def ids(pages: list[Any]) -> list[str]:
     return [m.id for p in pages for m in p.memories]
 
 
-async def test_pages_in_id_order_and_a_cursor_resumes_after_any_page(client: Any) -> None:
+async def test_pages_in_the_stores_order_and_a_cursor_resumes_after_any_page(client: Any) -> None:
     seed(client.harness)
     pages = await listing(client, page_size=2, include_archived=True)
     assert [len(p.memories) for p in pages] == [2, 2, 1]

@@ -82,7 +82,7 @@ class Lister:
         self._timeout = backend_timeout_s
 
     async def pages(self, tenant: str, req: ListRequest) -> AsyncIterator[ListPage]:
-        """Pages in the store's id order; a page the filters empty is skipped unless last.
+        """Pages in the store's scan order; a page the filters empty is skipped unless last.
         Every argument is checked before the first store call."""
         flt, size, cursor = _filter(req), _page_size(req.page_size), _cursor(req.cursor)
         while True:

@@ -48,7 +48,7 @@ class VectorPort(Protocol):
     async def scan(
         self, tenant: str, cursor: str | None, limit: int, timeout: float | None = None
     ) -> ScanPage:
-        """Every live memory of the tenant (archived included) in point-id order (List)."""
+        """Every live memory of the tenant (archived included) in a stable order (List)."""
         ...
 
 
