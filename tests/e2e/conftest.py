@@ -7,13 +7,15 @@ from collections.abc import Iterator
 import pytest
 
 from engram_platform.devstack import DevStack, start_stack
-from engram_testing.e2e import model_env
+from engram_testing.e2e import gateway_tokens, model_env
 
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     running = start_stack(
-        tmp_path_factory.mktemp("engram-home"), gateway_port=0, extra_env=model_env()
+        tmp_path_factory.mktemp("engram-home"),
+        gateway_port=0,
+        extra_env={**model_env(), "ENGRAM_GATEWAY_TOKENS": gateway_tokens("default", "imported")},
     )
     yield running
     running.stop()

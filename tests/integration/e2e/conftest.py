@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from engram_platform import localservers
-from engram_platform.devstack import DEV_ADMIN_TOKEN, DEV_TOKEN, DevStack, start_stack
-from engram_testing.e2e import ServerStack, model_env
+from engram_platform.devstack import DevStack, start_stack
+from engram_testing.e2e import ServerStack, gateway_tokens, model_env
 
 
 @pytest.fixture(scope="session")
@@ -28,7 +28,7 @@ def server_stack(
     env = {
         **model_env(),
         **localservers.service_env(),
-        "ENGRAM_GATEWAY_TOKENS": f"{DEV_TOKEN}={tenant}:read+write+admin;{DEV_ADMIN_TOKEN}=*:admin",
+        "ENGRAM_GATEWAY_TOKENS": gateway_tokens(tenant, f"{tenant}-import"),
         "ENGRAM_LEXICAL_OPENSEARCH__INDEX_PREFIX": prefix,
     }
     stack = start_stack(

@@ -22,6 +22,7 @@ from engram_testing.e2e import (
 )
 from engram_testing.e2e_candidates import CandidateGenerationEndToEnd
 from engram_testing.e2e_expansion import ExpansionEndToEnd
+from engram_testing.e2e_transfer import TransferEndToEnd
 
 
 def _get_json(url: str) -> dict[str, object]:
@@ -114,3 +115,7 @@ class TestServerCandidates(CandidateGenerationEndToEnd):
 
 class TestServerExpansion(ExpansionEndToEnd):
     """Relation and entity expansion and hybrid_graph over Neo4j relations."""
+
+
+class TestServerTransfer(TransferEndToEnd):
+    """List over the server vector store's scan and Neo4j relations; export and import."""

@@ -7,7 +7,8 @@ import asyncio
 import json
 import os
 import sys
-from typing import Any, TypeVar
+from contextlib import AbstractContextManager, nullcontext
+from typing import IO, Any, TypeVar
 
 import grpc
 from google.protobuf import json_format
@@ -15,6 +16,7 @@ from google.protobuf.message import Message
 
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
+from engram_clients import transfer
 from engram_platform.tls_flags import add_tls_flags, flag_credentials, flag_options
 
 _DEFAULT_LIMIT = 5
@@ -101,6 +103,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     for parser in (dl, dr):
         parser.add_argument("--tenant", default="", help="another tenant (a token of tenant '*')")
+    e = sub.add_parser(
+        "export", help="the tenant's memories and their relations as JSONL (stdout or -o)"
+    )
+    e.add_argument("--tag", action="append", default=[], help="only memories with this tag")
+    e.add_argument("--type", action="append", default=[], help="only memories of this type")
+    e.add_argument("--include-archived", action="store_true")
+    e.add_argument("-o", "--output", default="-", help="a file (default stdout)")
+    i = sub.add_parser("import", help="store an export's memories and relations (re-runnable)")
+    i.add_argument("file", help="a file `engram export` wrote ('-' = stdin)")
+    i.add_argument("--batch-size", type=int, default=100, help="memories per StoreBatch")
     c = sub.add_parser(
         "consolidate",
         help="run consolidation passes now, or show each pass's last run and progress (admin)",
@@ -311,6 +323,48 @@ async def _run(args: argparse.Namespace) -> Message:
         return reply
 
 
+async def _transfer(args: argparse.Namespace) -> int:
+    """export or import, progress on stderr; the exit code."""
+    metadata = (("authorization", f"Bearer {args.token}"),)
+    async with _channel(args) as channel:
+        stub = gateway_pb2_grpc.MemoryServiceStub(channel)
+        with transfer.progress_bar() as bar:
+            if args.cmd == "export":
+                request = gateway_pb2.ListRequest(
+                    tags=args.tag, types=args.type, include_archived=args.include_archived
+                )
+                with _opened(args.output, "w") as out:
+                    count = await transfer.export(stub, request, out, metadata, bar)
+                print(f"exported {count} memories", file=sys.stderr)
+                return 0
+            with _opened(args.file, "r") as source:
+                lines = transfer.read_lines(source)
+            done = await transfer.import_lines(stub, lines, args.batch_size, metadata, bar)
+    print(
+        f"imported {done.stored} memories ({done.duplicates} already there), "
+        f"{done.relations} relations ({done.skipped} to missing memories skipped)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _opened(path: str, mode: str) -> AbstractContextManager[IO[str]]:
+    """The file, or stdout/stdin for "-" (left open: the interpreter owns them)."""
+    if path == "-":
+        return nullcontext(sys.stdout if mode == "w" else sys.stdin)
+    return open(path, mode, encoding="utf-8")
+
+
+def _run_transfer(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_transfer(args))
+    except grpc.aio.AioRpcError as err:
+        print(f"{err.code().name}: {err.details()}", file=sys.stderr)
+    except (OSError, ValueError, transfer.ImportFailed) as err:
+        print(f"{args.cmd}: {err}", file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -323,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
         args.credentials = flag_credentials(args)
     except ValueError as err:  # a TlsError too: it names the flag
         parser.error(str(err))
+    if args.cmd in ("export", "import"):
+        return _run_transfer(args)
     build = {"store": store_request, "recall": recall_request}.get(args.cmd)
     if build is not None:
         try:

@@ -129,6 +129,21 @@ class _Interceptor(grpc.aio.ServerInterceptor):
             return grpc.stream_unary_rpc_method_handler(
                 stream_unary, deserializer, handler.response_serializer
             )
+        if handler.unary_stream is not None:
+            inner_us = handler.unary_stream
+
+            async def unary_stream(request: Any, context: Context) -> None:
+                # Written message by message so an error part-way still maps to a status.
+                async def drain() -> None:
+                    messages: AsyncIterator[Any] = inner_us(_decoded(request), context)  # type: ignore[arg-type,assignment]
+                    async for message in messages:
+                        await context.write(message)
+
+                await timed(drain, context)
+
+            return grpc.unary_stream_rpc_method_handler(
+                unary_stream, deserializer, handler.response_serializer
+            )
         return handler
 
 

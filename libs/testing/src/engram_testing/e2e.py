@@ -27,6 +27,19 @@ from engram_platform.settings import NatsSettings
 
 AUTH = (("authorization", f"Bearer {DEV_TOKEN}"),)
 CLUSTER_AUTH = (("authorization", f"Bearer {DEV_ADMIN_TOKEN}"),)  # what spans tenants
+# A second tenant's token: what an import goes into, empty until it does.
+IMPORT_TOKEN = "e2e-import-token"
+IMPORT_AUTH = (("authorization", f"Bearer {IMPORT_TOKEN}"),)
+
+
+def gateway_tokens(tenant: str, import_tenant: str) -> str:
+    """ENGRAM_GATEWAY_TOKENS of a test stack: the dev token's tenant, the import tenant and
+    the cluster admin."""
+    return (
+        f"{DEV_TOKEN}={tenant}:read+write+admin;{IMPORT_TOKEN}={import_tenant}:read+write;"
+        f"{DEV_ADMIN_TOKEN}=*:admin"
+    )
+
 
 PEOPLE = ["Alice", "Bogdan", "Chen", "Dara", "Emeka", "Farah", "Goran", "Hana", "Ivo", "Jun"]
 TOPICS = [

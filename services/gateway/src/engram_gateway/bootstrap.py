@@ -39,6 +39,7 @@ from engram_gateway.config import ChatModelSettings, Settings
 from engram_gateway.service import (
     Budget,
     Gateway,
+    Lister,
     RateLimitConfig,
     ReadConfig,
     Reader,
@@ -301,7 +302,15 @@ def build_gateway(
         ),
     )
     stats = StatsView(reader, tenant_log, settings.backend_timeout_s)
-    return Gateway(writer=writer, reader=reader, access=access, rate_limit=rate_limit, stats=stats)
+    lister = Lister(backends.vector, backends.graph, settings.backend_timeout_s)
+    return Gateway(
+        writer=writer,
+        reader=reader,
+        access=access,
+        rate_limit=rate_limit,
+        stats=stats,
+        lister=lister,
+    )
 
 
 def build_admin(

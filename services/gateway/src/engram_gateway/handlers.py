@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram_core import validation as v
-from engram_core.errors import InvalidArgument
+from engram_core.errors import InvalidArgument, Unavailable
 from engram_gateway.auth import ALL_TENANTS, Authenticator, Scope, target_tenant
 from engram_gateway.mapping import (
+    list_page_to_proto,
+    list_request_from_proto,
     memory_input_from_proto,
     recall_request_from_proto,
     recall_result_to_proto,
@@ -44,6 +46,7 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
         self._rate_limit = gateway.rate_limit
         self._default_deadline = default_deadline_s
         self._max_stream = max_stream
+        self._lister = gateway.lister
         self._stats = gateway.stats or StatsView(gateway.reader, None, default_deadline_s)
 
     async def _tenant(self, context: Context, scope: Scope) -> str:
@@ -162,6 +165,15 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
         tenant = await self._tenant(context, Scope.READ)
         memory = await self._reader.get(tenant, request.id, self._deadline(context))
         return gateway_pb2.GetResponse(memory=memory_to_proto(memory))
+
+    async def List(  # noqa: N802
+        self, request: gateway_pb2.ListRequest, context: Context
+    ) -> AsyncIterator[gateway_pb2.ListResponse]:
+        tenant = await self._tenant(context, Scope.READ)
+        if self._lister is None:
+            raise Unavailable("List is not served here")
+        async for page in self._lister.pages(tenant, list_request_from_proto(request)):
+            yield list_page_to_proto(page)
 
     async def Related(  # noqa: N802
         self, request: gateway_pb2.RelatedRequest, context: Context

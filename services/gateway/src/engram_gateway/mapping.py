@@ -16,6 +16,8 @@ from engram_core.state import StateMode
 from engram_core.validation import MemoryInput, RawTimestamp
 from engram_gateway.service import (
     ItemResult,
+    ListPage,
+    ListRequest,
     RecallMode,
     RecallRequest,
     RelatedItem,
@@ -29,6 +31,7 @@ from engram_platform.convert import (
     memory_from_proto,
     memory_to_proto,
     recency_bias_from_proto,
+    relation_to_proto,
     struct_to_dict,
     tag_match_from_proto,
     tag_mode_from_proto,
@@ -106,6 +109,35 @@ def state_mode_from_proto(value: int) -> StateMode | None:
 
 def fusion_to_scoring(value: Fusion | None) -> scoring_pb2.Fusion.ValueType:
     return _SCORING_FUSION[value]
+
+
+def list_request_from_proto(p: gateway_pb2.ListRequest) -> ListRequest:
+    if p.tag_mode not in _TAG_MODES:
+        raise InvalidArgument("tag_mode", f"unknown tag mode {p.tag_mode}")
+    if p.tag_match not in _TAG_MATCHES:
+        raise InvalidArgument("tag_match", f"unknown tag match {p.tag_match}")
+    return ListRequest(
+        tags=tuple(p.tags),
+        tag_mode=tag_mode_from_proto(p.tag_mode),
+        tag_match=tag_match_from_proto(p.tag_match),
+        exclude_tags=tuple(p.exclude_tags),
+        types=tuple(p.types),
+        exclude_types=tuple(p.exclude_types),
+        start=p.start,
+        end=p.end,
+        include_archived=p.include_archived,
+        cursor=p.cursor,
+        page_size=p.page_size,
+        include_relations=p.include_relations,
+    )
+
+
+def list_page_to_proto(page: ListPage) -> gateway_pb2.ListResponse:
+    return gateway_pb2.ListResponse(
+        memories=[memory_to_proto(m) for m in page.memories],
+        relations=[relation_to_proto(r) for r in page.relations],
+        cursor=page.cursor,
+    )
 
 
 def recall_request_from_proto(p: gateway_pb2.RecallRequest) -> RecallRequest:

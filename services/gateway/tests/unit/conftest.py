@@ -16,7 +16,7 @@ from engram.gateway.v1 import gateway_pb2_grpc
 from engram_core import scoring
 from engram_core.errors import InvalidArgument, Unavailable
 from engram_core.filters import matches
-from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation
+from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation, ScanPage
 from engram_core.ordering import Sort, best
 from engram_core.tags import tag_prefixes
 from engram_gateway import server
@@ -147,6 +147,18 @@ class FakeVector(FakeBackend):
         self.calls.append(("search_many", len(flts)))
         searches = (self.search(tenant, f, limit, query, vector, timeout) for f in flts)
         return list(await asyncio.gather(*searches))
+
+    async def scan(
+        self, tenant: str, cursor: str | None, limit: int, timeout: float | None = None
+    ) -> ScanPage:
+        """Like the vector store: a stable order (here by id), the cursor the next page's first."""
+        await self._enter("scan", (cursor, limit))
+        held = sorted(
+            (m for m in self.world.of(tenant) if cursor is None or m.id >= cursor),
+            key=lambda m: m.id,
+        )
+        more = held[limit:]
+        return ScanPage(held[:limit], more[0].id if more else None)
 
 
 class FakeLexical(FakeBackend):

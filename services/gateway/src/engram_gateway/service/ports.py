@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation
+from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation, ScanPage
 from engram_core.ordering import Sort
 from engram_core.scoring import Candidate, Focus, Fusion, RecencyBias, ScoredCandidate
 
@@ -44,6 +44,12 @@ class VectorPort(Protocol):
     ) -> list[Memory]: ...
 
     async def count(self, tenant: str, timeout: float | None = None) -> int: ...
+
+    async def scan(
+        self, tenant: str, cursor: str | None, limit: int, timeout: float | None = None
+    ) -> ScanPage:
+        """Every live memory of the tenant (archived included) in a stable order (List)."""
+        ...
 
 
 class LexicalPort(Protocol):

@@ -733,6 +733,96 @@ class AssociateResponse(_message.Message):
 Global___AssociateResponse: _TypeAlias = AssociateResponse  # noqa: Y015
 
 @_typing.final
+class ListRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TAGS_FIELD_NUMBER: _builtins.int
+    TAG_MODE_FIELD_NUMBER: _builtins.int
+    TAG_MATCH_FIELD_NUMBER: _builtins.int
+    EXCLUDE_TAGS_FIELD_NUMBER: _builtins.int
+    TYPES_FIELD_NUMBER: _builtins.int
+    EXCLUDE_TYPES_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    INCLUDE_ARCHIVED_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    INCLUDE_RELATIONS_FIELD_NUMBER: _builtins.int
+    tag_mode: _common_pb2.TagMode.ValueType
+    tag_match: _common_pb2.TagMatch.ValueType
+    start: _builtins.str
+    """ISO-8601 on `timestamp`; inclusive"""
+    end: _builtins.str
+    """ISO-8601 on `timestamp`; inclusive"""
+    include_archived: _builtins.bool
+    cursor: _builtins.str
+    """"" = from the start; else a reply's cursor, opaque"""
+    page_size: _builtins.int
+    """1..1000, 0 = 100"""
+    include_relations: _builtins.bool
+    @_builtins.property
+    def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def exclude_tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def exclude_types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        tags: _abc.Iterable[_builtins.str] | None = ...,
+        tag_mode: _common_pb2.TagMode.ValueType = ...,
+        tag_match: _common_pb2.TagMatch.ValueType = ...,
+        exclude_tags: _abc.Iterable[_builtins.str] | None = ...,
+        types: _abc.Iterable[_builtins.str] | None = ...,
+        exclude_types: _abc.Iterable[_builtins.str] | None = ...,
+        start: _builtins.str = ...,
+        end: _builtins.str = ...,
+        include_archived: _builtins.bool = ...,
+        cursor: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        include_relations: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "end", b"end", "exclude_tags", b"exclude_tags", "exclude_types", b"exclude_types", "include_archived", b"include_archived", "include_relations", b"include_relations", "page_size", b"page_size", "start", b"start", "tag_match", b"tag_match", "tag_mode", b"tag_mode", "tags", b"tags", "types", b"types"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListRequest: _TypeAlias = ListRequest  # noqa: Y015
+
+@_typing.final
+class ListResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORIES_FIELD_NUMBER: _builtins.int
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    cursor: _builtins.str
+    """resumes after this page; "" = the last page"""
+    @_builtins.property
+    def memories(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Memory]: ...
+    @_builtins.property
+    def relations(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Relation]:
+        """with include_relations"""
+
+    def __init__(
+        self,
+        *,
+        memories: _abc.Iterable[_common_pb2.Memory] | None = ...,
+        relations: _abc.Iterable[_common_pb2.Relation] | None = ...,
+        cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "memories", b"memories", "relations", b"relations"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListResponse: _TypeAlias = ListResponse  # noqa: Y015
+
+@_typing.final
 class RelatedRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

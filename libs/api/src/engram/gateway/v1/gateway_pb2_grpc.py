@@ -88,6 +88,11 @@ class MemoryServiceStub:
                 request_serializer=engram_dot_gateway_dot_v1_dot_gateway__pb2.RelatedRequest.SerializeToString,
                 response_deserializer=engram_dot_gateway_dot_v1_dot_gateway__pb2.RelatedResponse.FromString,
                 _registered_method=True)
+        self.List = channel.unary_stream(
+                '/engram.gateway.v1.MemoryService/List',
+                request_serializer=engram_dot_gateway_dot_v1_dot_gateway__pb2.ListRequest.SerializeToString,
+                response_deserializer=engram_dot_gateway_dot_v1_dot_gateway__pb2.ListResponse.FromString,
+                _registered_method=True)
         self.Stats = channel.unary_unary(
                 '/engram.gateway.v1.MemoryService/Stats',
                 request_serializer=engram_dot_gateway_dot_v1_dot_gateway__pb2.StatsRequest.SerializeToString,
@@ -194,6 +199,20 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def List(self, request, context):
+        """The caller's tenant's memories that pass the filters (as Recall's; archived ones only
+        with include_archived), every field, in the vector store's scan order: stable (writes
+        never move a memory), not creation order. One message per page of at most page_size
+        memories (a filtered page may hold fewer); each message's `cursor` resumes the listing
+        after it (pass it back as `cursor`), and the last message's is "". A memory stored
+        while a listing runs may or may not be in it. With include_relations each message carries
+        the relations whose source is one of its memories (typed edges between memories).
+        Codes: OK, INVALID_ARGUMENT (cursor, page_size, start, end), UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Stats(self, request, context):
         """Per-store counts for the caller's tenant, its dead letters and the applied watermark.
         The log positions are the tenant's own: last_sequence is its latest event's sequence
@@ -253,6 +272,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Related,
                     request_deserializer=engram_dot_gateway_dot_v1_dot_gateway__pb2.RelatedRequest.FromString,
                     response_serializer=engram_dot_gateway_dot_v1_dot_gateway__pb2.RelatedResponse.SerializeToString,
+            ),
+            'List': grpc.unary_stream_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=engram_dot_gateway_dot_v1_dot_gateway__pb2.ListRequest.FromString,
+                    response_serializer=engram_dot_gateway_dot_v1_dot_gateway__pb2.ListResponse.SerializeToString,
             ),
             'Stats': grpc.unary_unary_rpc_method_handler(
                     servicer.Stats,
@@ -512,6 +536,33 @@ class MemoryService:
             '/engram.gateway.v1.MemoryService/Related',
             engram_dot_gateway_dot_v1_dot_gateway__pb2.RelatedRequest.SerializeToString,
             engram_dot_gateway_dot_v1_dot_gateway__pb2.RelatedResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/engram.gateway.v1.MemoryService/List',
+            engram_dot_gateway_dot_v1_dot_gateway__pb2.ListRequest.SerializeToString,
+            engram_dot_gateway_dot_v1_dot_gateway__pb2.ListResponse.FromString,
             options,
             channel_credentials,
             insecure,

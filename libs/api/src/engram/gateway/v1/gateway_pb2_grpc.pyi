@@ -91,6 +91,16 @@ class MemoryServiceStub:
     """Memories reachable from one memory over typed relations.
     Codes: OK, INVALID_ARGUMENT (depth, types, limit), NOT_FOUND, UNAVAILABLE.
     """
+    List: _grpc.UnaryStreamMultiCallable[_gateway_pb2.ListRequest, _gateway_pb2.ListResponse]
+    """The caller's tenant's memories that pass the filters (as Recall's; archived ones only
+    with include_archived), every field, in the vector store's scan order: stable (writes
+    never move a memory), not creation order. One message per page of at most page_size
+    memories (a filtered page may hold fewer); each message's `cursor` resumes the listing
+    after it (pass it back as `cursor`), and the last message's is "". A memory stored
+    while a listing runs may or may not be in it. With include_relations each message carries
+    the relations whose source is one of its memories (typed edges between memories).
+    Codes: OK, INVALID_ARGUMENT (cursor, page_size, start, end), UNAVAILABLE.
+    """
     Stats: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.StatsRequest, _gateway_pb2.StatsResponse]
     """Per-store counts for the caller's tenant, its dead letters and the applied watermark.
     The log positions are the tenant's own: last_sequence is its latest event's sequence
@@ -162,6 +172,16 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     Related: _aio.UnaryUnaryMultiCallable[_gateway_pb2.RelatedRequest, _gateway_pb2.RelatedResponse]  # type: ignore[assignment]
     """Memories reachable from one memory over typed relations.
     Codes: OK, INVALID_ARGUMENT (depth, types, limit), NOT_FOUND, UNAVAILABLE.
+    """
+    List: _aio.UnaryStreamMultiCallable[_gateway_pb2.ListRequest, _gateway_pb2.ListResponse]  # type: ignore[assignment]
+    """The caller's tenant's memories that pass the filters (as Recall's; archived ones only
+    with include_archived), every field, in the vector store's scan order: stable (writes
+    never move a memory), not creation order. One message per page of at most page_size
+    memories (a filtered page may hold fewer); each message's `cursor` resumes the listing
+    after it (pass it back as `cursor`), and the last message's is "". A memory stored
+    while a listing runs may or may not be in it. With include_relations each message carries
+    the relations whose source is one of its memories (typed edges between memories).
+    Codes: OK, INVALID_ARGUMENT (cursor, page_size, start, end), UNAVAILABLE.
     """
     Stats: _aio.UnaryUnaryMultiCallable[_gateway_pb2.StatsRequest, _gateway_pb2.StatsResponse]  # type: ignore[assignment]
     """Per-store counts for the caller's tenant, its dead letters and the applied watermark.
@@ -285,6 +305,22 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_gateway_pb2.RelatedResponse, _abc.Awaitable[_gateway_pb2.RelatedResponse]]:
         """Memories reachable from one memory over typed relations.
         Codes: OK, INVALID_ARGUMENT (depth, types, limit), NOT_FOUND, UNAVAILABLE.
+        """
+
+    @_abc_1.abstractmethod
+    def List(
+        self,
+        request: _gateway_pb2.ListRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_gateway_pb2.ListResponse], _abc.AsyncIterator[_gateway_pb2.ListResponse]]:
+        """The caller's tenant's memories that pass the filters (as Recall's; archived ones only
+        with include_archived), every field, in the vector store's scan order: stable (writes
+        never move a memory), not creation order. One message per page of at most page_size
+        memories (a filtered page may hold fewer); each message's `cursor` resumes the listing
+        after it (pass it back as `cursor`), and the last message's is "". A memory stored
+        while a listing runs may or may not be in it. With include_relations each message carries
+        the relations whose source is one of its memories (typed edges between memories).
+        Codes: OK, INVALID_ARGUMENT (cursor, page_size, start, end), UNAVAILABLE.
         """
 
     @_abc_1.abstractmethod
