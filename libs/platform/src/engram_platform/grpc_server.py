@@ -129,6 +129,20 @@ class _Interceptor(grpc.aio.ServerInterceptor):
             return grpc.stream_unary_rpc_method_handler(
                 stream_unary, deserializer, handler.response_serializer
             )
+        if handler.unary_stream is not None:
+            inner_us = handler.unary_stream
+
+            async def unary_stream(request: Any, context: Context) -> None:
+                # Written from here, so an error after the first reply gets its status too.
+                async def run() -> None:
+                    async for reply in inner_us(_decoded(request), context):  # type: ignore[arg-type, attr-defined]
+                        await context.write(reply)
+
+                await timed(run, context)
+
+            return grpc.unary_stream_rpc_method_handler(
+                unary_stream, deserializer, handler.response_serializer
+            )
         return handler
 
 
