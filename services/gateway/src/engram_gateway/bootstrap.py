@@ -352,7 +352,11 @@ async def open_gateway(settings: Settings) -> tuple[Gateway, Callable[[], Awaita
     dead_letters = DeadLetters(letters, settings.backend_timeout_s)
     feed = Subscriptions(
         JetStreamFeed(js),
-        FeedConfig(per_tenant=settings.subscribe_per_tenant, total=settings.subscribe_total),
+        FeedConfig(
+            per_tenant=settings.subscribe_per_tenant,
+            total=settings.subscribe_total,
+            tenant_label=settings.metrics_tenant_label,
+        ),
     )
     gateway = replace(gateway, admin=admin, dead_letters=dead_letters, feed=feed)
 

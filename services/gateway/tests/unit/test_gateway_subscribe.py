@@ -20,6 +20,7 @@ from engram_gateway import server
 from engram_gateway.auth import Authenticator
 from engram_gateway.service import FeedConfig, FeedQuery, Subscriptions
 from engram_platform.errors import FIELD_KEY, RETRY_AFTER_KEY
+from engram_testing.metrics import ServiceMetrics
 from engram_testing.waiting import until
 
 if TYPE_CHECKING:
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 Kind = gateway_pb2.SubscribeResponse.Kind
 RW = (("authorization", "Bearer rw-token"),)
 GLOBEX = (("authorization", "Bearer other"),)
+REJECTED = "engram.admission.rejections"
+OPEN = "engram.subscriptions.open"
 
 
 class FakeFeed:
@@ -117,7 +120,12 @@ async def test_a_tenant_sees_none_of_another_tenants_events(feed: FakeFeed) -> N
     assert await take(subs(feed).subscribe("acme", FeedQuery(after=0)), 1) == [2]
 
 
-async def test_a_tenant_over_its_bound_is_refused_until_one_ends(feed: FakeFeed) -> None:
+async def test_a_tenant_over_its_bound_is_refused_until_one_ends(
+    feed: FakeFeed, service_metrics: ServiceMetrics
+) -> None:
+    m = service_metrics
+    refusals = m.value(REJECTED, reason="tenant_subscriptions")
+    open_before = m.value(OPEN)
     s = subs(feed, per_tenant=2, total=3)
     await feed.publish(written(1))
     first, second = (s.subscribe("acme", FeedQuery(after=0)) for _ in range(2))
@@ -127,6 +135,8 @@ async def test_a_tenant_over_its_bound_is_refused_until_one_ends(feed: FakeFeed)
         await take(s.subscribe("acme", FeedQuery(after=0)), 1)
     assert refused.value.retry_after_s == 2.0
     assert s.held("acme") == 2
+    assert m.value(REJECTED, reason="tenant_subscriptions") == refusals + 1
+    assert m.value(OPEN) == open_before + 2
     # Another tenant still gets in, up to the gateway's total.
     await feed.publish(written(2, tenant="globex"))
     other = s.subscribe("globex", FeedQuery(after=0))
@@ -135,6 +145,7 @@ async def test_a_tenant_over_its_bound_is_refused_until_one_ends(feed: FakeFeed)
         await take(s.subscribe("initech", FeedQuery()), 1)
     await first.aclose()  # type: ignore[attr-defined]
     assert s.held("acme") == 1
+    assert m.value(OPEN) == open_before + 2  # globex's one opened, acme's first one closed
     assert await take(s.subscribe("acme", FeedQuery(after=0)), 1) == [1]
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from engram_core.errors import ResourceExhausted
 from engram_core.log_events import Event, MemoryWritten
+from engram_gateway.service import metrics
 from engram_gateway.service.ports import ChangeFeed
 
 
@@ -22,6 +23,7 @@ class FeedConfig:
     total: int = 1024
     # A slot frees only when another subscription ends, which nothing here can foresee.
     retry_after_s: float = 5.0
+    tenant_label: bool = False  # the tenant on refusal metrics (METRICS_TENANT_LABEL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,17 +56,20 @@ class Subscriptions:
     def _acquire(self, tenant: str) -> None:
         cfg = self._config
         if self._held[tenant] >= cfg.per_tenant:
-            why = f"tenant {tenant!r} holds its most subscriptions ({cfg.per_tenant})"
+            reason, why = "tenant_subscriptions", f"tenant {tenant!r} holds its most subscriptions"
         elif self._held.total() >= cfg.total:
-            why = f"the gateway holds its most subscriptions ({cfg.total})"
+            reason, why = "subscriptions", f"the gateway holds its most subscriptions ({cfg.total})"
         else:
             self._held[tenant] += 1
+            metrics.subscriptions_open.add(1)
             return
+        metrics.rejected(reason, tenant, cfg.tenant_label)
         raise ResourceExhausted(
             f"{why}; retry after {cfg.retry_after_s:.3f}s", retry_after_s=cfg.retry_after_s
         )
 
     def _release(self, tenant: str) -> None:
+        metrics.subscriptions_open.add(-1)
         self._held[tenant] -= 1
         if self._held[tenant] <= 0:
             del self._held[tenant]
