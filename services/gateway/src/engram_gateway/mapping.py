@@ -266,9 +266,16 @@ def store_outcome_to_proto(out: StoreOutcome) -> gateway_pb2.StoreBatchResponse:
     )
 
 
+# JetStream's sequences are int64 on the server: a start past this is no position it has.
+_MAX_SEQUENCE = 2**63 - 2
+
+
 def feed_query_from_proto(p: gateway_pb2.SubscribeRequest, limits: Limits) -> FeedQuery:
+    after = p.after_sequence if p.HasField("after_sequence") else None
+    if after is not None and after > _MAX_SEQUENCE:
+        raise InvalidArgument("after_sequence", f"above the log's largest ({_MAX_SEQUENCE})")
     return FeedQuery(
-        after=p.after_sequence if p.HasField("after_sequence") else None,
+        after=after,
         tags=v.check_tags(list(p.tags), "tags", limits),
         types=v.check_types(list(p.types), "types", limits),
     )

@@ -219,6 +219,12 @@ async def test_bad_filters_and_missing_scope_are_refused(harness: Harness, feed:
             await bad.read()
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert dict(err.value.trailing_metadata() or ())[FIELD_KEY] == "types[0]"
+        huge = stub.Subscribe(
+            gateway_pb2.SubscribeRequest(after_sequence=2**64 - 1), metadata=RW, timeout=5
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await huge.read()
+        assert dict(err.value.trailing_metadata() or ())[FIELD_KEY] == "after_sequence"
         write_only = (("authorization", "Bearer w-token"),)
         denied = stub.Subscribe(gateway_pb2.SubscribeRequest(), metadata=write_only)
         with pytest.raises(grpc.aio.AioRpcError) as err:
