@@ -49,11 +49,14 @@ async def test_one_agent_sees_what_another_stores(agents: tuple[Stub, Stub]) -> 
     before = await store(writer, "stored before anyone listened", tag)
     call = watcher.Subscribe(gateway_pb2.SubscribeRequest(tags=[tag]), metadata=AUTH)
     stored: dict[int, str] = {}
+    seen = asyncio.Event()
 
     async def keep_storing() -> None:
         # The subscription starts listening once its consumer exists, which the client
         # cannot see: store until the watcher has seen one.
         for i in range(100):
+            if seen.is_set():
+                return
             reply = await store(writer, f"the tide tables are in the red binder ({i})", tag)
             stored[reply.sequence] = reply.id
             await asyncio.sleep(0.2)
@@ -62,6 +65,10 @@ async def test_one_agent_sees_what_another_stores(agents: tuple[Stub, Stub]) -> 
     try:
         async with asyncio.timeout(30):
             event = await next_event(call)
+            while not event.HasField("memory"):  # a background pass's link passes the filter
+                event = await next_event(call)
+            seen.set()
+            await storing  # its last reply names the event's memory too
     finally:
         storing.cancel()
         call.cancel()
