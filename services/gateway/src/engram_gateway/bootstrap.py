@@ -23,6 +23,7 @@ from engram_core.ports import Cache, RateLimiter
 from engram_embed.cross import OnnxCrossEncoder
 from engram_gateway.adapters.consolidation import NatsConsolidation
 from engram_gateway.adapters.dead_letters import JetStreamDeadLetters
+from engram_gateway.adapters.feed import JetStreamFeed
 from engram_gateway.adapters.log import JetStreamLog
 from engram_gateway.adapters.openai_models import (
     ChatDecomposer,
@@ -38,11 +39,13 @@ from engram_gateway.config import Budget as BudgetSettings
 from engram_gateway.config import ChatModelSettings, Settings
 from engram_gateway.service import (
     Budget,
+    FeedConfig,
     Gateway,
     Lister,
     RateLimitConfig,
     ReadConfig,
     Reader,
+    Subscriptions,
     TenantRateLimit,
     WriteConfig,
     Writer,
@@ -356,7 +359,15 @@ async def open_gateway(settings: Settings) -> tuple[Gateway, Callable[[], Awaita
     )
     admin = build_admin(settings, NatsConsolidation(js, settings.publish_timeout_s))
     dead_letters = DeadLetters(letters, settings.backend_timeout_s)
-    gateway = replace(gateway, admin=admin, dead_letters=dead_letters)
+    feed = Subscriptions(
+        JetStreamFeed(js),
+        FeedConfig(
+            per_tenant=settings.subscribe_per_tenant,
+            total=settings.subscribe_total,
+            tenant_label=settings.metrics_tenant_label,
+        ),
+    )
+    gateway = replace(gateway, admin=admin, dead_letters=dead_letters, feed=feed)
 
     closed = False
 

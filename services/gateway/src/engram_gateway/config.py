@@ -185,6 +185,12 @@ class Settings(ServiceSettings):
     max_stream: int = Field(
         10_000, ge=1, description="Most memories in one StoreStream (buffered, all or nothing)."
     )
+    subscribe_per_tenant: int = Field(
+        16, ge=0, description="Most Subscribe streams one tenant may hold open on this gateway."
+    )
+    subscribe_total: int = Field(
+        1024, ge=0, description="Most Subscribe streams this gateway holds open in all."
+    )
     max_query_bytes: int = Field(4096, gt=0, description="Longest recall query (UTF-8 bytes).")
     default_limit: int = Field(10, ge=1, le=100, description="Recall results when limit is 0.")
     max_pool: int = Field(200, ge=1, description="Most candidates fetched per stream.")

@@ -13,6 +13,8 @@ from engram_core import validation as v
 from engram_core.errors import InvalidArgument, Unavailable
 from engram_gateway.auth import ALL_TENANTS, Authenticator, Scope, target_tenant
 from engram_gateway.mapping import (
+    event_to_proto,
+    feed_query_from_proto,
     list_page_to_proto,
     list_request_from_proto,
     memory_input_from_proto,
@@ -47,6 +49,7 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
         self._default_deadline = default_deadline_s
         self._max_stream = max_stream
         self._lister = gateway.lister
+        self._feed = gateway.feed
         self._stats = gateway.stats or StatsView(gateway.reader, None, default_deadline_s)
 
     async def _tenant(self, context: Context, scope: Scope) -> str:
@@ -200,3 +203,15 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
         tenant = target_tenant(principal, request.tenant)
         cluster = principal.tenant == ALL_TENANTS
         return stats_to_proto(await self._stats.stats(tenant, self._deadline(context), cluster))
+
+    # --- change feed --------------------------------------------------------------------
+
+    async def Subscribe(  # noqa: N802
+        self, request: gateway_pb2.SubscribeRequest, context: Context
+    ) -> AsyncIterator[gateway_pb2.SubscribeResponse]:
+        tenant = await self._tenant(context, Scope.READ)
+        query = feed_query_from_proto(request, self._writer.limits)
+        if self._feed is None:
+            raise Unavailable("this gateway serves no change feed")
+        async for event in self._feed.subscribe(tenant, query):
+            yield event_to_proto(event)

@@ -9,12 +9,15 @@ from google.protobuf import timestamp_pb2
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2
 from engram.scoring.v1 import scoring_pb2
+from engram_core import validation as v
 from engram_core.errors import InvalidArgument
+from engram_core.log_events import Event, MemoryRemoved, MemoryWritten, RelationLinked
 from engram_core.model import Memory
 from engram_core.scoring import Candidate, Fusion, ScoredCandidate, StreamScore
 from engram_core.state import StateMode
-from engram_core.validation import MemoryInput, RawTimestamp
+from engram_core.validation import Limits, MemoryInput, RawTimestamp
 from engram_gateway.service import (
+    FeedQuery,
     ItemResult,
     ListPage,
     ListRequest,
@@ -291,4 +294,42 @@ def store_outcome_to_proto(out: StoreOutcome) -> gateway_pb2.StoreBatchResponse:
         sequence=out.sequence,
         results=[store_result_to_proto(r) for r in out.results],
         failed=out.failed,
+    )
+
+
+# JetStream's sequences are int64 on the server: a start past this is no position it has.
+_MAX_SEQUENCE = 2**63 - 2
+
+
+def feed_query_from_proto(p: gateway_pb2.SubscribeRequest, limits: Limits) -> FeedQuery:
+    after = p.after_sequence if p.HasField("after_sequence") else None
+    if after is not None and after > _MAX_SEQUENCE:
+        raise InvalidArgument("after_sequence", f"above the log's largest ({_MAX_SEQUENCE})")
+    return FeedQuery(
+        after=after,
+        tags=v.check_tags(list(p.tags), "tags", limits),
+        types=v.check_types(list(p.types), "types", limits),
+    )
+
+
+_Kind = gateway_pb2.SubscribeResponse.Kind
+
+
+def event_to_proto(event: Event) -> gateway_pb2.SubscribeResponse:
+    seq = event.sequence
+    if isinstance(event, MemoryWritten):
+        kind = _Kind.MEMORY_STORED if event.created else _Kind.MEMORY_UPDATED
+        return gateway_pb2.SubscribeResponse(
+            sequence=seq, kind=kind, memory_id=event.memory.id, memory=memory_to_proto(event.memory)
+        )
+    if isinstance(event, MemoryRemoved):
+        return gateway_pb2.SubscribeResponse(
+            sequence=seq, kind=_Kind.MEMORY_DELETED, memory_id=event.id
+        )
+    kind = _Kind.RELATION_ADDED if isinstance(event, RelationLinked) else _Kind.RELATION_REMOVED
+    return gateway_pb2.SubscribeResponse(
+        sequence=seq,
+        kind=kind,
+        memory_id=event.relation.source_id,
+        relation=relation_to_proto(event.relation),
     )

@@ -8,6 +8,7 @@ from engram_gateway.service.access import AccessRecorder
 from engram_gateway.service.admin import Admin
 from engram_gateway.service.dead_letters import DeadLetters
 from engram_gateway.service.deadline import Budget, Deadline
+from engram_gateway.service.feed import FeedConfig, FeedQuery, Subscriptions
 from engram_gateway.service.listing import Lister, ListPage, ListRequest
 from engram_gateway.service.rate_limit import RateLimitConfig, TenantRateLimit
 from engram_gateway.service.reads import (
@@ -39,6 +40,7 @@ class Gateway:
     stats: StatsView | None = None  # None: the reader's counts, no log positions
     dead_letters: DeadLetters | None = None  # AdminService's; None: UNAVAILABLE
     lister: Lister | None = None  # List; None: UNAVAILABLE
+    feed: Subscriptions | None = None  # Subscribe; None: UNAVAILABLE
 
 
 __all__ = [
@@ -46,6 +48,8 @@ __all__ = [
     "Budget",
     "DeadLetters",
     "Deadline",
+    "FeedConfig",
+    "FeedQuery",
     "Gateway",
     "ItemResult",
     "ListPage",
@@ -61,6 +65,7 @@ __all__ = [
     "StatsView",
     "StoreItem",
     "StoreOutcome",
+    "Subscriptions",
     "TenantRateLimit",
     "WriteConfig",
     "Writer",

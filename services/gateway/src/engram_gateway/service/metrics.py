@@ -64,6 +64,12 @@ access_dropped = _meter.create_counter(
     description="MemoryAccessed events not published (reason: backlog, error).",
 )
 
+subscriptions_open = _meter.create_up_down_counter(
+    "engram.subscriptions.open",
+    unit="{stream}",
+    description="Subscribe streams open on this gateway, each holding a reader on the log.",
+)
+
 events_published = _meter.create_counter(
     "engram.events.published",
     unit="{event}",

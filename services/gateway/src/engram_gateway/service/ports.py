@@ -6,11 +6,12 @@ log get thin adapters (they speak protos). Unit tests put fakes behind these.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from engram_core.log_events import Event
 from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation, ScanPage
 from engram_core.ordering import Sort
 from engram_core.scoring import Candidate, Focus, Fusion, RecencyBias, ScoredCandidate
@@ -171,6 +172,15 @@ class EventLog(Protocol):
         ...
 
     async def last_sequence(self) -> int: ...
+
+
+class ChangeFeed(Protocol):
+    def events(self, tenant: str, after: int | None) -> AsyncIterator[Event]:
+        """The tenant's memory events in log order: those with a sequence above ``after``
+        (None: only those published from now on), then live, without end. Closing the
+        iterator releases what the reader holds on the log. Raises Unavailable when the
+        log cannot be read."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -981,3 +981,99 @@ class StatsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___StatsResponse: _TypeAlias = StatsResponse  # noqa: Y015
+
+@_typing.final
+class SubscribeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AFTER_SEQUENCE_FIELD_NUMBER: _builtins.int
+    TAGS_FIELD_NUMBER: _builtins.int
+    TYPES_FIELD_NUMBER: _builtins.int
+    after_sequence: _builtins.int
+    """Replay the events after this sequence (0: the tenant's whole log), then go on live;
+    unset: only events that come after the call.
+    """
+    @_builtins.property
+    def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """stored/updated: any of these tags; empty: all"""
+
+    @_builtins.property
+    def types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """stored/updated: any of these types; empty: all"""
+
+    def __init__(
+        self,
+        *,
+        after_sequence: _builtins.int | None = ...,
+        tags: _abc.Iterable[_builtins.str] | None = ...,
+        types: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_after_sequence", b"_after_sequence", "after_sequence", b"after_sequence"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after_sequence", b"_after_sequence", "after_sequence", b"after_sequence", "tags", b"tags", "types", b"types"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__after_sequence: _TypeAlias = _typing.Literal["after_sequence"]  # noqa: Y015
+    _WhichOneofArgType__after_sequence: _TypeAlias = _typing.Literal["_after_sequence", b"_after_sequence"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__after_sequence) -> _WhichOneofReturnType__after_sequence | None: ...
+
+Global___SubscribeRequest: _TypeAlias = SubscribeRequest  # noqa: Y015
+
+@_typing.final
+class SubscribeResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    class _Kind:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _KindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[SubscribeResponse._Kind.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        KIND_UNSPECIFIED: SubscribeResponse._Kind.ValueType  # 0
+        MEMORY_STORED: SubscribeResponse._Kind.ValueType  # 1
+        MEMORY_UPDATED: SubscribeResponse._Kind.ValueType  # 2
+        MEMORY_DELETED: SubscribeResponse._Kind.ValueType  # 3
+        RELATION_ADDED: SubscribeResponse._Kind.ValueType  # 4
+        RELATION_REMOVED: SubscribeResponse._Kind.ValueType  # 5
+
+    class Kind(_Kind, metaclass=_KindEnumTypeWrapper): ...
+    KIND_UNSPECIFIED: SubscribeResponse.Kind.ValueType  # 0
+    MEMORY_STORED: SubscribeResponse.Kind.ValueType  # 1
+    MEMORY_UPDATED: SubscribeResponse.Kind.ValueType  # 2
+    MEMORY_DELETED: SubscribeResponse.Kind.ValueType  # 3
+    RELATION_ADDED: SubscribeResponse.Kind.ValueType  # 4
+    RELATION_REMOVED: SubscribeResponse.Kind.ValueType  # 5
+
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    MEMORY_FIELD_NUMBER: _builtins.int
+    RELATION_FIELD_NUMBER: _builtins.int
+    sequence: _builtins.int
+    """the event's log sequence: resume after it"""
+    kind: Global___SubscribeResponse.Kind.ValueType
+    memory_id: _builtins.str
+    """the memory (stored/updated/deleted), or the source"""
+    @_builtins.property
+    def memory(self) -> _common_pb2.Memory:
+        """stored/updated: the memory as it now is"""
+
+    @_builtins.property
+    def relation(self) -> _common_pb2.Relation:
+        """relation added/removed"""
+
+    def __init__(
+        self,
+        *,
+        sequence: _builtins.int = ...,
+        kind: Global___SubscribeResponse.Kind.ValueType = ...,
+        memory_id: _builtins.str = ...,
+        memory: _common_pb2.Memory | None = ...,
+        relation: _common_pb2.Relation | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory", "relation", b"relation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "memory", b"memory", "memory_id", b"memory_id", "relation", b"relation", "sequence", b"sequence"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SubscribeResponse: _TypeAlias = SubscribeResponse  # noqa: Y015

@@ -98,6 +98,11 @@ class MemoryServiceStub:
                 request_serializer=engram_dot_gateway_dot_v1_dot_gateway__pb2.StatsRequest.SerializeToString,
                 response_deserializer=engram_dot_gateway_dot_v1_dot_gateway__pb2.StatsResponse.FromString,
                 _registered_method=True)
+        self.Subscribe = channel.unary_stream(
+                '/engram.gateway.v1.MemoryService/Subscribe',
+                request_serializer=engram_dot_gateway_dot_v1_dot_gateway__pb2.SubscribeRequest.SerializeToString,
+                response_deserializer=engram_dot_gateway_dot_v1_dot_gateway__pb2.SubscribeResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -225,6 +230,22 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Subscribe(self, request, context):
+        """The caller's tenant's memory events as the log holds them (stored, updated, deleted,
+        relation added or removed), each with its log sequence: those after `after_sequence`
+        (unset: only those that come after the call), then live until the call ends. `tags` and
+        `types` filter the events that carry a memory (stored, updated); deleted and relation
+        events carry none and always pass. To resume, pass the last sequence seen as
+        after_sequence. Needs scope read.
+        Codes: OK (the stream ends only when the client or the gateway ends it),
+        INVALID_ARGUMENT (tags, types), RESOURCE_EXHAUSTED (the tenant holds its most
+        subscriptions on this gateway, or the gateway its most in all; retry after
+        `retry-after-ms`), UNAVAILABLE (the log cannot be read: resume from the last sequence).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -282,6 +303,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Stats,
                     request_deserializer=engram_dot_gateway_dot_v1_dot_gateway__pb2.StatsRequest.FromString,
                     response_serializer=engram_dot_gateway_dot_v1_dot_gateway__pb2.StatsResponse.SerializeToString,
+            ),
+            'Subscribe': grpc.unary_stream_rpc_method_handler(
+                    servicer.Subscribe,
+                    request_deserializer=engram_dot_gateway_dot_v1_dot_gateway__pb2.SubscribeRequest.FromString,
+                    response_serializer=engram_dot_gateway_dot_v1_dot_gateway__pb2.SubscribeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -590,6 +616,33 @@ class MemoryService:
             '/engram.gateway.v1.MemoryService/Stats',
             engram_dot_gateway_dot_v1_dot_gateway__pb2.StatsRequest.SerializeToString,
             engram_dot_gateway_dot_v1_dot_gateway__pb2.StatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Subscribe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/engram.gateway.v1.MemoryService/Subscribe',
+            engram_dot_gateway_dot_v1_dot_gateway__pb2.SubscribeRequest.SerializeToString,
+            engram_dot_gateway_dot_v1_dot_gateway__pb2.SubscribeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -109,6 +109,18 @@ class MemoryServiceStub:
     Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED (tenant named without a
     cluster-admin token), UNAVAILABLE.
     """
+    Subscribe: _grpc.UnaryStreamMultiCallable[_gateway_pb2.SubscribeRequest, _gateway_pb2.SubscribeResponse]
+    """The caller's tenant's memory events as the log holds them (stored, updated, deleted,
+    relation added or removed), each with its log sequence: those after `after_sequence`
+    (unset: only those that come after the call), then live until the call ends. `tags` and
+    `types` filter the events that carry a memory (stored, updated); deleted and relation
+    events carry none and always pass. To resume, pass the last sequence seen as
+    after_sequence. Needs scope read.
+    Codes: OK (the stream ends only when the client or the gateway ends it),
+    INVALID_ARGUMENT (tags, types), RESOURCE_EXHAUSTED (the tenant holds its most
+    subscriptions on this gateway, or the gateway its most in all; retry after
+    `retry-after-ms`), UNAVAILABLE (the log cannot be read: resume from the last sequence).
+    """
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
@@ -190,6 +202,18 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     cluster-admin token (tenant "*") names the tenant and sees the log's own positions.
     Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED (tenant named without a
     cluster-admin token), UNAVAILABLE.
+    """
+    Subscribe: _aio.UnaryStreamMultiCallable[_gateway_pb2.SubscribeRequest, _gateway_pb2.SubscribeResponse]  # type: ignore[assignment]
+    """The caller's tenant's memory events as the log holds them (stored, updated, deleted,
+    relation added or removed), each with its log sequence: those after `after_sequence`
+    (unset: only those that come after the call), then live until the call ends. `tags` and
+    `types` filter the events that carry a memory (stored, updated); deleted and relation
+    events carry none and always pass. To resume, pass the last sequence seen as
+    after_sequence. Needs scope read.
+    Codes: OK (the stream ends only when the client or the gateway ends it),
+    INVALID_ARGUMENT (tags, types), RESOURCE_EXHAUSTED (the tenant holds its most
+    subscriptions on this gateway, or the gateway its most in all; retry after
+    `retry-after-ms`), UNAVAILABLE (the log cannot be read: resume from the last sequence).
     """
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -335,6 +359,24 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         cluster-admin token (tenant "*") names the tenant and sees the log's own positions.
         Codes: OK, INVALID_ARGUMENT (tenant), PERMISSION_DENIED (tenant named without a
         cluster-admin token), UNAVAILABLE.
+        """
+
+    @_abc_1.abstractmethod
+    def Subscribe(
+        self,
+        request: _gateway_pb2.SubscribeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_gateway_pb2.SubscribeResponse], _abc.AsyncIterator[_gateway_pb2.SubscribeResponse]]:
+        """The caller's tenant's memory events as the log holds them (stored, updated, deleted,
+        relation added or removed), each with its log sequence: those after `after_sequence`
+        (unset: only those that come after the call), then live until the call ends. `tags` and
+        `types` filter the events that carry a memory (stored, updated); deleted and relation
+        events carry none and always pass. To resume, pass the last sequence seen as
+        after_sequence. Needs scope read.
+        Codes: OK (the stream ends only when the client or the gateway ends it),
+        INVALID_ARGUMENT (tags, types), RESOURCE_EXHAUSTED (the tenant holds its most
+        subscriptions on this gateway, or the gateway its most in all; retry after
+        `retry-after-ms`), UNAVAILABLE (the log cannot be read: resume from the last sequence).
         """
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
