@@ -103,9 +103,18 @@ class DevStack:
             proc.popen.kill()
             proc.popen.wait()
 
-    def pause_service(self, name: str) -> None:
-        """SIGSTOP: the process keeps its port and connections but answers nothing (a hang)."""
-        self.processes[name].popen.send_signal(signal.SIGSTOP)
+    def pause_service(self, name: str, timeout_s: float = 5.0) -> None:
+        """SIGSTOP: the process keeps its port and connections but answers nothing (a hang).
+        Returns once the kernel shows it stopped, so what follows meets the hang."""
+        popen = self.processes[name].popen
+        popen.send_signal(signal.SIGSTOP)
+        stat = Path(f"/proc/{popen.pid}/stat")
+        deadline = time.monotonic() + timeout_s
+        # The state follows the command name, which may hold spaces: read after its ")".
+        while stat.read_text().rsplit(")", 1)[1].split()[0] != "T":
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name} did not stop within {timeout_s}s")
+            time.sleep(0.01)
 
     def resume_service(self, name: str) -> None:
         self.processes[name].popen.send_signal(signal.SIGCONT)

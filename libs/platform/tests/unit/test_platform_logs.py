@@ -115,10 +115,11 @@ def test_configure_logging_switches_the_root_handler_by_format(
     root = logging.getLogger()
     saved = root.handlers[:], root.level
     try:
-        logs.configure_logging("scoring", "info", "json")
-        logging.getLogger(LOGGER).info("as json")
-        logs.configure_logging("scoring", "info", "text")
-        logging.getLogger(LOGGER).info("as text")
+        with logs.tenant_context(""):  # whatever an earlier test left in this context
+            logs.configure_logging("scoring", "info", "json")
+            logging.getLogger(LOGGER).info("as json")
+            logs.configure_logging("scoring", "info", "text")
+            logging.getLogger(LOGGER).info("as text")
     finally:
         root.handlers[:], _ = saved
         root.setLevel(saved[1])
