@@ -103,6 +103,17 @@ class AdminServiceStub:
     Codes: OK, INVALID_ARGUMENT (tenant, sequences), PERMISSION_DENIED, UNAVAILABLE (log
     down when replaying all: the tenant's letters cannot be counted or read).
     """
+    DeleteTenant: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DeleteTenantRequest, _admin_pb2.DeleteTenantResponse]
+    """Erases a tenant: puts a TenantDeleted tombstone on the log, which ingest applies to
+    vector, lexical and graph (every memory, tombstone, entity and edge of the tenant) and
+    the state keeper to ENGRAM_STATE; the gateway drops the tenant's recall cache,
+    idempotency keys, consolidation runs and dead letters at once. Replies with the
+    tombstone's sequence: a Recall or Stats with min_sequence at it sees the tenant empty.
+    With dry_run nothing changes and the reply counts what would be deleted. A cluster-admin
+    token (tenant "*") only; `confirm` must repeat the tenant's name.
+    Codes: OK, INVALID_ARGUMENT (tenant, confirm), PERMISSION_DENIED (not a cluster-admin
+    token), UNAVAILABLE (log or a store down).
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -178,6 +189,17 @@ class AdminServiceAsyncStub(AdminServiceStub):
     its reason, as is a sequence that is not one of the tenant's letters ("not found").
     Codes: OK, INVALID_ARGUMENT (tenant, sequences), PERMISSION_DENIED, UNAVAILABLE (log
     down when replaying all: the tenant's letters cannot be counted or read).
+    """
+    DeleteTenant: _aio.UnaryUnaryMultiCallable[_admin_pb2.DeleteTenantRequest, _admin_pb2.DeleteTenantResponse]  # type: ignore[assignment]
+    """Erases a tenant: puts a TenantDeleted tombstone on the log, which ingest applies to
+    vector, lexical and graph (every memory, tombstone, entity and edge of the tenant) and
+    the state keeper to ENGRAM_STATE; the gateway drops the tenant's recall cache,
+    idempotency keys, consolidation runs and dead letters at once. Replies with the
+    tombstone's sequence: a Recall or Stats with min_sequence at it sees the tenant empty.
+    With dry_run nothing changes and the reply counts what would be deleted. A cluster-admin
+    token (tenant "*") only; `confirm` must repeat the tenant's name.
+    Codes: OK, INVALID_ARGUMENT (tenant, confirm), PERMISSION_DENIED (not a cluster-admin
+    token), UNAVAILABLE (log or a store down).
     """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -293,6 +315,23 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         its reason, as is a sequence that is not one of the tenant's letters ("not found").
         Codes: OK, INVALID_ARGUMENT (tenant, sequences), PERMISSION_DENIED, UNAVAILABLE (log
         down when replaying all: the tenant's letters cannot be counted or read).
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteTenant(
+        self,
+        request: _admin_pb2.DeleteTenantRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.DeleteTenantResponse, _abc.Awaitable[_admin_pb2.DeleteTenantResponse]]:
+        """Erases a tenant: puts a TenantDeleted tombstone on the log, which ingest applies to
+        vector, lexical and graph (every memory, tombstone, entity and edge of the tenant) and
+        the state keeper to ENGRAM_STATE; the gateway drops the tenant's recall cache,
+        idempotency keys, consolidation runs and dead letters at once. Replies with the
+        tombstone's sequence: a Recall or Stats with min_sequence at it sees the tenant empty.
+        With dry_run nothing changes and the reply counts what would be deleted. A cluster-admin
+        token (tenant "*") only; `confirm` must repeat the tenant's name.
+        Codes: OK, INVALID_ARGUMENT (tenant, confirm), PERMISSION_DENIED (not a cluster-admin
+        token), UNAVAILABLE (log or a store down).
         """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
