@@ -10,6 +10,9 @@ stores at once, after ONE embedder call for the whole batch. When a
 segment fails, it and every later segment are left for a retry, so this worker never
 applies a relation before the memories it links or a delete out of turn.
 
+A tenant's deletion (``TenantDeleted``) is its own segment too: every store drops the whole
+tenant, in log order with the tenant's other events, so what the log wrote after it stays.
+
 Relation events of a segment go out as one graph call per tenant (in chunks of
 ``RELATION_CHUNK``), each relation carrying its own event's sequence as its version; a
 chunk naming a memory the graph does not hold falls back to one call per event. Such an
@@ -68,6 +71,7 @@ from engram_core.log_events import (
     MemoryWritten,
     RelationLinked,
     RelationUnlinked,
+    TenantErased,
     invalid,
 )
 from engram_core.model import Memory, Relation
@@ -81,7 +85,7 @@ from engram_ingest.service.ports import GraphWriter, TextWriter, VectorWriter
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-E = TypeVar("E", MemoryRemoved, RelationLinked)
+E = TypeVar("E", MemoryRemoved, RelationLinked, TenantErased)
 # Relations per graph call: under the graph service's default MAX_BATCH (1000).
 RELATION_CHUNK = 500
 # Half the default gRPC message limit: the estimate is rough.
@@ -163,6 +167,8 @@ class Applier:
                         outcome, _ = await self._upserts(segment, vectors, embedder.model_name)
             elif kind is MemoryRemoved:
                 outcome = await self._each(events, indices, MemoryRemoved, self._delete)
+            elif kind is TenantErased:
+                outcome = await self._each(events, indices, TenantErased, self._erase)
             else:
                 outcome = await self._relations(events, indices)
             results.update(outcome)
@@ -283,6 +289,14 @@ class Applier:
             self._vector.delete(event.tenant, ids, version),
             self._lexical.delete(event.tenant, ids, version),
             self._graph.delete(event.tenant, ids, version),
+        )
+
+    async def _erase(self, event: TenantErased) -> None:
+        await self._all(
+            "delete_tenant",
+            self._vector.delete_tenant(event.tenant),
+            self._lexical.delete_tenant(event.tenant),
+            self._graph.delete_tenant(event.tenant),
         )
 
     async def _relations(self, events: Sequence[Event], indices: list[int]) -> dict[int, Result]:
