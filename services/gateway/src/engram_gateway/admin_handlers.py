@@ -11,6 +11,7 @@ from engram_core.errors import Unavailable
 from engram_gateway.admin_mapping import (
     consolidation_to_proto,
     dead_letters_to_proto,
+    deletion_to_proto,
     maintenance_to_proto,
     passes_from_mode,
     rebuild_from_proto,
@@ -23,6 +24,7 @@ from engram_gateway.auth import Authenticator, Principal, Scope, require_cluster
 from engram_gateway.service import Deadline, TenantRateLimit
 from engram_gateway.service.admin import Admin
 from engram_gateway.service.dead_letters import DeadLetters
+from engram_gateway.service.tenants import TenantEraser
 
 if TYPE_CHECKING:
     import grpc
@@ -44,12 +46,14 @@ class AdminHandlers(admin_pb2_grpc.AdminServiceServicer):
         rate_limit: TenantRateLimit,
         default_deadline_s: float,
         dead_letters: DeadLetters | None = None,
+        tenants: TenantEraser | None = None,
     ) -> None:
         self._admin = admin
         self._auth = auth
         self._rate_limit = rate_limit
         self._default_deadline = default_deadline_s
         self._dead_letters = dead_letters
+        self._tenants = tenants
 
     async def _principal(self, context: Context) -> Principal:
         principal = self._auth.authorize(
@@ -130,3 +134,16 @@ class AdminHandlers(admin_pb2_grpc.AdminServiceServicer):
         tenant = await self._tenant(context, request.tenant)
         out = await self._letters().replay(tenant, list(request.sequences), self._deadline(context))
         return replay_to_proto(tenant, out)
+
+    async def DeleteTenant(  # noqa: N802
+        self, request: admin_pb2.DeleteTenantRequest, context: Context
+    ) -> admin_pb2.DeleteTenantResponse:
+        principal = await self._principal(context)
+        require_cluster(principal, "DeleteTenant")
+        tenant = target_tenant(principal, request.tenant)
+        if self._tenants is None:
+            raise Unavailable("tenant deletion is not served here (no log)")
+        out = await self._tenants.delete(
+            tenant, request.confirm, request.dry_run, self._deadline(context)
+        )
+        return deletion_to_proto(out)

@@ -18,6 +18,7 @@ from engram_gateway.service.reads import (
     Stats,
 )
 from engram_gateway.service.stats import StatsView
+from engram_gateway.service.tenants import TenantEraser
 from engram_gateway.service.writes import (
     ItemResult,
     StoreItem,
@@ -37,6 +38,7 @@ class Gateway:
     admin: Admin | None = None  # AdminService; None: not served
     stats: StatsView | None = None  # None: the reader's counts, no log positions
     dead_letters: DeadLetters | None = None  # AdminService's; None: UNAVAILABLE
+    tenants: TenantEraser | None = None  # AdminService.DeleteTenant; None: UNAVAILABLE
 
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "StatsView",
     "StoreItem",
     "StoreOutcome",
+    "TenantEraser",
     "TenantRateLimit",
     "WriteConfig",
     "Writer",
