@@ -11,8 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 from engram_platform import localservers
-from engram_platform.devstack import DEV_ADMIN_TOKEN, DEV_TOKEN, DevStack, start_stack
+from engram_platform.devstack import DevStack, start_stack
 from engram_testing.e2e import ServerStack, model_env
+from engram_testing.e2e_tenants import gone_tenant, tokens
 
 
 @pytest.fixture(scope="session")
@@ -28,7 +29,8 @@ def server_stack(
     env = {
         **model_env(),
         **localservers.service_env(),
-        "ENGRAM_GATEWAY_TOKENS": f"{DEV_TOKEN}={tenant}:read+write+admin;{DEV_ADMIN_TOKEN}=*:admin",
+        # A second tenant, for the tenant deletion check (engram_testing.e2e_tenants).
+        "ENGRAM_GATEWAY_TOKENS": tokens(tenant, gone_tenant(tenant)),
         "ENGRAM_LEXICAL_OPENSEARCH__INDEX_PREFIX": prefix,
     }
     stack = start_stack(
