@@ -116,6 +116,16 @@ async def check_tenant_deletion(api: Api, gone: str) -> None:
     assert done.sequence > linked.sequence
 
     assert await applied(api, gone_auth, done.sequence) == {"vector": 0, "lexical": 0, "graph": 0}
+    status = await api.admin.DeleteTenantStatus(
+        admin_pb2.DeleteTenantStatusRequest(tenant=gone, sequence=done.sequence),
+        metadata=CLUSTER_AUTH,
+    )
+    assert status.applied
+    assert {c.store: c.count for c in status.counts if c.store != "dead_letters"} == {
+        "vector": 0,
+        "lexical": 0,
+        "graph": 0,
+    }
     recall = gateway_pb2.RecallRequest(query="lighthouse", min_sequence=done.sequence)
     assert list((await api.memory.Recall(recall, metadata=gone_auth)).results) == []
     for id_ in ids:

@@ -11,6 +11,7 @@ from engram_core.errors import Unavailable
 from engram_gateway.admin_mapping import (
     consolidation_to_proto,
     dead_letters_to_proto,
+    deletion_status_to_proto,
     deletion_to_proto,
     maintenance_to_proto,
     passes_from_mode,
@@ -135,15 +136,27 @@ class AdminHandlers(admin_pb2_grpc.AdminServiceServicer):
         out = await self._letters().replay(tenant, list(request.sequences), self._deadline(context))
         return replay_to_proto(tenant, out)
 
+    async def _erasing(
+        self, context: Context, requested: str, what: str
+    ) -> tuple[str, TenantEraser]:
+        principal = await self._principal(context)
+        require_cluster(principal, what)
+        tenant = target_tenant(principal, requested)
+        if self._tenants is None:
+            raise Unavailable("tenant deletion is not served here (no log)")
+        return tenant, self._tenants
+
     async def DeleteTenant(  # noqa: N802
         self, request: admin_pb2.DeleteTenantRequest, context: Context
     ) -> admin_pb2.DeleteTenantResponse:
-        principal = await self._principal(context)
-        require_cluster(principal, "DeleteTenant")
-        tenant = target_tenant(principal, request.tenant)
-        if self._tenants is None:
-            raise Unavailable("tenant deletion is not served here (no log)")
-        out = await self._tenants.delete(
-            tenant, request.confirm, request.dry_run, self._deadline(context)
-        )
+        tenant, tenants = await self._erasing(context, request.tenant, "DeleteTenant")
+        deadline = self._deadline(context)
+        out = await tenants.delete(tenant, request.confirm, request.dry_run, deadline)
         return deletion_to_proto(out)
+
+    async def DeleteTenantStatus(  # noqa: N802
+        self, request: admin_pb2.DeleteTenantStatusRequest, context: Context
+    ) -> admin_pb2.DeleteTenantStatusResponse:
+        tenant, tenants = await self._erasing(context, request.tenant, "DeleteTenantStatus")
+        out = await tenants.status(tenant, request.sequence, self._deadline(context))
+        return deletion_status_to_proto(out)

@@ -171,6 +171,31 @@ async def test_deletion_leaves_nothing_of_the_tenant_and_the_other_untouched(sta
     assert again.id != first.id
 
 
+async def test_the_status_says_when_the_deletion_is_applied(stack: Stack) -> None:
+    await store(stack, "acme note", RW)
+    log = stack.harness.log
+    log.auto_watermark = False  # ingest holds the tombstone back
+    done = await stack.admin.DeleteTenant(deletion(), metadata=ROOT)
+    status = admin_pb2.DeleteTenantStatusRequest(tenant="acme", sequence=done.sequence)
+    pending = await stack.admin.DeleteTenantStatus(status, metadata=ROOT)
+    assert (pending.tenant, pending.sequence, pending.applied) == ("acme", done.sequence, False)
+    log.applied = done.sequence  # ingest applied it
+    applied = await stack.admin.DeleteTenantStatus(status, metadata=ROOT)
+    assert applied.applied
+    assert {c.store: c.count for c in applied.counts}["vector"] == 0
+
+    await refused(
+        stack.admin.DeleteTenantStatus(status, metadata=ADMIN), grpc.StatusCode.PERMISSION_DENIED
+    )
+    err = await refused(
+        stack.admin.DeleteTenantStatus(
+            admin_pb2.DeleteTenantStatusRequest(tenant="acme"), metadata=ROOT
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+    )
+    assert field_of(err) == "sequence"
+
+
 # --- the NATS side: the tombstone's subject, the purge of letters and run records -------
 
 

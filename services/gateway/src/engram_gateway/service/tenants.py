@@ -49,6 +49,14 @@ class TenantDeletion:
     counts: tuple[tuple[str, int], ...]  # (store, what it held)
 
 
+@dataclass(frozen=True, slots=True)
+class DeletionStatus:
+    tenant: str
+    sequence: int
+    applied: bool  # ingest decided every event of the tenant up to ``sequence``
+    counts: tuple[tuple[str, int], ...]  # what the stores hold now
+
+
 class TenantEraser:
     def __init__(
         self,
@@ -95,6 +103,19 @@ class TenantEraser:
         if self._purge is not None:
             await _within(self._purge.purge(tenant), deadline.cap(self._timeout), "the purge")
         return TenantDeletion(tenant, False, ack.sequence, counts)
+
+    async def status(self, tenant: str, sequence: int, deadline: Deadline) -> DeletionStatus:
+        """Whether ingest has decided the tenant's events up to the deletion's ``sequence``,
+        with what the stores hold of the tenant now."""
+        if sequence <= 0:
+            raise InvalidArgument("sequence", "required: the DeleteTenant reply's sequence")
+        timeout = deadline.cap(self._timeout)
+        watermark = await _within(self._log.watermark(), timeout, "the watermark read")
+        applied = watermark >= sequence or await _within(
+            self._log.tenant_decided(tenant, watermark, sequence), timeout, "the log read"
+        )
+        counts = await self._counts(tenant, deadline)
+        return DeletionStatus(tenant, sequence, applied, counts)
 
     async def _counts(self, tenant: str, deadline: Deadline) -> tuple[tuple[str, int], ...]:
         timeout = deadline.cap(self._timeout)

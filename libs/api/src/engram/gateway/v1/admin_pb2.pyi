@@ -933,3 +933,57 @@ class DeleteTenantResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteTenantResponse: _TypeAlias = DeleteTenantResponse  # noqa: Y015
+
+@_typing.final
+class DeleteTenantStatusRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    sequence: _builtins.int
+    """the DeleteTenant reply's"""
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        sequence: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["sequence", b"sequence", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteTenantStatusRequest: _TypeAlias = DeleteTenantStatusRequest  # noqa: Y015
+
+@_typing.final
+class DeleteTenantStatusResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    APPLIED_FIELD_NUMBER: _builtins.int
+    COUNTS_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    sequence: _builtins.int
+    applied: _builtins.bool
+    @_builtins.property
+    def counts(self) -> _containers.RepeatedCompositeFieldContainer[Global___TenantCount]:
+        """what the stores hold now"""
+
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        sequence: _builtins.int = ...,
+        applied: _builtins.bool = ...,
+        counts: _abc.Iterable[Global___TenantCount] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied", b"applied", "counts", b"counts", "sequence", b"sequence", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteTenantStatusResponse: _TypeAlias = DeleteTenantStatusResponse  # noqa: Y015

@@ -80,6 +80,11 @@ class AdminServiceStub:
                 request_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantRequest.SerializeToString,
                 response_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantResponse.FromString,
                 _registered_method=True)
+        self.DeleteTenantStatus = channel.unary_unary(
+                '/engram.gateway.v1.AdminService/DeleteTenantStatus',
+                request_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantStatusRequest.SerializeToString,
+                response_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantStatusResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -198,6 +203,17 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteTenantStatus(self, request, context):
+        """Whether a deletion is applied: ingest has decided every event of the tenant up to the
+        deletion's `sequence` (the DeleteTenant reply's), with what the stores hold of the
+        tenant now (0 everywhere once applied, unless the tenant wrote again since).
+        A cluster-admin token (tenant "*") only.
+        Codes: OK, INVALID_ARGUMENT (tenant, sequence), PERMISSION_DENIED, UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -240,6 +256,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.DeleteTenant,
                     request_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantRequest.FromString,
                     response_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantResponse.SerializeToString,
+            ),
+            'DeleteTenantStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTenantStatus,
+                    request_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantStatusRequest.FromString,
+                    response_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantStatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -464,6 +485,33 @@ class AdminService:
             '/engram.gateway.v1.AdminService/DeleteTenant',
             engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantRequest.SerializeToString,
             engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTenantStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.gateway.v1.AdminService/DeleteTenantStatus',
+            engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantStatusRequest.SerializeToString,
+            engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -114,6 +114,13 @@ class AdminServiceStub:
     Codes: OK, INVALID_ARGUMENT (tenant, confirm), PERMISSION_DENIED (not a cluster-admin
     token), UNAVAILABLE (log or a store down).
     """
+    DeleteTenantStatus: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DeleteTenantStatusRequest, _admin_pb2.DeleteTenantStatusResponse]
+    """Whether a deletion is applied: ingest has decided every event of the tenant up to the
+    deletion's `sequence` (the DeleteTenant reply's), with what the stores hold of the
+    tenant now (0 everywhere once applied, unless the tenant wrote again since).
+    A cluster-admin token (tenant "*") only.
+    Codes: OK, INVALID_ARGUMENT (tenant, sequence), PERMISSION_DENIED, UNAVAILABLE.
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -200,6 +207,13 @@ class AdminServiceAsyncStub(AdminServiceStub):
     token (tenant "*") only; `confirm` must repeat the tenant's name.
     Codes: OK, INVALID_ARGUMENT (tenant, confirm), PERMISSION_DENIED (not a cluster-admin
     token), UNAVAILABLE (log or a store down).
+    """
+    DeleteTenantStatus: _aio.UnaryUnaryMultiCallable[_admin_pb2.DeleteTenantStatusRequest, _admin_pb2.DeleteTenantStatusResponse]  # type: ignore[assignment]
+    """Whether a deletion is applied: ingest has decided every event of the tenant up to the
+    deletion's `sequence` (the DeleteTenant reply's), with what the stores hold of the
+    tenant now (0 everywhere once applied, unless the tenant wrote again since).
+    A cluster-admin token (tenant "*") only.
+    Codes: OK, INVALID_ARGUMENT (tenant, sequence), PERMISSION_DENIED, UNAVAILABLE.
     """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -332,6 +346,19 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         token (tenant "*") only; `confirm` must repeat the tenant's name.
         Codes: OK, INVALID_ARGUMENT (tenant, confirm), PERMISSION_DENIED (not a cluster-admin
         token), UNAVAILABLE (log or a store down).
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteTenantStatus(
+        self,
+        request: _admin_pb2.DeleteTenantStatusRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.DeleteTenantStatusResponse, _abc.Awaitable[_admin_pb2.DeleteTenantStatusResponse]]:
+        """Whether a deletion is applied: ingest has decided every event of the tenant up to the
+        deletion's `sequence` (the DeleteTenant reply's), with what the stores hold of the
+        tenant now (0 everywhere once applied, unless the tenant wrote again since).
+        A cluster-admin token (tenant "*") only.
+        Codes: OK, INVALID_ARGUMENT (tenant, sequence), PERMISSION_DENIED, UNAVAILABLE.
         """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
