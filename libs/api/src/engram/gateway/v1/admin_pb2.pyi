@@ -862,7 +862,7 @@ class DeleteTenantRequest(_message.Message):
     tenant: _builtins.str
     """required: the tenant to erase (not "*")"""
     confirm: _builtins.str
-    """must equal `tenant`"""
+    """must equal `tenant` (unless dry_run)"""
     dry_run: _builtins.bool
     def __init__(
         self,

@@ -195,7 +195,7 @@ class AdminServiceServicer:
         idempotency keys, consolidation runs and dead letters at once. Replies with the
         tombstone's sequence: a Recall or Stats with min_sequence at it sees the tenant empty.
         With dry_run nothing changes and the reply counts what would be deleted. A cluster-admin
-        token (tenant "*") only; `confirm` must repeat the tenant's name.
+        token (tenant "*") only; `confirm` must repeat the tenant's name (a dry run needs none).
         Codes: OK, INVALID_ARGUMENT (tenant, confirm), PERMISSION_DENIED (not a cluster-admin
         token), UNAVAILABLE (log or a store down).
         """

@@ -110,7 +110,7 @@ class AdminServiceStub:
     idempotency keys, consolidation runs and dead letters at once. Replies with the
     tombstone's sequence: a Recall or Stats with min_sequence at it sees the tenant empty.
     With dry_run nothing changes and the reply counts what would be deleted. A cluster-admin
-    token (tenant "*") only; `confirm` must repeat the tenant's name.
+    token (tenant "*") only; `confirm` must repeat the tenant's name (a dry run needs none).
     Codes: OK, INVALID_ARGUMENT (tenant, confirm), PERMISSION_DENIED (not a cluster-admin
     token), UNAVAILABLE (log or a store down).
     """
@@ -204,7 +204,7 @@ class AdminServiceAsyncStub(AdminServiceStub):
     idempotency keys, consolidation runs and dead letters at once. Replies with the
     tombstone's sequence: a Recall or Stats with min_sequence at it sees the tenant empty.
     With dry_run nothing changes and the reply counts what would be deleted. A cluster-admin
-    token (tenant "*") only; `confirm` must repeat the tenant's name.
+    token (tenant "*") only; `confirm` must repeat the tenant's name (a dry run needs none).
     Codes: OK, INVALID_ARGUMENT (tenant, confirm), PERMISSION_DENIED (not a cluster-admin
     token), UNAVAILABLE (log or a store down).
     """
@@ -343,7 +343,7 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         idempotency keys, consolidation runs and dead letters at once. Replies with the
         tombstone's sequence: a Recall or Stats with min_sequence at it sees the tenant empty.
         With dry_run nothing changes and the reply counts what would be deleted. A cluster-admin
-        token (tenant "*") only; `confirm` must repeat the tenant's name.
+        token (tenant "*") only; `confirm` must repeat the tenant's name (a dry run needs none).
         Codes: OK, INVALID_ARGUMENT (tenant, confirm), PERMISSION_DENIED (not a cluster-admin
         token), UNAVAILABLE (log or a store down).
         """
