@@ -138,6 +138,22 @@ async def test_a_tenant_deletion_empties_every_store_of_that_tenant_only(stores:
     assert list(stores.graph.mentions) == [("t2", ID_A), ("t1", ID_B)]
 
 
+async def test_an_event_retried_past_its_tenants_deletion_does_not_bring_it_back(
+    stores: Stores,
+) -> None:
+    a = applier(stores)
+    stores.lexical.fail_next.append(Unavailable("lexical down"))
+    [first] = await a.apply([written(1)])
+    assert first.outcome is Outcome.RETRY
+    await a.apply([TenantErased("t1", 2)])
+    # The log redelivers the write from before the deletion.
+    [again] = await a.apply([written(1)])
+    assert again.outcome is Outcome.APPLIED
+    assert all(s.live("t1") == {} for s in stores.all())
+    await a.apply([written(3, ID_B)])  # what comes after the deletion applies
+    assert all(list(s.live("t1")) == [ID_B] for s in stores.all())
+
+
 async def test_a_tenant_deletion_is_retried_while_a_store_is_down(stores: Stores) -> None:
     a = applier(stores)
     await a.apply([written(1)])

@@ -120,6 +120,10 @@ class Applier:
         self._initial_relevance = initial_relevance  # None: new memories keep the score sent
         self._write_bytes = write_bytes  # most estimated bytes in one store write
         self._endpoint_deliveries = endpoint_deliveries
+        # Tenant -> the sequence of its latest deletion this applier applied: an event of the
+        # tenant from before it (a retry redelivered after the deletion) is moot, not a
+        # resurrection. Per replica; a Sync removes what another replica let through.
+        self._erased: dict[str, int] = {}
 
     @property
     def embedding_model(self) -> str:
@@ -133,6 +137,8 @@ class Applier:
             problem = invalid(event)
             if problem:
                 results[i] = Result(Outcome.POISON, problem)
+            elif event.sequence < self._erased.get(event.tenant, 0):
+                results[i] = APPLIED  # the tenant was deleted after it
             else:
                 valid.append(i)
         valid.sort(key=lambda i: events[i].sequence)
@@ -298,6 +304,7 @@ class Applier:
             self._lexical.delete_tenant(event.tenant),
             self._graph.delete_tenant(event.tenant),
         )
+        self._erased[event.tenant] = max(self._erased.get(event.tenant, 0), event.sequence)
 
     async def _relations(self, events: Sequence[Event], indices: list[int]) -> dict[int, Result]:
         """A segment of RelationAdded (or of RelationRemoved) events: one call per tenant."""
