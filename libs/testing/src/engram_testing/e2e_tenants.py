@@ -26,6 +26,7 @@ Metadata = tuple[tuple[str, str], ...]
 AdminStub: TypeAlias = "admin_pb2_grpc.AdminServiceAsyncStub"  # exists in the stubs only
 
 GONE_TOKEN = "token-gone"
+KEPT_TAG = "suite:tenant-deletion"  # the kept tenant's memory, apart from other suites'
 NOTES = [
     "Rosalind keeps the lighthouse logbook in the blue cabinet",
     "The lighthouse lamp was replaced with an LED array in March",
@@ -80,7 +81,9 @@ async def check_tenant_deletion(api: Api, gone: str) -> None:
     gone_auth = (("authorization", f"Bearer {GONE_TOKEN}"),)
     mine = await api.memory.Store(
         gateway_pb2.StoreRequest(
-            memory=common_pb2.MemoryInput(content="Ottilie keeps the lighthouse keys at home")
+            memory=common_pb2.MemoryInput(
+                content="Ottilie keeps the lighthouse keys at home", tags=[KEPT_TAG]
+            )
         ),
         metadata=AUTH,
     )
@@ -140,7 +143,7 @@ async def check_tenant_deletion(api: Api, gone: str) -> None:
     got = await api.memory.Get(gateway_pb2.GetRequest(id=mine.id), metadata=AUTH)
     assert got.memory.content.startswith("Ottilie")
     kept = await api.memory.Recall(
-        gateway_pb2.RecallRequest(query="lighthouse keys"), metadata=AUTH
+        gateway_pb2.RecallRequest(query="lighthouse keys", tags=[KEPT_TAG]), metadata=AUTH
     )
     assert mine.id in [r.memory.id for r in kept.results]
 
