@@ -13,6 +13,7 @@ import pytest
 from engram_platform import localservers
 from engram_platform.devstack import DevStack, start_stack
 from engram_testing.e2e import ServerStack, gateway_tokens, model_env
+from engram_testing.e2e_tenants import gone_tenant, with_gone
 
 
 @pytest.fixture(scope="session")
@@ -28,7 +29,10 @@ def server_stack(
     env = {
         **model_env(),
         **localservers.service_env(),
-        "ENGRAM_GATEWAY_TOKENS": gateway_tokens(tenant, f"{tenant}-import"),
+        # Second tenants: the import target and the one the deletion check deletes.
+        "ENGRAM_GATEWAY_TOKENS": with_gone(
+            gateway_tokens(tenant, f"{tenant}-import"), gone_tenant(tenant)
+        ),
         "ENGRAM_LEXICAL_OPENSEARCH__INDEX_PREFIX": prefix,
     }
     stack = start_stack(

@@ -42,6 +42,7 @@ class StoreStub(Protocol):
     Delete: _Rpc
     UpdateAccess: _Rpc
     Count: _Rpc
+    DeleteTenant: _Rpc
     Scan: _Rpc
     UpdateRelevance: _Rpc
 
@@ -105,6 +106,11 @@ class StoreClient(Generic[StubT]):
     async def count(self, tenant: str, timeout: float | None = None) -> int:
         request = self._messages.CountRequest(tenant=tenant, **self._scope)
         return int((await self._call(self._stub.Count, request, timeout)).count)
+
+    async def delete_tenant(self, tenant: str, timeout: float | None = None) -> int:
+        """Every generation's documents of the tenant; the live memories removed."""
+        request = self._messages.DeleteTenantRequest(tenant=tenant)
+        return int((await self._call(self._stub.DeleteTenant, request, timeout)).deleted)
 
     async def scan(
         self, tenant: str, cursor: str | None, limit: int, timeout: float | None = None

@@ -26,6 +26,8 @@ class StoreIndex(Protocol):
 
     async def count(self, tenant: str) -> int: ...
 
+    async def delete_tenant(self, tenant: str) -> int: ...
+
     async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage: ...
 
     async def update_relevance(self, tenant: str, updates: Sequence[RelevanceUpdate]) -> int: ...
@@ -69,6 +71,15 @@ class GenerationRouted(Generic[IndexT]):
 
     async def count(self, tenant: str, generation: str = "") -> int:
         return await (await self._index(generation)).count(tenant)
+
+    async def delete_tenant(self, tenant: str) -> int:
+        """From every generation: a rebuild's new one and the kept previous one hold the
+        tenant too. The live one's count of live memories removed."""
+        deleted = await (await self._index("")).delete_tenant(tenant)
+        for generation in await self._routed.list_generations():
+            if not generation.live:
+                await (await self._index(generation.name)).delete_tenant(tenant)
+        return deleted
 
     async def scan(
         self, tenant: str, cursor: str | None, limit: int, generation: str = ""

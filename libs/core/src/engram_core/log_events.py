@@ -50,7 +50,15 @@ class RelationUnlinked:
     sequence: int
 
 
-Event = MemoryWritten | MemoryRemoved | RelationLinked | RelationUnlinked
+@dataclass(frozen=True, slots=True)
+class TenantErased:
+    """TenantDeleted: everything of the tenant written before ``sequence`` is gone."""
+
+    tenant: str
+    sequence: int
+
+
+Event = MemoryWritten | MemoryRemoved | RelationLinked | RelationUnlinked | TenantErased
 
 
 def invalid(event: Event) -> str:
@@ -67,6 +75,8 @@ def invalid(event: Event) -> str:
     elif isinstance(event, MemoryRemoved):
         if not event.id:
             return "missing memory id"
+    elif isinstance(event, TenantErased):
+        return ""
     else:
         relation = event.relation
         if not relation.source_id or not relation.target_id:

@@ -19,6 +19,7 @@ from engram_core.log_events import (
     MemoryWritten,
     RelationLinked,
     RelationUnlinked,
+    TenantErased,
 )
 from engram_core.model import Relation
 from engram_core.relations import ORIGIN_USER
@@ -51,6 +52,9 @@ def decode(subject: str, data: bytes, sequence: int) -> Decoded:
         if name == jsm.MEMORY_DELETED:
             deleted = events_pb2.MemoryDeleted.FromString(data)
             return _checked(tenant, deleted.envelope, MemoryRemoved(tenant, deleted.id, sequence))
+        if name == jsm.TENANT_DELETED:
+            erased = events_pb2.TenantDeleted.FromString(data)
+            return _checked(tenant, erased.envelope, TenantErased(tenant, sequence))
         if name == jsm.RELATION_REMOVED:
             return _removed(tenant, data, sequence)
         added = events_pb2.RelationAdded.FromString(data)

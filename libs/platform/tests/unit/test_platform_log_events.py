@@ -7,7 +7,13 @@ from datetime import UTC, datetime
 import pytest
 
 from engram.events.v1 import events_pb2
-from engram_core.log_events import MemoryRemoved, MemoryWritten, RelationLinked, RelationUnlinked
+from engram_core.log_events import (
+    MemoryRemoved,
+    MemoryWritten,
+    RelationLinked,
+    RelationUnlinked,
+    TenantErased,
+)
 from engram_core.model import Memory, Relation
 from engram_platform.convert import memory_to_proto, relation_to_proto
 from engram_platform.log_events import decode, tenant_of
@@ -51,6 +57,15 @@ def test_memory_updated_deleted_and_relation_added() -> None:
     added = events_pb2.RelationAdded(relation=relation_to_proto(rel)).SerializeToString()
     d = decode("engram.t1.relation_added.v1", added, 5)
     assert d.event == RelationLinked("t1", rel, 5)
+
+
+def test_tenant_deleted_names_the_subjects_tenant_and_refuses_another_envelope() -> None:
+    gone = events_pb2.TenantDeleted(envelope=events_pb2.Envelope(tenant="t1"))
+    d = decode("engram.t1.tenant_deleted.v1", gone.SerializeToString(), 9)
+    assert d.event == TenantErased("t1", 9)
+    d = decode("engram.t2.tenant_deleted.v1", gone.SerializeToString(), 9)
+    assert d.event is None
+    assert "envelope of tenant 't1'" in d.problem
 
 
 def test_relation_removed() -> None:

@@ -55,6 +55,7 @@ from engram_core.log_events import (
     MemoryWritten,
     RelationLinked,
     RelationUnlinked,
+    TenantErased,
 )
 from engram_core.model import Memory, Relation
 from engram_platform.coordination import MemoryLease
@@ -98,6 +99,7 @@ class FakeStateStream:
         self.applied = 10**9  # ingest's watermark: everything applied
         self.fail_publish: list[BaseException] = []
         self.after_page: list[Any] = []  # callbacks run after a page is handed out
+        self.purged: list[str] = []
 
     # StateSink
     async def publish(self, records: Sequence[StateRecord]) -> None:
@@ -114,6 +116,11 @@ class FakeStateStream:
         self.by_key[key_of(r)] = self.seq
         self.messages[self.seq] = r
         self.published.append(r)
+
+    async def purge_tenant(self, tenant: str) -> None:
+        for key in [k for k in self.by_key if k[0] == tenant]:
+            del self.messages[self.by_key.pop(key)]
+        self.purged.append(tenant)
 
     async def relations(self, keys: Sequence[StateKey]) -> dict[StateKey, RelationRecord]:
         found = {k: self.messages[self.by_key[k]] for k in keys if k in self.by_key}
@@ -334,6 +341,26 @@ async def test_keeper_backfills_from_the_first_event_in_log_order() -> None:
     for r in stream.published:
         assert r.version > last.get(key_of(r), 0)
         last[key_of(r)] = r.version
+
+
+@pytest.mark.parametrize("batch", [1, 3, 10])
+async def test_a_tenant_deletion_purges_its_states_and_keeps_what_came_after(batch: int) -> None:
+    stream, source = FakeStateStream(), FakeSource()
+    other = replace(mem(1, "other tenant"), tenant="t2")
+    source.events = [
+        MemoryWritten(mem(1), 1),
+        MemoryWritten(other, 2),
+        RelationLinked(T, Relation(mid(1), mid(2), "relates_to"), 3),
+        MemoryWritten(mem(2), 4),
+        TenantErased(T, 5),
+        MemoryWritten(mem(3, "after"), 6),
+    ]
+    await keep_until(keeper(stream, source, batch=batch), stream, 6)
+
+    assert stream.purged == [T]
+    assert {k for k in stream.by_key if k[0] == T} == {(T, "memory", mid(3))}
+    assert stream.state("t2", mid(1)).memory is not None
+    assert stream.position.sequence == 6
 
 
 async def test_keeper_resumes_at_its_checkpoint_after_a_failed_publish() -> None:

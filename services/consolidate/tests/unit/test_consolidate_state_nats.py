@@ -129,6 +129,23 @@ async def test_keeper_keeps_one_state_per_key_and_readers_page_through(
     assert token(ODD).startswith("~")
 
 
+async def test_a_tenant_deletion_purges_the_tenants_states_in_nats(js: JetStreamContext) -> None:
+    await stored(js, "acme", "m1", "one")
+    await stored(js, "beta", "m1", "another tenant's m1")
+    await related(js, "acme", "m1", "m1x")
+    gone = events_pb2.TenantDeleted(envelope=events_pb2.Envelope(tenant="acme"))
+    ack = await js.publish(jsm.subject("acme", jsm.TENANT_DELETED), gone.SerializeToString())
+    last = await stored(js, "acme", "m2", "after")
+    await keep(js, last)
+
+    log = NatsStateLog(js, await open_bucket(js, 1))
+    assert ack.seq < last
+    assert await log.size("acme", MEMORIES) == 1
+    assert await log.size("acme", RELATIONS) == 0
+    assert list(await log.memory_states("acme", ["m1", "m2"])) == ["m2"]
+    assert list(await log.memory_states("beta", ["m1"])) == ["m1"]
+
+
 async def test_keeper_restarted_continues_from_its_checkpoint(js: JetStreamContext) -> None:
     first = await stored(js, "acme", "m1", "one")
     await keep(js, first)

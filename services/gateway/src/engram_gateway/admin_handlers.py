@@ -11,6 +11,8 @@ from engram_core.errors import Unavailable
 from engram_gateway.admin_mapping import (
     consolidation_to_proto,
     dead_letters_to_proto,
+    deletion_status_to_proto,
+    deletion_to_proto,
     maintenance_to_proto,
     passes_from_mode,
     rebuild_from_proto,
@@ -23,6 +25,7 @@ from engram_gateway.auth import Authenticator, Principal, Scope, require_cluster
 from engram_gateway.service import Deadline, TenantRateLimit
 from engram_gateway.service.admin import Admin
 from engram_gateway.service.dead_letters import DeadLetters
+from engram_gateway.service.tenants import TenantEraser
 
 if TYPE_CHECKING:
     import grpc
@@ -44,12 +47,14 @@ class AdminHandlers(admin_pb2_grpc.AdminServiceServicer):
         rate_limit: TenantRateLimit,
         default_deadline_s: float,
         dead_letters: DeadLetters | None = None,
+        tenants: TenantEraser | None = None,
     ) -> None:
         self._admin = admin
         self._auth = auth
         self._rate_limit = rate_limit
         self._default_deadline = default_deadline_s
         self._dead_letters = dead_letters
+        self._tenants = tenants
 
     async def _principal(self, context: Context) -> Principal:
         principal = self._auth.authorize(
@@ -130,3 +135,28 @@ class AdminHandlers(admin_pb2_grpc.AdminServiceServicer):
         tenant = await self._tenant(context, request.tenant)
         out = await self._letters().replay(tenant, list(request.sequences), self._deadline(context))
         return replay_to_proto(tenant, out)
+
+    async def _erasing(
+        self, context: Context, requested: str, what: str
+    ) -> tuple[str, TenantEraser]:
+        principal = await self._principal(context)
+        require_cluster(principal, what)
+        tenant = target_tenant(principal, requested)
+        if self._tenants is None:
+            raise Unavailable("tenant deletion is not served here (no log)")
+        return tenant, self._tenants
+
+    async def DeleteTenant(  # noqa: N802
+        self, request: admin_pb2.DeleteTenantRequest, context: Context
+    ) -> admin_pb2.DeleteTenantResponse:
+        tenant, tenants = await self._erasing(context, request.tenant, "DeleteTenant")
+        deadline = self._deadline(context)
+        out = await tenants.delete(tenant, request.confirm, request.dry_run, deadline)
+        return deletion_to_proto(out)
+
+    async def DeleteTenantStatus(  # noqa: N802
+        self, request: admin_pb2.DeleteTenantStatusRequest, context: Context
+    ) -> admin_pb2.DeleteTenantStatusResponse:
+        tenant, tenants = await self._erasing(context, request.tenant, "DeleteTenantStatus")
+        out = await tenants.status(tenant, request.sequence, self._deadline(context))
+        return deletion_status_to_proto(out)

@@ -18,6 +18,7 @@ from engram_gateway.service.admin import (
     RunState,
 )
 from engram_gateway.service.dead_letters import DeadLetter, DeadLetterPage, Replay
+from engram_gateway.service.tenants import DeletionStatus, TenantDeletion
 from engram_platform.convert import ts_to_proto
 
 _MODES: dict[int, tuple[str, ...]] = {
@@ -240,4 +241,20 @@ def replay_to_proto(tenant: str, out: Replay) -> admin_pb2.ReplayDeadLettersResp
         ],
         failures=[admin_pb2.FailedReplay(sequence=s, reason=why) for s, why in out.failed],
         remaining=out.remaining,
+    )
+
+
+def _counts(counts: Sequence[tuple[str, int]]) -> list[admin_pb2.TenantCount]:
+    return [admin_pb2.TenantCount(store=s, count=n) for s, n in counts]
+
+
+def deletion_to_proto(out: TenantDeletion) -> admin_pb2.DeleteTenantResponse:
+    return admin_pb2.DeleteTenantResponse(
+        tenant=out.tenant, dry_run=out.dry_run, sequence=out.sequence, counts=_counts(out.counts)
+    )
+
+
+def deletion_status_to_proto(out: DeletionStatus) -> admin_pb2.DeleteTenantStatusResponse:
+    return admin_pb2.DeleteTenantStatusResponse(
+        tenant=out.tenant, sequence=out.sequence, applied=out.applied, counts=_counts(out.counts)
     )

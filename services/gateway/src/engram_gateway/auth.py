@@ -195,9 +195,10 @@ def target_tenant(principal: Principal, requested: str) -> str:
 
 
 def require_cluster(principal: Principal, what: str) -> None:
-    """``what`` reaches beyond one tenant: only a cluster-admin token (tenant ``*``) may."""
+    """``what`` reaches beyond one tenant's own maintenance (it spans tenants, or erases
+    one): only a cluster-admin token (tenant ``*``) may."""
     if principal.tenant != ALL_TENANTS:
         raise PermissionDenied(
-            f"{what} acts on every tenant: it needs a cluster-admin token (tenant "
+            f"{what} needs a cluster-admin token (tenant "
             f"{ALL_TENANTS!r}), not a token of tenant {principal.tenant!r}"
         )

@@ -34,6 +34,7 @@ from engram_gateway.adapters.openai_models import (
 )
 from engram_gateway.adapters.ranker import ScoringRanker
 from engram_gateway.adapters.recall_codec import ProtoRecallCodec
+from engram_gateway.adapters.tenant_purge import NatsTenantPurge
 from engram_gateway.auth import Authenticator
 from engram_gateway.config import Budget as BudgetSettings
 from engram_gateway.config import ChatModelSettings, Settings
@@ -79,6 +80,7 @@ from engram_gateway.service.postrank import parse_group_by
 from engram_gateway.service.reads import PostRank
 from engram_gateway.service.recall_cache import RecallCache
 from engram_gateway.service.stats import StatsView, TenantLog
+from engram_gateway.service.tenants import TenantEraser, TenantPurge
 from engram_gateway.service.watermark import WatermarkCache
 from engram_platform import jetstream
 from engram_platform.coordination import MemoryRateLimiter, open_coordination
@@ -186,6 +188,7 @@ def build_gateway(
     limiter: RateLimiter | None = None,
     models: Models | None = None,
     tenant_log: TenantLog | None = None,
+    purge: TenantPurge | None = None,
 ) -> Gateway:
     """The gateway over the given ports; without a `limiter` the rate limit (if set) counts
     in-process. Without `models` the settings' query-side models are built here (none unless
@@ -306,6 +309,19 @@ def build_gateway(
     )
     stats = StatsView(reader, tenant_log, settings.backend_timeout_s)
     lister = Lister(backends.vector, backends.graph, settings.backend_timeout_s)
+    tenants = TenantEraser(
+        event_log,
+        (backends.vector, backends.lexical, backends.graph),
+        cache,
+        recall_cache,
+        clock,
+        ids,
+        settings.backend_timeout_s,
+        # Outlives both the log's duplicate window and the keys remembered after it.
+        max(settings.nats.duplicate_window_s, settings.idempotency_ttl_s),
+        tenant_log,
+        purge,
+    )
     return Gateway(
         writer=writer,
         reader=reader,
@@ -313,6 +329,7 @@ def build_gateway(
         rate_limit=rate_limit,
         stats=stats,
         lister=lister,
+        tenants=tenants,
     )
 
 
@@ -356,6 +373,7 @@ async def open_gateway(settings: Settings) -> tuple[Gateway, Callable[[], Awaita
         limiter=coordination.limiter,
         models=models,
         tenant_log=letters,
+        purge=NatsTenantPurge(js),
     )
     admin = build_admin(settings, NatsConsolidation(js, settings.publish_timeout_s))
     dead_letters = DeadLetters(letters, settings.backend_timeout_s)

@@ -11,7 +11,13 @@ from engram.gateway.v1 import gateway_pb2
 from engram.scoring.v1 import scoring_pb2
 from engram_core import validation as v
 from engram_core.errors import InvalidArgument
-from engram_core.log_events import Event, MemoryRemoved, MemoryWritten, RelationLinked
+from engram_core.log_events import (
+    Event,
+    MemoryRemoved,
+    MemoryWritten,
+    RelationLinked,
+    TenantErased,
+)
 from engram_core.model import Memory
 from engram_core.scoring import Candidate, Fusion, ScoredCandidate, StreamScore
 from engram_core.state import StateMode
@@ -326,6 +332,8 @@ def event_to_proto(event: Event) -> gateway_pb2.SubscribeResponse:
         return gateway_pb2.SubscribeResponse(
             sequence=seq, kind=_Kind.MEMORY_DELETED, memory_id=event.id
         )
+    if isinstance(event, TenantErased):
+        return gateway_pb2.SubscribeResponse(sequence=seq, kind=_Kind.TENANT_DELETED)
     kind = _Kind.RELATION_ADDED if isinstance(event, RelationLinked) else _Kind.RELATION_REMOVED
     return gateway_pb2.SubscribeResponse(
         sequence=seq,

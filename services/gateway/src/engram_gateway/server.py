@@ -30,6 +30,7 @@ def registrar(gateway: Gateway, auth: Authenticator, settings: Settings) -> grpc
                     gateway.rate_limit,
                     settings.default_deadline_s,
                     gateway.dead_letters,
+                    gateway.tenants,
                 ),
                 server,
             )

@@ -342,6 +342,11 @@ class FakeLog:
             self.world.memories.pop((env.tenant, payload), None)
         elif event == "relation":
             self.world.relations.append((env.tenant, payload))
+        elif event == "tenant_deleted":
+            self.world.memories = {
+                k: m for k, m in self.world.memories.items() if k[0] != env.tenant
+            }
+            self.world.relations = [r for r in self.world.relations if r[0] != env.tenant]
 
     async def stored(self, env: Envelope, memory: Memory, timeout: float | None = None) -> Ack:
         return await self._publish("stored", env, (memory,), timeout)
@@ -361,6 +366,9 @@ class FakeLog:
 
     async def accessed(self, env: Envelope, ids: Sequence[str], at: datetime) -> Ack:
         return await self._publish("accessed", env, tuple(ids))
+
+    async def tenant_deleted(self, env: Envelope, timeout: float | None = None) -> Ack:
+        return await self._publish("tenant_deleted", env, None, timeout)
 
     async def stored_memory_id(self, sequence: int) -> str | None:
         p = self.events[sequence - 1]

@@ -14,10 +14,17 @@ import pytest
 
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram_core.errors import ResourceExhausted
-from engram_core.log_events import Event, MemoryRemoved, MemoryWritten, RelationLinked
+from engram_core.log_events import (
+    Event,
+    MemoryRemoved,
+    MemoryWritten,
+    RelationLinked,
+    TenantErased,
+)
 from engram_core.model import Memory, Relation
 from engram_gateway import server
 from engram_gateway.auth import Authenticator
+from engram_gateway.mapping import event_to_proto
 from engram_gateway.service import FeedConfig, FeedQuery, Subscriptions
 from engram_platform.errors import FIELD_KEY, RETRY_AFTER_KEY
 from engram_testing.metrics import ServiceMetrics
@@ -230,3 +237,9 @@ async def test_bad_filters_and_missing_scope_are_refused(harness: Harness, feed:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await denied.read()
         assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+def test_a_tenant_deletion_reaches_subscribers_as_its_own_kind() -> None:
+    reply = event_to_proto(TenantErased("acme", 42))
+    assert (reply.sequence, reply.kind) == (42, gateway_pb2.SubscribeResponse.TENANT_DELETED)
+    assert not reply.memory_id

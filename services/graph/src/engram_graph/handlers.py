@@ -127,6 +127,13 @@ class GraphHandlers(graph_pb2_grpc.GraphServiceServicer):
         check_tenant(request.tenant)
         return graph_pb2.CountResponse(count=await self._service.count(request.tenant))
 
+    async def DeleteTenant(  # noqa: N802
+        self, request: graph_pb2.DeleteTenantRequest, context: _Context
+    ) -> graph_pb2.DeleteTenantResponse:
+        check_tenant(request.tenant)
+        deleted = await self._service.delete_tenant(request.tenant)
+        return graph_pb2.DeleteTenantResponse(deleted=deleted)
+
     async def Scan(  # noqa: N802
         self, request: graph_pb2.ScanRequest, context: _Context
     ) -> graph_pb2.ScanResponse:

@@ -98,6 +98,16 @@ class FakeStore:
             self.rows[(tenant, id_)] = (version, None)
         return deleted
 
+    async def delete_tenant(self, tenant: str) -> int:
+        await self._enter("delete_tenant", tenant, ())
+        live = len(self.live(tenant))
+        self.rows = {k: v for k, v in self.rows.items() if k[0] != tenant}
+        self._forget_tenant(tenant)
+        return live
+
+    def _forget_tenant(self, tenant: str) -> None:
+        """Drop what the subclass keeps of the tenant besides its rows."""
+
     def _upserted(self, tenant: str, memories: Sequence[Memory]) -> UpsertResult:
         applied = sum(self._put(tenant, m) for m in memories)
         return UpsertResult(applied=applied, skipped=len(memories) - applied)
@@ -155,6 +165,10 @@ class FakeGraph(FakeStore):
                 self.mentions[(tenant, m.id)] = tuple(entities)
                 applied += 1
         return UpsertResult(applied=applied, skipped=len(items) - applied)
+
+    def _forget_tenant(self, tenant: str) -> None:
+        self.mentions = {k: v for k, v in self.mentions.items() if k[0] != tenant}
+        self.relations = {k: v for k, v in self.relations.items() if k[0] != tenant}
 
     async def add_relations(
         self,

@@ -36,6 +36,7 @@ from engram_ingest.service import (
     Outcome,
     RelationLinked,
     RelationUnlinked,
+    TenantErased,
 )
 from engram_ingest.service.chunks import request_bytes
 from engram_platform.convert import entity_to_proto, memory_to_proto
@@ -121,6 +122,48 @@ async def test_deletes_carry_the_sequence_and_stop_older_upserts(stores: Stores)
         assert store.writes("delete")[0].version == 9
     await a.apply([written(12, content="back again")])  # newer than the tombstone
     assert all(ID_A in s.live("t1") for s in stores.all())
+
+
+async def test_a_tenant_deletion_empties_every_store_of_that_tenant_only(stores: Stores) -> None:
+    a = applier(stores)
+    await a.apply([written(1), written(2, ID_B), written(3, tenant="t2")])
+    await a.apply([RelationLinked("t1", Relation(ID_A, ID_B, "RELATES_TO"), 4)])
+    results = await a.apply([TenantErased("t1", 5), written(6, ID_B, "after")])
+    assert [r.outcome for r in results] == [Outcome.APPLIED, Outcome.APPLIED]
+    for store in stores.all():
+        assert [c.tenant for c in store.writes("delete_tenant")] == ["t1"]
+        assert list(store.live("t1")) == [ID_B]  # what the log wrote after it stays
+        assert list(store.live("t2")) == [ID_A]
+    assert stores.graph.relations == {}
+    assert list(stores.graph.mentions) == [("t2", ID_A), ("t1", ID_B)]
+
+
+async def test_an_event_retried_past_its_tenants_deletion_does_not_bring_it_back(
+    stores: Stores,
+) -> None:
+    a = applier(stores)
+    stores.lexical.fail_next.append(Unavailable("lexical down"))
+    [first] = await a.apply([written(1)])
+    assert first.outcome is Outcome.RETRY
+    await a.apply([TenantErased("t1", 2)])
+    # The log redelivers the write from before the deletion.
+    [again] = await a.apply([written(1)])
+    assert again.outcome is Outcome.APPLIED
+    assert all(s.live("t1") == {} for s in stores.all())
+    await a.apply([written(3, ID_B)])  # what comes after the deletion applies
+    assert all(list(s.live("t1")) == [ID_B] for s in stores.all())
+
+
+async def test_a_tenant_deletion_is_retried_while_a_store_is_down(stores: Stores) -> None:
+    a = applier(stores)
+    await a.apply([written(1)])
+    stores.graph.fail_next.append(Unavailable("graph down"))
+    [result] = await a.apply([TenantErased("t1", 2)])
+    assert result.outcome is Outcome.RETRY
+    assert result.store == "graph"
+    [result] = await a.apply([TenantErased("t1", 2)])
+    assert result.outcome is Outcome.APPLIED
+    assert all(s.live("t1") == {} for s in stores.all())
 
 
 async def test_relations_go_to_the_graph_with_the_sequence_and_registry_type(

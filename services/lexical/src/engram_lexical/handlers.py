@@ -111,6 +111,13 @@ class LexicalHandlers(lexical_pb2_grpc.LexicalServiceServicer):
         count = await self._service.count(request.tenant, request.generation)
         return lexical_pb2.CountResponse(count=count)
 
+    async def DeleteTenant(  # noqa: N802
+        self, request: lexical_pb2.DeleteTenantRequest, context: _Context
+    ) -> lexical_pb2.DeleteTenantResponse:
+        check_tenant(request.tenant)
+        deleted = await self._service.delete_tenant(request.tenant)
+        return lexical_pb2.DeleteTenantResponse(deleted=deleted)
+
     async def Scan(  # noqa: N802
         self, request: lexical_pb2.ScanRequest, context: _Context
     ) -> lexical_pb2.ScanResponse:

@@ -80,3 +80,16 @@ async def test_metadata_fields_setting_names_what_is_indexed(
     monkeypatch.setenv("ENGRAM_LEXICAL_METADATA_FIELDS", '[""]')
     with pytest.raises(ValueError, match="metadata_fields"):
         Settings()
+
+
+async def test_delete_tenant_reaches_every_generation(tmp_path: Path) -> None:
+    generations = fake_text_generations()
+    service = build_service(Settings(data_dir=tmp_path), generations)
+    building = await service.create_generation("")  # a rebuild's, beside the live one
+    for generation in ("", building.name):
+        await service.upsert("t1", [mem("a", tenant="t1")], generation)
+        await service.upsert("t2", [mem("a", tenant="t2")], generation)
+    assert await service.delete_tenant("t1") == 1
+    for generation in ("", building.name):
+        assert await service.count("t1", generation) == 0
+        assert await service.count("t2", generation) == 1

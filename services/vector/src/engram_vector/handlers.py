@@ -227,6 +227,13 @@ class VectorHandlers(vector_pb2_grpc.VectorServiceServicer):
         count = await self._service.count(tenant, request.generation)
         return vector_pb2.CountResponse(count=count)
 
+    async def DeleteTenant(  # noqa: N802
+        self, request: vector_pb2.DeleteTenantRequest, context: Context
+    ) -> vector_pb2.DeleteTenantResponse:
+        tenant = _tenant(request.tenant)
+        deleted = await self._service.delete_tenant(tenant)
+        return vector_pb2.DeleteTenantResponse(deleted=deleted)
+
     async def Scan(  # noqa: N802
         self, request: vector_pb2.ScanRequest, context: Context
     ) -> vector_pb2.ScanResponse:

@@ -190,6 +190,8 @@ class MemoryStore(StoreIndex, Protocol):
 
     async def upsert(self, tenant: str, items: Sequence[Any], /) -> UpsertResult: ...
 
+    async def delete_tenant(self, tenant: str, /) -> int: ...
+
 
 async def scan_pages(port: MemoryStore, tenant: str, limit: int) -> list[ScanPage]:
     """Every page of a full scan (bounded, so a cursor that never ends fails the test)."""
@@ -257,6 +259,30 @@ class MemoryStoreContract:
         assert await port.delete(T, ["a", "b"], version=5) == 0  # redelivered
         assert await port.delete(T, ["a", "b"], version=6) == 0  # already gone
         assert await port.count(T) == 0
+
+    async def test_delete_tenant_removes_the_tenant_and_only_it(self, port: MemoryStore) -> None:
+        await port.upsert(T, self.corpus())
+        await port.upsert(OTHER, [self.item(mem("f1", tenant=OTHER))])
+        await port.delete(T, ["f1"], version=2)
+        assert await port.delete_tenant(T) == len(FILTER_CORPUS) - 1
+        assert await port.count(T) == 0
+        assert await port.get(T, [f"f{i}" for i in range(1, len(FILTER_CORPUS) + 1)]) == []
+        assert await scan_ids(port, T) == []
+        assert [m.id for m in await port.get(OTHER, ["f1"])] == ["f1"]
+        assert await port.count(OTHER) == 1
+        assert await port.delete_tenant(T) == 0  # redelivered
+
+    async def test_a_tenant_deleted_starts_over_with_later_writes(self, port: MemoryStore) -> None:
+        # What the log writes for the tenant after its deletion (later sequences) applies,
+        # an id deleted before included.
+        await port.upsert(T, [self.item(mem("a", version=3)), self.item(mem("b", version=4))])
+        await port.delete(T, ["a"], version=5)
+        await port.delete_tenant(T)
+        assert await port.upsert(T, [self.item(mem("a", "again", version=7))]) == UpsertResult(
+            applied=1, skipped=0
+        )
+        assert [m.content for m in await port.get(T, ["a", "b"])] == ["again"]
+        assert await port.count(T) == 1
 
     async def test_update_access_never_moves_backwards(self, port: MemoryStore) -> None:
         await port.upsert(T, [self.item(mem("a"))])

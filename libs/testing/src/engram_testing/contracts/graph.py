@@ -321,6 +321,22 @@ class GraphStoreContract(MemoryStoreContract):
         assert ids(await store.search(T, ["people:sarah"], [], ALL, 10)) == ["b"]
         assert ids(await store.search(T, ["tools:qdrant"], [], ALL, 10)) == ["a"]
 
+    async def test_delete_tenant_removes_edges_and_entities(self, store: GraphStore) -> None:
+        for tenant in (T, OTHER):
+            await store.upsert(
+                tenant, [(mem("a", tenant=tenant), [SARAH]), (mem("b", tenant=tenant), [])]
+            )
+            await store.add_relations(tenant, [rel("a", "b")], 1)
+        assert await store.delete_tenant(T) == 2
+        assert await store.relations(T, ["a", "b"]) == []
+        assert await store.search(T, ["people:sarah"], [], ALL, 10) == []
+        # Re-created, it starts with no edges and no mentions.
+        await store.upsert(T, [(mem("a", version=1), []), (mem("b", version=1), [])])
+        assert await store.relations(T, ["a"]) == []
+        assert await store.related(T, "a", 3, [], 10) == []
+        assert ids(await store.search(OTHER, ["people:sarah"], [], ALL, 10)) == ["a"]
+        assert edge_keys(await store.relations(OTHER, ["a"])) == {("a", "b", "RELATES_TO")}
+
     async def test_tombstones_never_show_up(self, store: GraphStore) -> None:
         await store.upsert(T, [(mem("a", tags=("x:y",)), [SARAH]), (mem("b"), [SARAH])])
         await store.add_relations(T, [rel("a", "b")], 1)

@@ -74,6 +74,17 @@ class FakeStore(Generic[P]):
             self._versions[key] = version
         return deleted
 
+    async def delete_tenant(self, tenant: str) -> int:
+        self._check()
+        deleted = sum(1 for key in self._stored if key[0] == tenant)
+        self._stored = {k: v for k, v in self._stored.items() if k[0] != tenant}
+        self._versions = {k: v for k, v in self._versions.items() if k[0] != tenant}
+        self._forget_tenant(tenant)
+        return deleted
+
+    def _forget_tenant(self, tenant: str) -> None:
+        """Drop what hangs off the tenant's memories (a subclass's own dicts)."""
+
     async def get(self, tenant: str, ids: Sequence[str]) -> list[Memory]:
         self._check()
         found = (self._live(tenant, i) for i in dict.fromkeys(ids))

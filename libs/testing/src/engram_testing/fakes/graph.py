@@ -42,6 +42,10 @@ class FakeGraphStore(FakeStore[tuple[Entity, ...]]):
         for key in [k for k in self._edges if k[0] == tenant and id_ in (k[1], k[2])]:
             del self._edges[key]
 
+    def _forget_tenant(self, tenant: str) -> None:
+        self._edges = {k: e for k, e in self._edges.items() if k[0] != tenant}
+        self._entities = {k: e for k, e in self._entities.items() if k[0] != tenant}
+
     async def upsert(
         self, tenant: str, items: Sequence[tuple[Memory, Sequence[Entity]]]
     ) -> UpsertResult:

@@ -236,6 +236,12 @@ class NatsStateSink:
             if isinstance(outcome, BaseException):
                 raise Unavailable(f"state publish failed: {outcome!r}") from outcome
 
+    async def purge_tenant(self, tenant: str) -> None:
+        try:
+            await self._js.purge_stream(jsm.STREAM_STATE, subject=state_subject(tenant, ">"))
+        except Exception as exc:
+            raise Unavailable(f"state purge of {tenant} failed: {exc!r}") from exc
+
     async def relations(self, keys: Sequence[StateKey]) -> dict[StateKey, RelationRecord]:
         async def one(key: StateKey) -> RelationRecord | None:
             tenant, _, source, type_, target = key

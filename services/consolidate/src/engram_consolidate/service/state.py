@@ -35,6 +35,7 @@ from engram_core.log_events import (
     MemoryWritten,
     RelationLinked,
     RelationUnlinked,
+    TenantErased,
 )
 from engram_core.log_events import invalid as event_invalid
 from engram_core.model import Memory, Relation
@@ -122,7 +123,7 @@ def _user_edge(record: StateRecord | None) -> bool:
 def state_of(event: LogEvent, held: StateRecord | None = None) -> StateRecord | None:
     """The state ``event`` leaves for its key (None: it changes no state); ``held`` is the
     key's state before it (read only for ``by_system`` events)."""
-    if invalid(event) or isinstance(event, Ignored):
+    if invalid(event) or isinstance(event, Ignored | TenantErased):
         return None
     if by_system(event) and _user_edge(held):
         return None
@@ -150,6 +151,22 @@ def relation_key(event: LogEvent) -> StateKey | None:
     rel_type = parse_relation_type(r.type)
     assert rel_type is not None  # invalid() let no unknown type through
     return (event.tenant, "relation", r.source_id, rel_type.value, r.target_id)
+
+
+def erasures(events: Sequence[LogEvent]) -> dict[str, int]:
+    """The tenants ``events`` delete, each with its last deletion's sequence."""
+    erased: dict[str, int] = {}
+    for e in events:
+        if isinstance(e, TenantErased) and not invalid(e):
+            erased[e.tenant] = max(erased.get(e.tenant, 0), e.sequence)
+    return erased
+
+
+def _erased_before(event: LogEvent, erased: dict[str, int]) -> bool:
+    """An event of a tenant deleted later in the same batch: its state would be purged."""
+    if isinstance(event, Ignored):
+        return False
+    return event.sequence < erased.get(event.tenant, 0)
 
 
 def fold(
@@ -218,6 +235,10 @@ class KeeperSource(Protocol):
 class StateSink(Protocol):
     async def publish(self, records: Sequence[StateRecord]) -> None:
         """Every record durable in ENGRAM_STATE on return (raises otherwise)."""
+        ...
+
+    async def purge_tenant(self, tenant: str) -> None:
+        """Every state of the tenant gone from ENGRAM_STATE on return (raises otherwise)."""
         ...
 
     async def relations(self, keys: Sequence[StateKey]) -> dict[StateKey, RelationRecord]:
@@ -330,10 +351,15 @@ class StateKeeper:
     async def apply(
         self, events: Sequence[LogEvent], position: KeeperPosition, revision: int | None
     ) -> tuple[KeeperPosition, int]:
-        """Publish the batch's states, then move the checkpoint past it."""
-        system = {k for e in events if by_system(e) and (k := relation_key(e)) is not None}
+        """Publish the batch's states, then move the checkpoint past it. A tenant's deletion
+        purges the tenant's states first; only what the batch wrote after it is published."""
+        erased = erasures(events)
+        for tenant in erased:
+            await self._sink.purge_tenant(tenant)
+        events_kept = [e for e in events if not _erased_before(e, erased)]
+        system = {k for e in events_kept if by_system(e) and (k := relation_key(e)) is not None}
         held = await self._sink.relations(sorted(system)) if system else {}
-        records = fold(events, held)
+        records = fold(events_kept, held)
         if records:
             await self._sink.publish(records)
         moved = KeeperPosition(

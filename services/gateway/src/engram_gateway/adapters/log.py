@@ -117,6 +117,14 @@ class JetStreamLog:
             ),
         )
 
+    async def tenant_deleted(self, env: Envelope, timeout: float | None = None) -> Ack:
+        return await self._publish(
+            env,
+            jetstream.TENANT_DELETED,
+            lambda e: events_pb2.TenantDeleted(envelope=e),
+            timeout,
+        )
+
     async def stored_memory_id(self, sequence: int) -> str | None:
         try:
             raw = await self._js.get_msg(jetstream.STREAM_MEMORY, sequence)

@@ -20,6 +20,7 @@ from engram_gateway.service.reads import (
     Stats,
 )
 from engram_gateway.service.stats import StatsView
+from engram_gateway.service.tenants import TenantEraser
 from engram_gateway.service.writes import (
     ItemResult,
     StoreItem,
@@ -41,6 +42,7 @@ class Gateway:
     dead_letters: DeadLetters | None = None  # AdminService's; None: UNAVAILABLE
     lister: Lister | None = None  # List; None: UNAVAILABLE
     feed: Subscriptions | None = None  # Subscribe; None: UNAVAILABLE
+    tenants: TenantEraser | None = None  # AdminService.DeleteTenant; None: UNAVAILABLE
 
 
 __all__ = [
@@ -66,6 +68,7 @@ __all__ = [
     "StoreItem",
     "StoreOutcome",
     "Subscriptions",
+    "TenantEraser",
     "TenantRateLimit",
     "WriteConfig",
     "Writer",

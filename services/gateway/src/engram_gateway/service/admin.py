@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Protocol, TypeVar
+from typing import Protocol
 
-from engram_core.errors import DeadlineExceeded
 from engram_core.ids import EVERY_TENANT
 from engram_gateway.service.deadline import Deadline
-
-T = TypeVar("T")
+from engram_gateway.service.deadline import bounded as _within
 
 PASSES: tuple[str, ...] = ("decay", "associate", "cluster", "forget")
 STORES: tuple[str, ...] = ("vector", "lexical", "graph")
@@ -207,13 +205,6 @@ class Admin:
             )
             for s in got
         ]
-
-
-async def _within(awaitable: Awaitable[T], timeout_s: float, what: str) -> T:
-    try:
-        return await asyncio.wait_for(awaitable, timeout_s)
-    except TimeoutError as exc:
-        raise DeadlineExceeded(f"{what} took longer than {timeout_s:.1f}s") from exc
 
 
 def _dry_report(status: PassStatus | None, pass_name: str, run_id: str) -> PassRun:

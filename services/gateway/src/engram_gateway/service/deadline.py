@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from engram_core.errors import DeadlineExceeded
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,3 +40,11 @@ class Deadline:
 
     def cap(self, seconds: float) -> float:
         return self.budget(Budget(1.0, seconds))
+
+
+async def bounded(awaitable: Awaitable[T], timeout_s: float, what: str) -> T:
+    """Await with a timeout; running out is DeadlineExceeded naming ``what``."""
+    try:
+        return await asyncio.wait_for(awaitable, timeout_s)
+    except TimeoutError as exc:
+        raise DeadlineExceeded(f"{what} took longer than {timeout_s:.1f}s") from exc

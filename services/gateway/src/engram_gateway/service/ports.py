@@ -156,6 +156,10 @@ class EventLog(Protocol):
 
     async def accessed(self, env: Envelope, ids: Sequence[str], at: datetime) -> Ack: ...
 
+    async def tenant_deleted(self, env: Envelope, timeout: float | None = None) -> Ack:
+        """The tenant's tombstone: every store drops the tenant when ingest reaches it."""
+        ...
+
     async def stored_memory_id(self, sequence: int) -> str | None:
         """The memory id of the MemoryStored event at ``sequence`` (to answer a retry)."""
         ...

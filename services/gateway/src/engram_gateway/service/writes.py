@@ -27,6 +27,10 @@ _tracer = tracer(__name__)
 # Namespace of event ids derived from idempotency keys (uuid5): fixed forever.
 IDEMPOTENCY_NAMESPACE = uuid.UUID("7f3c2a9e-5d1b-4e8a-9c6f-2b0d4e1a8c37")
 IDEMPOTENCY_PREFIX = "idem:"
+# + tenant: the sequence of the tenant's latest deletion. Folded into the event ids derived
+# from idempotency keys, so a key used before the deletion stores anew after it rather than
+# being dropped as a duplicate of the deleted memory's event by the log's duplicate window.
+IDEMPOTENCY_EPOCH = "idem-epoch:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +94,9 @@ class _Planned:
         return ItemResult(self.memory.id, self.sequence, self.duplicate)
 
 
-def event_id_for(tenant: str, key: str) -> str:
-    return str(uuid.uuid5(IDEMPOTENCY_NAMESPACE, f"{tenant}\n{key}"))
+def event_id_for(tenant: str, key: str, epoch: str = "") -> str:
+    name = f"{tenant}\n{key}" + (f"\n{epoch}" if epoch else "")
+    return str(uuid.uuid5(IDEMPOTENCY_NAMESPACE, name))
 
 
 def _idempotency_cache_key(tenant: str, key: str) -> str:
@@ -176,9 +181,11 @@ class Writer:
             memories.append(
                 v.new_memory(item.input, tenant=tenant, prefix=item.path, now=now, limits=limits)
             )
+        keyed = any(item.idempotency_key for item in items)
+        epoch = await self._key_epoch(tenant) if keyed else ""
         planned = await asyncio.gather(
             *(
-                self._plan(tenant, m, item.idempotency_key)
+                self._plan(tenant, m, item.idempotency_key, epoch)
                 for m, item in zip(memories, items, strict=True)
             )
         )
@@ -228,12 +235,16 @@ class Writer:
             value = f"{p.memory.id} {p.sequence}".encode("ascii")
             await self._cache.set(p.cache_key, value, self._config.idempotency_ttl_s)
 
-    async def _plan(self, tenant: str, memory: Memory, key: str) -> _Planned:
+    async def _key_epoch(self, tenant: str) -> str:
+        held = await self._cache.get(IDEMPOTENCY_EPOCH + tenant)
+        return held.decode("ascii", "replace") if held else ""
+
+    async def _plan(self, tenant: str, memory: Memory, key: str, epoch: str = "") -> _Planned:
         assigned = memory.id or self._new_id()
         if not key:
             return _Planned(replace(memory, id=assigned), self._new_id(), "", "")
         cache_key = _idempotency_cache_key(tenant, key)
-        event_id = event_id_for(tenant, key)
+        event_id = event_id_for(tenant, key, epoch)
         held = await self._cache.get(cache_key)
         if held is not None:
             mid, seq = _decode(held)

@@ -136,6 +136,9 @@ SCORE = (
     "SET m.relevance = r.score RETURN m.id"
 )
 COUNT = "MATCH (m:Memory) WHERE m.tenant = $tenant AND m.deleted = false RETURN count(*)"
+# A tenant's deletion: its memories (tombstones included) with their edges, then its entities.
+ERASE_MEMORIES = "MATCH (m:Memory) WHERE m.tenant = $tenant DETACH DELETE m"
+ERASE_ENTITIES = "MATCH (e:Entity) WHERE e.tenant = $tenant DETACH DELETE e"
 
 
 def neighbours(typed: bool) -> str:

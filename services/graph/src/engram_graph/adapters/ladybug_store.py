@@ -318,6 +318,15 @@ class LadybugGraphStore:
             self._counts.invalidate([tenant])
             self._user_edges.invalidate([tenant])
 
+    async def delete_tenant(self, tenant: str) -> int:
+        _check_tenant(tenant)
+        try:
+            return await self._write(_erase, tenant)
+        finally:
+            self._edge_cache.clear()
+            self._counts.invalidate([tenant])
+            self._user_edges.invalidate([tenant])
+
     async def add_relations(
         self,
         tenant: str,
@@ -593,6 +602,15 @@ def _delete(
             _rows(conn, cypher.TOMBSTONE, params)
     pins.add(NODE_CHUNK, 1, bumped + deleted)  # a DETACH counted as one column, to be safe
     return deleted
+
+
+def _erase(conn: ladybug.Connection, pins: _Pins, tenant: str) -> int:
+    with _transaction(conn):
+        live = int(_rows(conn, cypher.COUNT, {"tenant": tenant})[0][0])
+        _rows(conn, cypher.ERASE_MEMORIES, {"tenant": tenant})
+        _rows(conn, cypher.ERASE_ENTITIES, {"tenant": tenant})
+    pins.add(NODE_CHUNK, 1, live)
+    return live
 
 
 def _edge_params(tenant: str, r: Relation) -> dict[str, Any]:

@@ -208,6 +208,19 @@ MATCH (m:Memory {tenant: $tenant, deleted: false})
 RETURN count(m) AS n
 """
 
+# A tenant's deletion: its memories (tombstones included) with their edges, then its
+# entities; the live memories removed.
+ERASE = """
+OPTIONAL MATCH (m:Memory {tenant: $tenant})
+WITH collect(m) AS ms, count(CASE WHEN m.deleted = false THEN 1 END) AS live
+FOREACH (x IN ms | DETACH DELETE x)
+WITH live
+OPTIONAL MATCH (e:Entity {tenant: $tenant})
+WITH live, collect(e) AS es
+FOREACH (x IN es | DETACH DELETE x)
+RETURN live
+"""
+
 # Traversals expand from the nodes looked up by key through pattern comprehensions, which
 # always start from their bound node: as MATCH patterns, the (tenant, deleted) index on the
 # far end tempted the planner into reading every live memory of the tenant and joining.

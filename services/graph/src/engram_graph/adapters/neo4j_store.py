@@ -230,6 +230,10 @@ class Neo4jGraphStore:
             "write", _single, cypher.DELETE, tenant=tenant, ids=unique, version=version
         )
 
+    async def delete_tenant(self, tenant: str) -> int:
+        _check_tenant(tenant)
+        return await self._run("write", _single, cypher.ERASE, tenant=tenant)
+
     async def add_relations(
         self,
         tenant: str,

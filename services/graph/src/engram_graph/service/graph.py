@@ -210,6 +210,9 @@ class GraphService:
     async def count(self, tenant: str) -> int:
         return await self._store.count(tenant)
 
+    async def delete_tenant(self, tenant: str) -> int:
+        return await self._store.delete_tenant(tenant)
+
     async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
         if not 1 <= limit <= self.limits.max_limit:
             raise InvalidArgument("limit", f"must be within 1..{self.limits.max_limit}")

@@ -6,6 +6,7 @@ from engram_core.log_events import (
     MemoryWritten,
     RelationLinked,
     RelationUnlinked,
+    TenantErased,
     invalid,
 )
 from engram_core.outcomes import Outcome, Result
@@ -22,6 +23,7 @@ __all__ = [
     "RelationLinked",
     "RelationUnlinked",
     "Result",
+    "TenantErased",
     "TextWriter",
     "Timeouts",
     "VectorWriter",

@@ -10,6 +10,9 @@ stores at once, after ONE embedder call for the whole batch. When a
 segment fails, it and every later segment are left for a retry, so this worker never
 applies a relation before the memories it links or a delete out of turn.
 
+A tenant's deletion (``TenantDeleted``) is its own segment too: every store drops the whole
+tenant, in log order with the tenant's other events, so what the log wrote after it stays.
+
 Relation events of a segment go out as one graph call per tenant (in chunks of
 ``RELATION_CHUNK``), each relation carrying its own event's sequence as its version; a
 chunk naming a memory the graph does not hold falls back to one call per event. Such an
@@ -68,6 +71,7 @@ from engram_core.log_events import (
     MemoryWritten,
     RelationLinked,
     RelationUnlinked,
+    TenantErased,
     invalid,
 )
 from engram_core.model import Memory, Relation
@@ -81,7 +85,7 @@ from engram_ingest.service.ports import GraphWriter, TextWriter, VectorWriter
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-E = TypeVar("E", MemoryRemoved, RelationLinked)
+E = TypeVar("E", MemoryRemoved, RelationLinked, TenantErased)
 # Relations per graph call: under the graph service's default MAX_BATCH (1000).
 RELATION_CHUNK = 500
 # Half the default gRPC message limit: the estimate is rough.
@@ -116,6 +120,10 @@ class Applier:
         self._initial_relevance = initial_relevance  # None: new memories keep the score sent
         self._write_bytes = write_bytes  # most estimated bytes in one store write
         self._endpoint_deliveries = endpoint_deliveries
+        # Tenant -> the sequence of its latest deletion this applier applied: an event of the
+        # tenant from before it (a retry redelivered after the deletion) is moot, not a
+        # resurrection. Per replica; a Sync removes what another replica let through.
+        self._erased: dict[str, int] = {}
 
     @property
     def embedding_model(self) -> str:
@@ -129,6 +137,8 @@ class Applier:
             problem = invalid(event)
             if problem:
                 results[i] = Result(Outcome.POISON, problem)
+            elif event.sequence < self._erased.get(event.tenant, 0):
+                results[i] = APPLIED  # the tenant was deleted after it
             else:
                 valid.append(i)
         valid.sort(key=lambda i: events[i].sequence)
@@ -163,6 +173,8 @@ class Applier:
                         outcome, _ = await self._upserts(segment, vectors, embedder.model_name)
             elif kind is MemoryRemoved:
                 outcome = await self._each(events, indices, MemoryRemoved, self._delete)
+            elif kind is TenantErased:
+                outcome = await self._each(events, indices, TenantErased, self._erase)
             else:
                 outcome = await self._relations(events, indices)
             results.update(outcome)
@@ -284,6 +296,15 @@ class Applier:
             self._lexical.delete(event.tenant, ids, version),
             self._graph.delete(event.tenant, ids, version),
         )
+
+    async def _erase(self, event: TenantErased) -> None:
+        await self._all(
+            "delete_tenant",
+            self._vector.delete_tenant(event.tenant),
+            self._lexical.delete_tenant(event.tenant),
+            self._graph.delete_tenant(event.tenant),
+        )
+        self._erased[event.tenant] = max(self._erased.get(event.tenant, 0), event.sequence)
 
     async def _relations(self, events: Sequence[Event], indices: list[int]) -> dict[int, Result]:
         """A segment of RelationAdded (or of RelationRemoved) events: one call per tenant."""

@@ -369,6 +369,17 @@ class OpenSearchTextIndex:
         )
         return int(response["count"])
 
+    async def delete_tenant(self, tenant: str) -> int:
+        live = await self.count(tenant)
+        # Every document of the tenant carries its name: memories, tombstones, children.
+        body = {"query": {"term": {"tenant": tenant}}}
+        await self._call(
+            lambda: self._client.delete_by_query(
+                index=self._alias, body=body, routing=tenant, refresh=True, conflicts="proceed"
+            )
+        )
+        return live
+
     async def count_all(self) -> int:
         """Live memories of every tenant (a generation's count)."""
         body = schema.count_all_body()

@@ -79,8 +79,15 @@ class _Write:
     doc: tantivy.Document
 
 
+@dataclass(frozen=True, slots=True)
+class _Erase:
+    """Every document of the tenant, tombstones included, goes (a tenant's deletion)."""
+
+    tenant: str
+
+
 _Reader = Callable[[str, Sequence[str]], dict[str, _Stored]]
-_Plan = Callable[[_Reader], tuple[Any, list[_Write]]]
+_Plan = Callable[[_Reader], tuple[Any, Sequence[_Write | _Erase]]]
 _Outcome = tuple[Any, BaseException | None]
 
 
@@ -146,6 +153,11 @@ class TantivyTextIndex:
         if not unique:
             return 0
         return await self._write(lambda read: self._plan_delete(read, tenant, unique, version))
+
+    async def delete_tenant(self, tenant: str) -> int:
+        live = await self.count(tenant)
+        await self._write(lambda read: (live, [_Erase(tenant)]))
+        return live
 
     async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int:
         batch = list(updates)
@@ -216,7 +228,7 @@ class TantivyTextIndex:
     # -- the single writer ----------------------------------------------------------------------
 
     async def _write(
-        self, plan: Callable[[_Reader], tuple[R, list[_Write]]], *, wait: bool = False
+        self, plan: Callable[[_Reader], tuple[R, Sequence[_Write | _Erase]]], *, wait: bool = False
     ) -> R:
         """Queue a write for the drain; ``wait``: it may wait for the access interval."""
         if self._closed:
@@ -271,28 +283,39 @@ class TantivyTextIndex:
             return [(None, Unavailable("the text index is closed"))] * len(plans)
         searcher = self._index.searcher()
         planned: dict[str, _Stored] = {}
+        erased: set[str] = set()  # tenants whose committed documents this commit deletes
 
         def read(tenant: str, ids: Sequence[str]) -> dict[str, _Stored]:
             out = {i: s for i in ids if (s := planned.get(doc_key(tenant, i))) is not None}
             missing = [i for i in ids if i not in out]
-            if missing:
+            if missing and tenant not in erased:
                 out.update(self._read(searcher, tenant, missing))
             return out
 
         outcomes: list[_Outcome] = []
-        writes: list[_Write] = []
+        writes: list[_Write | _Erase] = []
         for plan in plans:
             try:
                 value, mine = plan(read)
             except Exception as exc:  # fails this caller alone; nothing of it was written
                 outcomes.append((None, exc))
                 continue
-            planned.update((w.key, w.stored) for w in mine)
+            for w in mine:
+                if isinstance(w, _Erase):
+                    erased.add(w.tenant)
+                    for key in [k for k in planned if k.startswith(doc_key(w.tenant, ""))]:
+                        del planned[key]
+                else:
+                    planned[w.key] = w.stored
             writes.extend(mine)
             outcomes.append((value, None))
         if writes:
             try:
                 for w in writes:
+                    if isinstance(w, _Erase):
+                        # Deletes what was added before it in this commit too, nothing after.
+                        writer.delete_documents_by_term("tenant", w.tenant)
+                        continue
                     writer.delete_documents_by_term("key", w.key)
                     writer.add_document(w.doc)
                 writer.commit()

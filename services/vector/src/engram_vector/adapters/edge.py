@@ -430,6 +430,15 @@ class EdgeVectorIndex:
                 self._wrote([str(p.id) for p in tombstones])
         return deleted
 
+    async def delete_tenant(self, tenant: str) -> int:
+        live = await self.count(tenant)
+        everything = edge_filter(pl.Conditions((pl.Match(pl.TENANT, tenant),), ()))
+        async with self._write_lock:
+            self._check_open()
+            op = qe.UpdateOperation.delete_points_by_filter(everything)
+            await asyncio.to_thread(self._gen.shard.update, op)
+        return live
+
     async def update_access(self, tenant: str, updates: Sequence[AccessUpdate]) -> int:
         if not updates:
             return 0

@@ -436,6 +436,17 @@ class QdrantVectorIndex:
             )
         return int(result.count)
 
+    async def delete_tenant(self, tenant: str) -> int:
+        live = await self.count(tenant)
+        everything = qdrant_filter(pl.Conditions((pl.Match(pl.TENANT, tenant),), ()))
+        async with _translated():
+            await self._client.delete(
+                self._collection,
+                points_selector=models.FilterSelector(filter=everything),
+                wait=True,
+            )
+        return live
+
     async def count_all(self) -> int:
         """Live memories of every tenant (a generation's count)."""
         conds = pl.Conditions((pl.Match(pl.DELETED, 0),), ())

@@ -251,6 +251,34 @@ class RelationRemoved(_message.Message):
 Global___RelationRemoved: _TypeAlias = RelationRemoved  # noqa: Y015
 
 @_typing.final
+class TenantDeleted(_message.Message):
+    """Subject engram.<tenant>.tenant_deleted.v1 (stream ENGRAM_MEMORY): an admin erased the
+    tenant (gateway AdminService.DeleteTenant). Ingest removes everything of the tenant from
+    vector, lexical and graph; the state keeper purges the tenant's ENGRAM_STATE subjects.
+    What the log holds after it for the tenant is a new start.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENVELOPE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def envelope(self) -> Global___Envelope:
+        """event_id = the deletion's id"""
+
+    def __init__(
+        self,
+        *,
+        envelope: Global___Envelope | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TenantDeleted: _TypeAlias = TenantDeleted  # noqa: Y015
+
+@_typing.final
 class MemoryAccessed(_message.Message):
     """Subject engram.<tenant>.memory_accessed.v1 (stream ENGRAM_ACCESS)."""
 

@@ -851,3 +851,139 @@ class ReplayDeadLettersResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReplayDeadLettersResponse: _TypeAlias = ReplayDeadLettersResponse  # noqa: Y015
+
+@_typing.final
+class DeleteTenantRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    CONFIRM_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    """required: the tenant to erase (not "*")"""
+    confirm: _builtins.str
+    """must equal `tenant` (unless dry_run)"""
+    dry_run: _builtins.bool
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        confirm: _builtins.str = ...,
+        dry_run: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["confirm", b"confirm", "dry_run", b"dry_run", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteTenantRequest: _TypeAlias = DeleteTenantRequest  # noqa: Y015
+
+@_typing.final
+class TenantCount(_message.Message):
+    """What a store holds (dry run) or held when asked (the tombstone then removes it)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STORE_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    store: _builtins.str
+    """vector, lexical, graph, dead_letters"""
+    count: _builtins.int
+    def __init__(
+        self,
+        *,
+        store: _builtins.str = ...,
+        count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "store", b"store"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TenantCount: _TypeAlias = TenantCount  # noqa: Y015
+
+@_typing.final
+class DeleteTenantResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    COUNTS_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    dry_run: _builtins.bool
+    sequence: _builtins.int
+    """the tombstone's log sequence (0 on a dry run)"""
+    @_builtins.property
+    def counts(self) -> _containers.RepeatedCompositeFieldContainer[Global___TenantCount]: ...
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        dry_run: _builtins.bool = ...,
+        sequence: _builtins.int = ...,
+        counts: _abc.Iterable[Global___TenantCount] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dry_run", b"dry_run", "sequence", b"sequence", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteTenantResponse: _TypeAlias = DeleteTenantResponse  # noqa: Y015
+
+@_typing.final
+class DeleteTenantStatusRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    sequence: _builtins.int
+    """the DeleteTenant reply's"""
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        sequence: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["sequence", b"sequence", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteTenantStatusRequest: _TypeAlias = DeleteTenantStatusRequest  # noqa: Y015
+
+@_typing.final
+class DeleteTenantStatusResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    APPLIED_FIELD_NUMBER: _builtins.int
+    COUNTS_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    sequence: _builtins.int
+    applied: _builtins.bool
+    @_builtins.property
+    def counts(self) -> _containers.RepeatedCompositeFieldContainer[Global___TenantCount]:
+        """what the stores hold now"""
+
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        sequence: _builtins.int = ...,
+        applied: _builtins.bool = ...,
+        counts: _abc.Iterable[Global___TenantCount] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied", b"applied", "counts", b"counts", "sequence", b"sequence", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteTenantStatusResponse: _TypeAlias = DeleteTenantStatusResponse  # noqa: Y015

@@ -75,6 +75,16 @@ class AdminServiceStub:
                 request_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.ReplayDeadLettersRequest.SerializeToString,
                 response_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.ReplayDeadLettersResponse.FromString,
                 _registered_method=True)
+        self.DeleteTenant = channel.unary_unary(
+                '/engram.gateway.v1.AdminService/DeleteTenant',
+                request_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantRequest.SerializeToString,
+                response_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantResponse.FromString,
+                _registered_method=True)
+        self.DeleteTenantStatus = channel.unary_unary(
+                '/engram.gateway.v1.AdminService/DeleteTenantStatus',
+                request_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantStatusRequest.SerializeToString,
+                response_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantStatusResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -178,6 +188,32 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteTenant(self, request, context):
+        """Erases a tenant: puts a TenantDeleted tombstone on the log, which ingest applies to
+        vector, lexical and graph (every memory, tombstone, entity and edge of the tenant) and
+        the state keeper to ENGRAM_STATE; the gateway drops the tenant's recall cache,
+        idempotency keys, consolidation runs and dead letters at once. Replies with the
+        tombstone's sequence: a Recall or Stats with min_sequence at it sees the tenant empty.
+        With dry_run nothing changes and the reply counts what would be deleted. A cluster-admin
+        token (tenant "*") only; `confirm` must repeat the tenant's name (a dry run needs none).
+        Codes: OK, INVALID_ARGUMENT (tenant, confirm), PERMISSION_DENIED (not a cluster-admin
+        token), UNAVAILABLE (log or a store down).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteTenantStatus(self, request, context):
+        """Whether a deletion is applied: ingest has decided every event of the tenant up to the
+        deletion's `sequence` (the DeleteTenant reply's), with what the stores hold of the
+        tenant now (0 everywhere once applied, unless the tenant wrote again since).
+        A cluster-admin token (tenant "*") only.
+        Codes: OK, INVALID_ARGUMENT (tenant, sequence), PERMISSION_DENIED, UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -215,6 +251,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ReplayDeadLetters,
                     request_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.ReplayDeadLettersRequest.FromString,
                     response_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.ReplayDeadLettersResponse.SerializeToString,
+            ),
+            'DeleteTenant': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTenant,
+                    request_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantRequest.FromString,
+                    response_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantResponse.SerializeToString,
+            ),
+            'DeleteTenantStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTenantStatus,
+                    request_deserializer=engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantStatusRequest.FromString,
+                    response_serializer=engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantStatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -412,6 +458,60 @@ class AdminService:
             '/engram.gateway.v1.AdminService/ReplayDeadLetters',
             engram_dot_gateway_dot_v1_dot_admin__pb2.ReplayDeadLettersRequest.SerializeToString,
             engram_dot_gateway_dot_v1_dot_admin__pb2.ReplayDeadLettersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTenant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.gateway.v1.AdminService/DeleteTenant',
+            engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantRequest.SerializeToString,
+            engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTenantStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.gateway.v1.AdminService/DeleteTenantStatus',
+            engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantStatusRequest.SerializeToString,
+            engram_dot_gateway_dot_v1_dot_admin__pb2.DeleteTenantStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -103,6 +103,24 @@ class AdminServiceStub:
     Codes: OK, INVALID_ARGUMENT (tenant, sequences), PERMISSION_DENIED, UNAVAILABLE (log
     down when replaying all: the tenant's letters cannot be counted or read).
     """
+    DeleteTenant: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DeleteTenantRequest, _admin_pb2.DeleteTenantResponse]
+    """Erases a tenant: puts a TenantDeleted tombstone on the log, which ingest applies to
+    vector, lexical and graph (every memory, tombstone, entity and edge of the tenant) and
+    the state keeper to ENGRAM_STATE; the gateway drops the tenant's recall cache,
+    idempotency keys, consolidation runs and dead letters at once. Replies with the
+    tombstone's sequence: a Recall or Stats with min_sequence at it sees the tenant empty.
+    With dry_run nothing changes and the reply counts what would be deleted. A cluster-admin
+    token (tenant "*") only; `confirm` must repeat the tenant's name (a dry run needs none).
+    Codes: OK, INVALID_ARGUMENT (tenant, confirm), PERMISSION_DENIED (not a cluster-admin
+    token), UNAVAILABLE (log or a store down).
+    """
+    DeleteTenantStatus: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DeleteTenantStatusRequest, _admin_pb2.DeleteTenantStatusResponse]
+    """Whether a deletion is applied: ingest has decided every event of the tenant up to the
+    deletion's `sequence` (the DeleteTenant reply's), with what the stores hold of the
+    tenant now (0 everywhere once applied, unless the tenant wrote again since).
+    A cluster-admin token (tenant "*") only.
+    Codes: OK, INVALID_ARGUMENT (tenant, sequence), PERMISSION_DENIED, UNAVAILABLE.
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -178,6 +196,24 @@ class AdminServiceAsyncStub(AdminServiceStub):
     its reason, as is a sequence that is not one of the tenant's letters ("not found").
     Codes: OK, INVALID_ARGUMENT (tenant, sequences), PERMISSION_DENIED, UNAVAILABLE (log
     down when replaying all: the tenant's letters cannot be counted or read).
+    """
+    DeleteTenant: _aio.UnaryUnaryMultiCallable[_admin_pb2.DeleteTenantRequest, _admin_pb2.DeleteTenantResponse]  # type: ignore[assignment]
+    """Erases a tenant: puts a TenantDeleted tombstone on the log, which ingest applies to
+    vector, lexical and graph (every memory, tombstone, entity and edge of the tenant) and
+    the state keeper to ENGRAM_STATE; the gateway drops the tenant's recall cache,
+    idempotency keys, consolidation runs and dead letters at once. Replies with the
+    tombstone's sequence: a Recall or Stats with min_sequence at it sees the tenant empty.
+    With dry_run nothing changes and the reply counts what would be deleted. A cluster-admin
+    token (tenant "*") only; `confirm` must repeat the tenant's name (a dry run needs none).
+    Codes: OK, INVALID_ARGUMENT (tenant, confirm), PERMISSION_DENIED (not a cluster-admin
+    token), UNAVAILABLE (log or a store down).
+    """
+    DeleteTenantStatus: _aio.UnaryUnaryMultiCallable[_admin_pb2.DeleteTenantStatusRequest, _admin_pb2.DeleteTenantStatusResponse]  # type: ignore[assignment]
+    """Whether a deletion is applied: ingest has decided every event of the tenant up to the
+    deletion's `sequence` (the DeleteTenant reply's), with what the stores hold of the
+    tenant now (0 everywhere once applied, unless the tenant wrote again since).
+    A cluster-admin token (tenant "*") only.
+    Codes: OK, INVALID_ARGUMENT (tenant, sequence), PERMISSION_DENIED, UNAVAILABLE.
     """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -293,6 +329,36 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         its reason, as is a sequence that is not one of the tenant's letters ("not found").
         Codes: OK, INVALID_ARGUMENT (tenant, sequences), PERMISSION_DENIED, UNAVAILABLE (log
         down when replaying all: the tenant's letters cannot be counted or read).
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteTenant(
+        self,
+        request: _admin_pb2.DeleteTenantRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.DeleteTenantResponse, _abc.Awaitable[_admin_pb2.DeleteTenantResponse]]:
+        """Erases a tenant: puts a TenantDeleted tombstone on the log, which ingest applies to
+        vector, lexical and graph (every memory, tombstone, entity and edge of the tenant) and
+        the state keeper to ENGRAM_STATE; the gateway drops the tenant's recall cache,
+        idempotency keys, consolidation runs and dead letters at once. Replies with the
+        tombstone's sequence: a Recall or Stats with min_sequence at it sees the tenant empty.
+        With dry_run nothing changes and the reply counts what would be deleted. A cluster-admin
+        token (tenant "*") only; `confirm` must repeat the tenant's name (a dry run needs none).
+        Codes: OK, INVALID_ARGUMENT (tenant, confirm), PERMISSION_DENIED (not a cluster-admin
+        token), UNAVAILABLE (log or a store down).
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteTenantStatus(
+        self,
+        request: _admin_pb2.DeleteTenantStatusRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.DeleteTenantStatusResponse, _abc.Awaitable[_admin_pb2.DeleteTenantStatusResponse]]:
+        """Whether a deletion is applied: ingest has decided every event of the tenant up to the
+        deletion's `sequence` (the DeleteTenant reply's), with what the stores hold of the
+        tenant now (0 everywhere once applied, unless the tenant wrote again since).
+        A cluster-admin token (tenant "*") only.
+        Codes: OK, INVALID_ARGUMENT (tenant, sequence), PERMISSION_DENIED, UNAVAILABLE.
         """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1034,6 +1034,8 @@ class SubscribeResponse(_message.Message):
         MEMORY_DELETED: SubscribeResponse._Kind.ValueType  # 3
         RELATION_ADDED: SubscribeResponse._Kind.ValueType  # 4
         RELATION_REMOVED: SubscribeResponse._Kind.ValueType  # 5
+        TENANT_DELETED: SubscribeResponse._Kind.ValueType  # 6
+        """everything of the tenant before it is gone"""
 
     class Kind(_Kind, metaclass=_KindEnumTypeWrapper): ...
     KIND_UNSPECIFIED: SubscribeResponse.Kind.ValueType  # 0
@@ -1042,6 +1044,8 @@ class SubscribeResponse(_message.Message):
     MEMORY_DELETED: SubscribeResponse.Kind.ValueType  # 3
     RELATION_ADDED: SubscribeResponse.Kind.ValueType  # 4
     RELATION_REMOVED: SubscribeResponse.Kind.ValueType  # 5
+    TENANT_DELETED: SubscribeResponse.Kind.ValueType  # 6
+    """everything of the tenant before it is gone"""
 
     SEQUENCE_FIELD_NUMBER: _builtins.int
     KIND_FIELD_NUMBER: _builtins.int

@@ -81,6 +81,11 @@ class GraphServiceStub:
                 request_serializer=engram_dot_graph_dot_v1_dot_graph__pb2.CountRequest.SerializeToString,
                 response_deserializer=engram_dot_graph_dot_v1_dot_graph__pb2.CountResponse.FromString,
                 _registered_method=True)
+        self.DeleteTenant = channel.unary_unary(
+                '/engram.graph.v1.GraphService/DeleteTenant',
+                request_serializer=engram_dot_graph_dot_v1_dot_graph__pb2.DeleteTenantRequest.SerializeToString,
+                response_deserializer=engram_dot_graph_dot_v1_dot_graph__pb2.DeleteTenantResponse.FromString,
+                _registered_method=True)
         self.Scan = channel.unary_unary(
                 '/engram.graph.v1.GraphService/Scan',
                 request_serializer=engram_dot_graph_dot_v1_dot_graph__pb2.ScanRequest.SerializeToString,
@@ -168,6 +173,15 @@ class GraphServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteTenant(self, request, context):
+        """Removes every node of the tenant (memories, tombstones, entities) and their edges (the
+        log's TenantDeleted). Replies with the live memories removed.
+        Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Scan(self, request, context):
         """Every live memory of the tenant (archived included, tombstones never), `limit` at a
         time in id order; `next_cursor` continues, "" when done.
@@ -233,6 +247,11 @@ def add_GraphServiceServicer_to_server(servicer, server):
                     servicer.Count,
                     request_deserializer=engram_dot_graph_dot_v1_dot_graph__pb2.CountRequest.FromString,
                     response_serializer=engram_dot_graph_dot_v1_dot_graph__pb2.CountResponse.SerializeToString,
+            ),
+            'DeleteTenant': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTenant,
+                    request_deserializer=engram_dot_graph_dot_v1_dot_graph__pb2.DeleteTenantRequest.FromString,
+                    response_serializer=engram_dot_graph_dot_v1_dot_graph__pb2.DeleteTenantResponse.SerializeToString,
             ),
             'Scan': grpc.unary_unary_rpc_method_handler(
                     servicer.Scan,
@@ -490,6 +509,33 @@ class GraphService:
             '/engram.graph.v1.GraphService/Count',
             engram_dot_graph_dot_v1_dot_graph__pb2.CountRequest.SerializeToString,
             engram_dot_graph_dot_v1_dot_graph__pb2.CountResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTenant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.graph.v1.GraphService/DeleteTenant',
+            engram_dot_graph_dot_v1_dot_graph__pb2.DeleteTenantRequest.SerializeToString,
+            engram_dot_graph_dot_v1_dot_graph__pb2.DeleteTenantResponse.FromString,
             options,
             channel_credentials,
             insecure,

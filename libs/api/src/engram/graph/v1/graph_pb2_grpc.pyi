@@ -65,6 +65,11 @@ class GraphServiceStub:
     """Codes: OK, UNAVAILABLE."""
     Count: _grpc.UnaryUnaryMultiCallable[_graph_pb2.CountRequest, _graph_pb2.CountResponse]
     """Codes: OK, UNAVAILABLE."""
+    DeleteTenant: _grpc.UnaryUnaryMultiCallable[_graph_pb2.DeleteTenantRequest, _graph_pb2.DeleteTenantResponse]
+    """Removes every node of the tenant (memories, tombstones, entities) and their edges (the
+    log's TenantDeleted). Replies with the live memories removed.
+    Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE.
+    """
     Scan: _grpc.UnaryUnaryMultiCallable[_graph_pb2.ScanRequest, _graph_pb2.ScanResponse]
     """Every live memory of the tenant (archived included, tombstones never), `limit` at a
     time in id order; `next_cursor` continues, "" when done.
@@ -113,6 +118,11 @@ class GraphServiceAsyncStub(GraphServiceStub):
     """Codes: OK, UNAVAILABLE."""
     Count: _aio.UnaryUnaryMultiCallable[_graph_pb2.CountRequest, _graph_pb2.CountResponse]  # type: ignore[assignment]
     """Codes: OK, UNAVAILABLE."""
+    DeleteTenant: _aio.UnaryUnaryMultiCallable[_graph_pb2.DeleteTenantRequest, _graph_pb2.DeleteTenantResponse]  # type: ignore[assignment]
+    """Removes every node of the tenant (memories, tombstones, entities) and their edges (the
+    log's TenantDeleted). Replies with the live memories removed.
+    Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE.
+    """
     Scan: _aio.UnaryUnaryMultiCallable[_graph_pb2.ScanRequest, _graph_pb2.ScanResponse]  # type: ignore[assignment]
     """Every live memory of the tenant (archived included, tombstones never), `limit` at a
     time in id order; `next_cursor` continues, "" when done.
@@ -212,6 +222,17 @@ class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_graph_pb2.CountResponse, _abc.Awaitable[_graph_pb2.CountResponse]]:
         """Codes: OK, UNAVAILABLE."""
+
+    @_abc_1.abstractmethod
+    def DeleteTenant(
+        self,
+        request: _graph_pb2.DeleteTenantRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_graph_pb2.DeleteTenantResponse, _abc.Awaitable[_graph_pb2.DeleteTenantResponse]]:
+        """Removes every node of the tenant (memories, tombstones, entities) and their edges (the
+        log's TenantDeleted). Replies with the live memories removed.
+        Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE.
+        """
 
     @_abc_1.abstractmethod
     def Scan(

@@ -56,6 +56,11 @@ class LexicalServiceStub:
     """Codes: OK, INVALID_ARGUMENT (tenant, updates[i].id), UNAVAILABLE."""
     Count: _grpc.UnaryUnaryMultiCallable[_lexical_pb2.CountRequest, _lexical_pb2.CountResponse]
     """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
+    DeleteTenant: _grpc.UnaryUnaryMultiCallable[_lexical_pb2.DeleteTenantRequest, _lexical_pb2.DeleteTenantResponse]
+    """Removes every document of the tenant from the live generation, tombstones included
+    (the log's TenantDeleted). Replies with the live memories removed.
+    Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE.
+    """
     Scan: _grpc.UnaryUnaryMultiCallable[_lexical_pb2.ScanRequest, _lexical_pb2.ScanResponse]
     """Every live memory of the tenant (archived included, tombstones never), `limit` at a
     time in id order; `next_cursor` continues, "" when done.
@@ -111,6 +116,11 @@ class LexicalServiceAsyncStub(LexicalServiceStub):
     """Codes: OK, INVALID_ARGUMENT (tenant, updates[i].id), UNAVAILABLE."""
     Count: _aio.UnaryUnaryMultiCallable[_lexical_pb2.CountRequest, _lexical_pb2.CountResponse]  # type: ignore[assignment]
     """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
+    DeleteTenant: _aio.UnaryUnaryMultiCallable[_lexical_pb2.DeleteTenantRequest, _lexical_pb2.DeleteTenantResponse]  # type: ignore[assignment]
+    """Removes every document of the tenant from the live generation, tombstones included
+    (the log's TenantDeleted). Replies with the live memories removed.
+    Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE.
+    """
     Scan: _aio.UnaryUnaryMultiCallable[_lexical_pb2.ScanRequest, _lexical_pb2.ScanResponse]  # type: ignore[assignment]
     """Every live memory of the tenant (archived included, tombstones never), `limit` at a
     time in id order; `next_cursor` continues, "" when done.
@@ -205,6 +215,17 @@ class LexicalServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_lexical_pb2.CountResponse, _abc.Awaitable[_lexical_pb2.CountResponse]]:
         """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
+
+    @_abc_1.abstractmethod
+    def DeleteTenant(
+        self,
+        request: _lexical_pb2.DeleteTenantRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_lexical_pb2.DeleteTenantResponse, _abc.Awaitable[_lexical_pb2.DeleteTenantResponse]]:
+        """Removes every document of the tenant from the live generation, tombstones included
+        (the log's TenantDeleted). Replies with the live memories removed.
+        Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE.
+        """
 
     @_abc_1.abstractmethod
     def Scan(

@@ -73,6 +73,11 @@ class VectorServiceStub:
                 request_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.CountRequest.SerializeToString,
                 response_deserializer=engram_dot_vector_dot_v1_dot_vector__pb2.CountResponse.FromString,
                 _registered_method=True)
+        self.DeleteTenant = channel.unary_unary(
+                '/engram.vector.v1.VectorService/DeleteTenant',
+                request_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.DeleteTenantRequest.SerializeToString,
+                response_deserializer=engram_dot_vector_dot_v1_dot_vector__pb2.DeleteTenantResponse.FromString,
+                _registered_method=True)
         self.Scan = channel.unary_unary(
                 '/engram.vector.v1.VectorService/Scan',
                 request_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.ScanRequest.SerializeToString,
@@ -166,6 +171,15 @@ class VectorServiceServicer:
 
     def Count(self, request, context):
         """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteTenant(self, request, context):
+        """Removes every point of the tenant from the live generation, tombstones included
+        (the log's TenantDeleted). Replies with the live memories removed.
+        Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -270,6 +284,11 @@ def add_VectorServiceServicer_to_server(servicer, server):
                     servicer.Count,
                     request_deserializer=engram_dot_vector_dot_v1_dot_vector__pb2.CountRequest.FromString,
                     response_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.CountResponse.SerializeToString,
+            ),
+            'DeleteTenant': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTenant,
+                    request_deserializer=engram_dot_vector_dot_v1_dot_vector__pb2.DeleteTenantRequest.FromString,
+                    response_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.DeleteTenantResponse.SerializeToString,
             ),
             'Scan': grpc.unary_unary_rpc_method_handler(
                     servicer.Scan,
@@ -500,6 +519,33 @@ class VectorService:
             '/engram.vector.v1.VectorService/Count',
             engram_dot_vector_dot_v1_dot_vector__pb2.CountRequest.SerializeToString,
             engram_dot_vector_dot_v1_dot_vector__pb2.CountResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTenant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.vector.v1.VectorService/DeleteTenant',
+            engram_dot_vector_dot_v1_dot_vector__pb2.DeleteTenantRequest.SerializeToString,
+            engram_dot_vector_dot_v1_dot_vector__pb2.DeleteTenantResponse.FromString,
             options,
             channel_credentials,
             insecure,

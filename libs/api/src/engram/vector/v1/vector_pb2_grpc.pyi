@@ -59,6 +59,11 @@ class VectorServiceStub:
     """Codes: OK, INVALID_ARGUMENT (tenant, updates[i].id), UNAVAILABLE."""
     Count: _grpc.UnaryUnaryMultiCallable[_vector_pb2.CountRequest, _vector_pb2.CountResponse]
     """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
+    DeleteTenant: _grpc.UnaryUnaryMultiCallable[_vector_pb2.DeleteTenantRequest, _vector_pb2.DeleteTenantResponse]
+    """Removes every point of the tenant from the live generation, tombstones included
+    (the log's TenantDeleted). Replies with the live memories removed.
+    Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE.
+    """
     Scan: _grpc.UnaryUnaryMultiCallable[_vector_pb2.ScanRequest, _vector_pb2.ScanResponse]
     """Every live memory of the tenant (archived included, tombstones never), `limit` at a
     time in point-id order; `next_cursor` continues, "" when done.
@@ -124,6 +129,11 @@ class VectorServiceAsyncStub(VectorServiceStub):
     """Codes: OK, INVALID_ARGUMENT (tenant, updates[i].id), UNAVAILABLE."""
     Count: _aio.UnaryUnaryMultiCallable[_vector_pb2.CountRequest, _vector_pb2.CountResponse]  # type: ignore[assignment]
     """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
+    DeleteTenant: _aio.UnaryUnaryMultiCallable[_vector_pb2.DeleteTenantRequest, _vector_pb2.DeleteTenantResponse]  # type: ignore[assignment]
+    """Removes every point of the tenant from the live generation, tombstones included
+    (the log's TenantDeleted). Replies with the live memories removed.
+    Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE.
+    """
     Scan: _aio.UnaryUnaryMultiCallable[_vector_pb2.ScanRequest, _vector_pb2.ScanResponse]  # type: ignore[assignment]
     """Every live memory of the tenant (archived included, tombstones never), `limit` at a
     time in point-id order; `next_cursor` continues, "" when done.
@@ -228,6 +238,17 @@ class VectorServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_vector_pb2.CountResponse, _abc.Awaitable[_vector_pb2.CountResponse]]:
         """Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE."""
+
+    @_abc_1.abstractmethod
+    def DeleteTenant(
+        self,
+        request: _vector_pb2.DeleteTenantRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vector_pb2.DeleteTenantResponse, _abc.Awaitable[_vector_pb2.DeleteTenantResponse]]:
+        """Removes every point of the tenant from the live generation, tombstones included
+        (the log's TenantDeleted). Replies with the live memories removed.
+        Codes: OK, INVALID_ARGUMENT (tenant), UNAVAILABLE.
+        """
 
     @_abc_1.abstractmethod
     def Scan(
