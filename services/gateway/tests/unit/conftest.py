@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
+from nats.js import JetStreamContext
 
 from engram.gateway.v1 import gateway_pb2_grpc
 from engram_core import scoring
@@ -25,8 +27,11 @@ from engram_gateway.bootstrap import Backends, build_gateway
 from engram_gateway.config import Settings
 from engram_gateway.service import Deadline, Gateway, RecallRequest
 from engram_gateway.service.ports import Ack, Envelope, RecallResult
+from engram_platform import jetstream
 from engram_platform.cache import MemoryCache
 from engram_platform.errors import FIELD_KEY
+from engram_platform.nats_server import NatsServer, start_nats
+from engram_platform.settings import NatsSettings
 
 TENANT = "acme"
 TOKENS = "w-token=acme:write;r-token=acme:read;rw-token=acme:read+write;other=globex:read+write"
@@ -528,3 +533,21 @@ async def _serve(harness: Harness) -> AsyncIterator[Client]:
 async def client(harness: Harness) -> AsyncIterator[Client]:
     async for c in _serve(harness):
         yield c
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+    """A local nats-server with JetStream on disk, for the tests of the log adapters."""
+    srv = start_nats(tmp_path / "nats")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+async def js(nats_server: NatsServer) -> AsyncIterator[JetStreamContext]:
+    """A JetStream context on ``nats_server`` with the engram streams in place."""
+    settings = NatsSettings(url=nats_server.url)
+    nc, ctx = await jetstream.connect(settings, "gateway-test")
+    await jetstream.ensure_streams(ctx, settings)
+    yield ctx
+    await nc.close()

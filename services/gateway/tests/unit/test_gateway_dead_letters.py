@@ -3,10 +3,9 @@ a real nats-server: letters written as the workers' PullWorker writes them."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -28,7 +27,7 @@ from engram_gateway.bootstrap import build_admin
 from engram_gateway.service import Deadline, StatsView
 from engram_gateway.service.dead_letters import DeadLetters
 from engram_platform import jetstream as jsm
-from engram_platform.nats_server import NatsServer, start_nats
+from engram_platform.nats_server import NatsServer
 from engram_platform.pull_worker import (
     DELIVERIES_HEADER,
     ORIGINAL_SEQUENCE_HEADER,
@@ -39,7 +38,6 @@ from engram_platform.pull_worker import (
     PullWorker,
     Settlement,
 )
-from engram_platform.settings import NatsSettings
 from engram_testing.waiting import until
 
 if TYPE_CHECKING:
@@ -51,22 +49,6 @@ A_RW = (("authorization", "Bearer a-rw"),)
 G_ADMIN = (("authorization", "Bearer g-admin"),)
 ROOT = (("authorization", "Bearer root"),)
 AT = datetime(2026, 6, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
-    srv = start_nats(tmp_path / "nats")
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
-async def js(nats_server: NatsServer) -> AsyncIterator[JetStreamContext]:
-    settings = NatsSettings(url=nats_server.url)
-    nc, ctx = await jsm.connect(settings, "dead-letter-test")
-    await jsm.ensure_streams(ctx, settings)
-    yield ctx
-    await nc.close()
 
 
 def stored(tenant: str, memory_id: str) -> tuple[str, bytes]:

@@ -3,10 +3,9 @@ the confirmation, and what the tenant has left afterwards (nothing) beside anoth
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -26,8 +25,6 @@ from engram_gateway.service.admin import PASSES, PassStatus
 from engram_gateway.service.ports import Envelope
 from engram_platform import jetstream as jsm
 from engram_platform.errors import FIELD_KEY
-from engram_platform.nats_server import NatsServer, start_nats
-from engram_platform.settings import NatsSettings
 
 if TYPE_CHECKING:
     from conftest import Harness
@@ -197,22 +194,6 @@ async def test_the_status_says_when_the_deletion_is_applied(stack: Stack) -> Non
 
 
 # --- the NATS side: the tombstone's subject, the purge of letters and run records -------
-
-
-@pytest.fixture
-def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
-    srv = start_nats(tmp_path / "nats")
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
-async def js(nats_server: NatsServer) -> AsyncIterator[JetStreamContext]:
-    settings = NatsSettings(url=nats_server.url)
-    nc, ctx = await jsm.connect(settings, "delete-tenant-test")
-    await jsm.ensure_streams(ctx, settings)
-    yield ctx
-    await nc.close()
 
 
 async def test_the_tombstone_goes_on_the_tenants_memory_subject(js: JetStreamContext) -> None:

@@ -4,12 +4,10 @@ consumer per reader on the tenant's subjects, gone when the reader closes."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
-from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
 from engram_core.log_events import Event, MemoryRemoved, MemoryWritten
@@ -18,28 +16,9 @@ from engram_gateway.adapters.feed import JetStreamFeed
 from engram_gateway.adapters.log import JetStreamLog
 from engram_gateway.service.ports import Envelope
 from engram_platform import jetstream
-from engram_platform.nats_server import NatsServer, start_nats
-from engram_platform.settings import NatsSettings
 from engram_testing.waiting import until
 
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
-    srv = start_nats(tmp_path / "nats")
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
-async def js(nats_server: NatsServer) -> AsyncIterator[JetStreamContext]:
-    settings = NatsSettings(url=nats_server.url)
-    nc: NatsClient
-    nc, ctx = await jetstream.connect(settings, "feed-test")
-    await jetstream.ensure_streams(ctx, settings)
-    yield ctx
-    await nc.close()
 
 
 async def store(log: JetStreamLog, tenant: str, id: str) -> int:

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
-from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -23,31 +20,13 @@ from engram_gateway.service import Deadline, RecallRequest, StoreItem
 from engram_gateway.service.ports import Envelope
 from engram_platform import jetstream
 from engram_platform.cache import MemoryCache
-from engram_platform.nats_server import NatsServer, start_nats
-from engram_platform.settings import NatsSettings
 from engram_testing.metrics import ServiceMetrics
 
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
 
 
-@pytest.fixture
-def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
-    srv = start_nats(tmp_path / "nats")
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
-async def js(nats_server: NatsServer) -> AsyncIterator[tuple[NatsClient, JetStreamContext]]:
-    settings = NatsSettings(url=nats_server.url)
-    nc, ctx = await jetstream.connect(settings, "gateway-test")
-    await jetstream.ensure_streams(ctx, settings)
-    yield nc, ctx
-    await nc.close()
-
-
 async def test_events_carry_envelope_msg_id_and_trace(js: Any) -> None:
-    _, ctx = js
+    ctx = js
     log = JetStreamLog(ctx, timeout_s=5)
     memory = Memory(id="m1", tenant="acme", content="hello", timestamp=NOW, updated_at=NOW)
     tracer = TracerProvider().get_tracer("test")
@@ -95,7 +74,7 @@ def _backends(h: Any) -> Backends:
 
 
 async def test_a_retry_after_a_lost_cache_writes_nothing(js: Any, new_harness: Any) -> None:
-    _, ctx = js
+    ctx = js
     cache = MemoryCache()
     gateway = _gateway(ctx, cache, new_harness)
     item = StoreItem(MemoryInput(content="pay the invoice"), idempotency_key="req-77")
@@ -108,7 +87,7 @@ async def test_a_retry_after_a_lost_cache_writes_nothing(js: Any, new_harness: A
 
 
 async def test_a_batch_is_published_pipelined(js: Any, new_harness: Any) -> None:
-    _, ctx = js
+    ctx = js
     gateway = _gateway(ctx, MemoryCache(), new_harness)
     items = [StoreItem(MemoryInput(content=f"m {i}"), path=f"memories[{i}]") for i in range(300)]
     loop = asyncio.get_running_loop()
@@ -123,7 +102,7 @@ async def test_a_batch_is_published_pipelined(js: Any, new_harness: Any) -> None
 
 
 async def test_min_sequence_against_the_real_watermark(js: Any, new_harness: Any) -> None:
-    _, ctx = js
+    ctx = js
     gateway = _gateway(ctx, MemoryCache(), new_harness)
     out = await gateway.writer.store(
         "acme", [StoreItem(MemoryInput(content="x"))], Deadline.within(5.0)
@@ -156,7 +135,7 @@ async def test_a_publish_waits_for_its_ack_no_longer_than_it_was_given() -> None
 async def test_published_events_are_counted_by_event_and_outcome(
     js: Any, service_metrics: ServiceMetrics
 ) -> None:
-    _, ctx = js
+    ctx = js
     m, name = service_metrics, "engram.events.published"
     log = JetStreamLog(ctx, timeout_s=5)
     memory = Memory(id="m1", tenant="acme", content="hello", timestamp=NOW, updated_at=NOW)
