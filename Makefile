@@ -11,7 +11,7 @@ PACKAGES := engram_core engram_platform engram_embed engram_clients engram_clien
   $(addprefix engram_,gateway vector lexical graph scoring ingest consolidate)
 
 .DEFAULT_GOAL := help
-.PHONY: help uv sync proto proto-check lint typecheck test test-integration test-chart test-faults helm kubeconform image-root image-pin sbom run run-servers up-servers down-servers models default-model bench bench-quality clean
+.PHONY: help uv sync proto proto-check proto-lock lint typecheck test test-integration test-chart test-faults helm kubeconform image-root image-pin sbom run run-servers up-servers down-servers models default-model bench bench-quality clean
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -30,10 +30,14 @@ proto: sync ## regenerate libs/api from proto/
 	@touch libs/api/src/engram/py.typed
 	@echo "regenerated libs/api from proto/"
 
-proto-check: ## fail when libs/api drifts from proto/
+proto-check: ## fail when libs/api drifts from proto/, or the API changed and proto/api-lock.json does not say so
 	@$(MAKE) --no-print-directory proto >/dev/null
 	@git diff --exit-code --stat -- libs/api || { echo "libs/api is stale: run 'make proto' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- libs/api)" || { git status --porcelain -- libs/api; echo "libs/api has untracked generated files: commit them"; exit 1; }
+	@$(PY) -m engram_testing.proto_surface
+
+proto-lock: sync ## record a deliberate API change (breaking or not) in proto/api-lock.json
+	@$(PY) -m engram_testing.proto_surface --write
 
 lint: sync ## ruff check + format check + import rules (DESIGN §7)
 	@$(UV) run --frozen --no-sync ruff check .
