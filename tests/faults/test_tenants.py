@@ -75,8 +75,7 @@ def _recalls(a_ids: list[str]) -> Iterator[gateway_pb2.RecallRequest]:
             limit=50,
             mode=mode,
             fusion=fusion,
-            expand_relations=expand,
-            expand_entities=expand,
+            expansion=gateway_pb2.Expansion(relations=expand, entities=expand),
             include_archived=expand,
         )
     yield gateway_pb2.RecallRequest(

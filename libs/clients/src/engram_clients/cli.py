@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
         type=_json_object,
         default={},
         metavar="JSON",
-        help='more fields, e.g. \'{"expand_relations": true, "state_mode": "STATE_MODE_ALL"}\'',
+        help='more fields, e.g. \'{"expansion": {"relations": true}, "limit": 20}\'',
     )
     for name in ("get", "delete", "related"):
         sub.add_parser(name, help=f"{name} by id").add_argument("id")

@@ -209,7 +209,7 @@ def test_recall_flags_and_request_json_make_one_request(
     gateway: tuple[str, Gateway], capsys: pytest.CaptureFixture[str]
 ) -> None:
     addr, fake = gateway
-    more = '{"expand_relations": true, "stateMode": "STATE_MODE_ALL", "limit": 9}'
+    more = '{"expansion": {"relations": true}, "stateMode": "STATE_MODE_ALL", "limit": 9}'
     flags = {
         "--limit": "3",
         "--tag-mode": "all",
@@ -233,7 +233,7 @@ def test_recall_flags_and_request_json_make_one_request(
     assert (sent.time_query, sent.token_budget) == ("last 7 days", 200)
     assert sent.HasField("rerank")
     assert sent.rerank
-    assert sent.expand_relations
+    assert sent.expansion.relations
     assert sent.state_mode == common_pb2.STATE_MODE_ALL
     assert '"content": "Sarah prefers Postgres"' in capsys.readouterr().out
 

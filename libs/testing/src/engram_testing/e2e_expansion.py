@@ -90,7 +90,10 @@ class ExpansionEndToEnd(e2e.GatewayFixture):
         assert not any(r.expanded for r in plain.results)
 
         reply = await recall(
-            gateway, tags=[scope], limit=5, expand_relations=True, expand_min_strength=0.5
+            gateway,
+            tags=[scope],
+            limit=5,
+            expansion=gateway_pb2.Expansion(relations=True, min_strength=0.5),
         )
         seeds = [r.memory.id for r in reply.results if not r.expanded]
         marks = {r.memory.id: (r.expansion, r.expanded_from) for r in reply.results if r.expanded}
@@ -98,13 +101,16 @@ class ExpansionEndToEnd(e2e.GatewayFixture):
         assert marks[runbook] == ("relation", pick)
         assert marks[review][0] == "bridge"
         assert set(marks[review][1].split(",")) == {pick, drill}
-        assert lunch not in marks  # strength 0.1 < expand_min_strength
+        assert lunch not in marks  # strength 0.1 < expansion.min_strength
         score = {r.memory.id: r.score for r in reply.results}
         assert score[runbook] <= score[pick]
         assert "expand" not in reply.degraded
 
         scoped = await recall(
-            gateway, tags=[scope], limit=5, expand_relations=True, expand_in_scope=True
+            gateway,
+            tags=[scope],
+            limit=5,
+            expansion=gateway_pb2.Expansion(relations=True, in_scope=True),
         )
         assert {r.memory.id for r in scoped.results} == {pick, drill}
 
@@ -118,7 +124,9 @@ class ExpansionEndToEnd(e2e.GatewayFixture):
                 ("Yesterday Marguerite Oyelaran flew to the Porto office.", "e2e:elsewhere"),
             ],
         )
-        reply = await recall(gateway, tags=[scope], limit=5, expand_entities=True)
+        reply = await recall(
+            gateway, tags=[scope], limit=5, expansion=gateway_pb2.Expansion(entities=True)
+        )
         marks = {r.memory.id: (r.expansion, r.expanded_from) for r in reply.results if r.expanded}
         assert marks.get(same_person) == ("entity", pick), reply.degraded
         assert stranger not in {r.memory.id for r in reply.results}
@@ -146,7 +154,7 @@ class ExpansionEndToEnd(e2e.GatewayFixture):
             tags=[scope],
             limit=8,
             mode=gateway_pb2.RECALL_MODE_HYBRID_GRAPH,
-            graph_alpha=1.0,
+            graph_rerank=gateway_pb2.GraphRerank(alpha=1.0),
         )
         assert {r.memory.id for r in graph.results} == set(ids)
         assert all("ppr" in r.components for r in graph.results)
@@ -160,6 +168,9 @@ class ExpansionEndToEnd(e2e.GatewayFixture):
 
     async def test_unknown_expand_type_is_invalid_argument(self, gateway: Stub) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            await recall(gateway, expand_relations=True, expand_types=["RELATES_TO", "KNOWS"])
+            await recall(
+                gateway,
+                expansion=gateway_pb2.Expansion(relations=True, types=["RELATES_TO", "KNOWS"]),
+            )
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert "expand_types[1]" in (err.value.details() or "")
+        assert "expansion.types[1]" in (err.value.details() or "")

@@ -320,7 +320,7 @@ class Settings(ServiceSettings):
         ge=0,
         le=1,
         description="hybrid_graph: PageRank's weight in the blend when a request's "
-        "graph_alpha is 0.",
+        "graph_rerank.alpha is 0.",
     )
     graph_seeds: int = Field(
         10, ge=1, description="hybrid_graph: best results the PageRank walk restarts from."

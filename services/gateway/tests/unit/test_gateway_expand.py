@@ -124,11 +124,11 @@ def test_merge_keeps_ranked_first_on_ties() -> None:
 @pytest.mark.parametrize(
     ("req", "field"),
     [
-        (ExpandRequest(types=("RELATES_TO", "NOPE")), "expand_types[1]"),
-        (ExpandRequest(per_seed=-1), "expand_per_seed"),
-        (ExpandRequest(limit=101), "expand_limit"),
-        (ExpandRequest(min_strength=1.5), "expand_min_strength"),
-        (ExpandRequest(min_importance=float("nan")), "expand_min_importance"),
+        (ExpandRequest(types=("RELATES_TO", "NOPE")), "expansion.types[1]"),
+        (ExpandRequest(per_seed=-1), "expansion.per_seed"),
+        (ExpandRequest(limit=101), "expansion.limit"),
+        (ExpandRequest(min_strength=1.5), "expansion.min_strength"),
+        (ExpandRequest(min_importance=float("nan")), "expansion.min_importance"),
     ],
 )
 def test_plan_refuses_bad_fields_naming_them(req: ExpandRequest, field: str) -> None:
@@ -361,11 +361,13 @@ async def test_grpc_expansion_fields_and_marks(client: Any) -> None:
     reply = await client.stub.Recall(
         gateway_pb2.RecallRequest(
             query="tea garden",
-            expand_relations=True,
-            expand_min_strength=0.5,
-            expand_types=["relates_to", "LEADS_TO"],
-            expand_per_seed=5,
-            expand_limit=5,
+            expansion=gateway_pb2.Expansion(
+                relations=True,
+                min_strength=0.5,
+                types=["relates_to", "LEADS_TO"],
+                per_seed=5,
+                limit=5,
+            ),
         ),
         metadata=client.auth(),
     )
@@ -380,7 +382,9 @@ async def test_grpc_hybrid_graph_mode(client: Any) -> None:
     _world(client.harness)
     reply = await client.stub.Recall(
         gateway_pb2.RecallRequest(
-            query="tea garden", mode=gateway_pb2.RECALL_MODE_HYBRID_GRAPH, graph_alpha=0.4
+            query="tea garden",
+            mode=gateway_pb2.RECALL_MODE_HYBRID_GRAPH,
+            graph_rerank=gateway_pb2.GraphRerank(alpha=0.4),
         ),
         metadata=client.auth(),
     )
@@ -391,13 +395,13 @@ async def test_grpc_hybrid_graph_mode(client: Any) -> None:
 @pytest.mark.parametrize(
     ("fields", "name"),
     [
-        ({"expand_types": ["RELATES_TO", "FRIENDS_WITH"]}, "expand_types[1]"),
-        ({"expand_per_seed": -2}, "expand_per_seed"),
-        ({"expand_limit": 500}, "expand_limit"),
-        ({"expand_min_strength": -0.1}, "expand_min_strength"),
-        ({"expand_min_importance": 2.0}, "expand_min_importance"),
-        ({"graph_alpha": 1.5}, "graph_alpha"),
-        ({"graph_alpha": -1.0}, "graph_alpha"),
+        ({"expansion": {"types": ["RELATES_TO", "FRIENDS_WITH"]}}, "expansion.types[1]"),
+        ({"expansion": {"per_seed": -2}}, "expansion.per_seed"),
+        ({"expansion": {"limit": 500}}, "expansion.limit"),
+        ({"expansion": {"min_strength": -0.1}}, "expansion.min_strength"),
+        ({"expansion": {"min_importance": 2.0}}, "expansion.min_importance"),
+        ({"graph_rerank": {"alpha": 1.5}}, "graph_rerank.alpha"),
+        ({"graph_rerank": {"alpha": -1.0}}, "graph_rerank.alpha"),
         ({"mode": 99}, "mode"),
     ],
 )

@@ -179,5 +179,5 @@ def test_check_alpha() -> None:
     assert check_alpha(0.0, 0.3) == 0.3
     assert check_alpha(1.0, 0.3) == 1.0
     for bad in (-0.1, 1.5, float("nan")):
-        with pytest.raises(Exception, match="graph_alpha"):
+        with pytest.raises(Exception, match=r"graph_rerank\.alpha"):
             check_alpha(bad, 0.3)

@@ -2,13 +2,13 @@
 
 The seeds are the best ``seeds`` results (at most ``limit``). Two ways out of them:
 
-* **relations** (``expand_relations``): one ``graph.relations`` call for the seeds; an edge
+* **relations** (``expansion.relations``): one ``graph.relations`` call for the seeds; an edge
   of an asked type (``expand_types``, empty = all) with ``strength ≥ expand_min_strength``
   links a seed to the memory at its other end, whichever way it points. Each seed keeps its
   ``expand_per_seed`` strongest neighbours. A neighbour kept by two or more seeds is a
   **bridge**: bridges come first, by the sum of their strengths; then the single-seed
   neighbours by seed score × strength.
-* **entities** (``expand_entities``): one ``graph.search`` for the entities the seeds
+* **entities** (``expansion.entities``): one ``graph.search`` for the entities the seeds
   mention; the memories found share at least one with a seed.
 
 What a result already holds is not expanded again. The linked memories are read by id
@@ -126,12 +126,12 @@ def plan_expansion(req: ExpandRequest, config: ExpandConfig, max_limit: int) -> 
         relations=req.relations,
         entities=req.entities,
         seeds=config.seeds,
-        per_seed=v.check_limit(req.per_seed, "expand_per_seed", config.per_seed, max_limit),
-        limit=v.check_limit(req.limit, "expand_limit", min(config.limit, max_limit), max_limit),
-        min_strength=v.check_unit(req.min_strength, "expand_min_strength", 0.0),
-        min_importance=v.check_unit(req.min_importance, "expand_min_importance", 0.0),
+        per_seed=v.check_limit(req.per_seed, "expansion.per_seed", config.per_seed, max_limit),
+        limit=v.check_limit(req.limit, "expansion.limit", min(config.limit, max_limit), max_limit),
+        min_strength=v.check_unit(req.min_strength, "expansion.min_strength", 0.0),
+        min_importance=v.check_unit(req.min_importance, "expansion.min_importance", 0.0),
         in_scope=req.in_scope,
-        types=v.check_relation_types(req.types, "expand_types"),
+        types=v.check_relation_types(req.types, "expansion.types"),
         entity_factor=config.entity_factor,
     )
 

@@ -153,4 +153,4 @@ def check_alpha(value: float, default: float) -> float:
     """A request's ``graph_alpha``: 0 (unset) takes the default; otherwise within [0, 1]."""
     if value == 0.0:
         return default
-    return v.check_unit(value, "graph_alpha", default)
+    return v.check_unit(value, "graph_rerank.alpha", default)

@@ -242,6 +242,86 @@ class StoreBatchResponse(_message.Message):
 Global___StoreBatchResponse: _TypeAlias = StoreBatchResponse  # noqa: Y015
 
 @_typing.final
+class Expansion(_message.Message):
+    """Memories linked to a recall's best results (the seeds), added after ranking; each is
+    marked `expanded` with `expansion` relation|bridge|entity and the seed(s). Unset = none.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RELATIONS_FIELD_NUMBER: _builtins.int
+    PER_SEED_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    MIN_STRENGTH_FIELD_NUMBER: _builtins.int
+    MIN_IMPORTANCE_FIELD_NUMBER: _builtins.int
+    ENTITIES_FIELD_NUMBER: _builtins.int
+    IN_SCOPE_FIELD_NUMBER: _builtins.int
+    TYPES_FIELD_NUMBER: _builtins.int
+    relations: _builtins.bool
+    """Neighbours of the seeds over typed edges, bridges (linked to two or more seeds) first."""
+    per_seed: _builtins.int
+    """most neighbours per seed; 0 = the server default"""
+    limit: _builtins.int
+    """most expanded results in all (1..100); 0 = default"""
+    min_strength: _builtins.float
+    """edges weaker than this are not followed [0,1]"""
+    min_importance: _builtins.float
+    """expanded memories less important are left out [0,1]"""
+    entities: _builtins.bool
+    """Memories sharing an entity with the seeds (`expansion` entity)."""
+    in_scope: _builtins.bool
+    """Expanded memories must match the request's `tags` too (exclude_tags, types, the time
+    window and archived apply always).
+    """
+    @_builtins.property
+    def types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Relation types `relations` follows; empty = all. Unknown → INVALID_ARGUMENT."""
+
+    def __init__(
+        self,
+        *,
+        relations: _builtins.bool = ...,
+        per_seed: _builtins.int = ...,
+        limit: _builtins.int = ...,
+        min_strength: _builtins.float = ...,
+        min_importance: _builtins.float = ...,
+        entities: _builtins.bool = ...,
+        in_scope: _builtins.bool = ...,
+        types: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities", "in_scope", b"in_scope", "limit", b"limit", "min_importance", b"min_importance", "min_strength", b"min_strength", "per_seed", b"per_seed", "relations", b"relations", "types", b"types"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Expansion: _TypeAlias = Expansion  # noqa: Y015
+
+@_typing.final
+class GraphRerank(_message.Message):
+    """hybrid_graph: the results' PageRank over their relations and shared entities is blended
+    into the score.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ALPHA_FIELD_NUMBER: _builtins.int
+    alpha: _builtins.float
+    """PageRank's weight in [0,1]; 0 = the server default"""
+    def __init__(
+        self,
+        *,
+        alpha: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["alpha", b"alpha"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GraphRerank: _TypeAlias = GraphRerank  # noqa: Y015
+
+@_typing.final
 class RecallRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -272,15 +352,8 @@ class RecallRequest(_message.Message):
     SORT_FIELD_NUMBER: _builtins.int
     HYDE_FIELD_NUMBER: _builtins.int
     RERANK_FIELD_NUMBER: _builtins.int
-    EXPAND_RELATIONS_FIELD_NUMBER: _builtins.int
-    EXPAND_PER_SEED_FIELD_NUMBER: _builtins.int
-    EXPAND_LIMIT_FIELD_NUMBER: _builtins.int
-    EXPAND_MIN_STRENGTH_FIELD_NUMBER: _builtins.int
-    EXPAND_MIN_IMPORTANCE_FIELD_NUMBER: _builtins.int
-    EXPAND_ENTITIES_FIELD_NUMBER: _builtins.int
-    EXPAND_IN_SCOPE_FIELD_NUMBER: _builtins.int
-    GRAPH_ALPHA_FIELD_NUMBER: _builtins.int
-    EXPAND_TYPES_FIELD_NUMBER: _builtins.int
+    EXPANSION_FIELD_NUMBER: _builtins.int
+    GRAPH_RERANK_FIELD_NUMBER: _builtins.int
     FOCUS_FIELD_NUMBER: _builtins.int
     RECENCY_BIAS_FIELD_NUMBER: _builtins.int
     EMBEDDING_FIELD_NUMBER: _builtins.int
@@ -339,27 +412,6 @@ class RecallRequest(_message.Message):
     """
     rerank: _builtins.bool
     """A cross-encoder re-scores the top of the ranking (blended with or replacing the score)."""
-    expand_relations: _builtins.bool
-    """After ranking (gateway README, "Expansion"): memories linked to the best results.
-    Relations: neighbours of the seeds over typed edges, bridges (linked to two or more
-    seeds) first; each is marked `expanded` with `expansion` relation|bridge and the seed(s).
-    """
-    expand_per_seed: _builtins.int
-    """most neighbours per seed; 0 = the server default"""
-    expand_limit: _builtins.int
-    """most expanded results in all (1..100); 0 = default"""
-    expand_min_strength: _builtins.float
-    """edges weaker than this are not followed [0,1]"""
-    expand_min_importance: _builtins.float
-    """expanded memories less important are left out [0,1]"""
-    expand_entities: _builtins.bool
-    """Memories sharing an entity with the seeds (`expansion` entity)."""
-    expand_in_scope: _builtins.bool
-    """Expanded memories must match the request's `tags` too (exclude_tags, types, the time
-    window and archived apply always).
-    """
-    graph_alpha: _builtins.float
-    """hybrid_graph: weight of the PageRank score in [0,1]; 0 = the server default."""
     recency_bias: _common_pb2.RecencyBias.ValueType
     """Newer results gain a bonus: off | on | auto (when the query asks for the latest);
     unset = the server default (auto). Unknown → INVALID_ARGUMENT naming `recency_bias`.
@@ -383,8 +435,12 @@ class RecallRequest(_message.Message):
         """
 
     @_builtins.property
-    def expand_types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Relation types followed by expand_relations; empty = all. Unknown → INVALID_ARGUMENT."""
+    def expansion(self) -> Global___Expansion:
+        """After ranking (gateway README, "Expansion"): memories linked to the best results."""
+
+    @_builtins.property
+    def graph_rerank(self) -> Global___GraphRerank:
+        """hybrid_graph (gateway README, "Graph rerank"): how the PageRank score is blended in."""
 
     @_builtins.property
     def focus(self) -> _common_pb2.Focus:
@@ -429,22 +485,15 @@ class RecallRequest(_message.Message):
         sort: _builtins.str = ...,
         hyde: _builtins.bool | None = ...,
         rerank: _builtins.bool | None = ...,
-        expand_relations: _builtins.bool = ...,
-        expand_per_seed: _builtins.int = ...,
-        expand_limit: _builtins.int = ...,
-        expand_min_strength: _builtins.float = ...,
-        expand_min_importance: _builtins.float = ...,
-        expand_entities: _builtins.bool = ...,
-        expand_in_scope: _builtins.bool = ...,
-        graph_alpha: _builtins.float = ...,
-        expand_types: _abc.Iterable[_builtins.str] | None = ...,
+        expansion: Global___Expansion | None = ...,
+        graph_rerank: Global___GraphRerank | None = ...,
         focus: _common_pb2.Focus | None = ...,
         recency_bias: _common_pb2.RecencyBias.ValueType = ...,
         embedding: _abc.Iterable[_builtins.float] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_decompose", b"_decompose", "_hyde", b"_hyde", "_rerank", b"_rerank", "decompose", b"decompose", "focus", b"focus", "hyde", b"hyde", "rerank", b"rerank"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_decompose", b"_decompose", "_hyde", b"_hyde", "_rerank", b"_rerank", "decompose", b"decompose", "expansion", b"expansion", "focus", b"focus", "graph_rerank", b"graph_rerank", "hyde", b"hyde", "rerank", b"rerank"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_decompose", b"_decompose", "_hyde", b"_hyde", "_rerank", b"_rerank", "decompose", b"decompose", "diversify_by", b"diversify_by", "embedding", b"embedding", "end", b"end", "exclude_tags", b"exclude_tags", "exclude_types", b"exclude_types", "expand_entities", b"expand_entities", "expand_in_scope", b"expand_in_scope", "expand_limit", b"expand_limit", "expand_min_importance", b"expand_min_importance", "expand_min_strength", b"expand_min_strength", "expand_per_seed", b"expand_per_seed", "expand_relations", b"expand_relations", "expand_types", b"expand_types", "focus", b"focus", "fusion", b"fusion", "graph_alpha", b"graph_alpha", "hyde", b"hyde", "include_archived", b"include_archived", "limit", b"limit", "max_per_group", b"max_per_group", "min_score", b"min_score", "min_sequence", b"min_sequence", "mode", b"mode", "per_query_limit", b"per_query_limit", "queries", b"queries", "query", b"query", "recency_bias", b"recency_bias", "rerank", b"rerank", "sort", b"sort", "start", b"start", "state_mode", b"state_mode", "tag_match", b"tag_match", "tag_mode", b"tag_mode", "tags", b"tags", "time_query", b"time_query", "timezone", b"timezone", "token_budget", b"token_budget", "types", b"types"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_decompose", b"_decompose", "_hyde", b"_hyde", "_rerank", b"_rerank", "decompose", b"decompose", "diversify_by", b"diversify_by", "embedding", b"embedding", "end", b"end", "exclude_tags", b"exclude_tags", "exclude_types", b"exclude_types", "expansion", b"expansion", "focus", b"focus", "fusion", b"fusion", "graph_rerank", b"graph_rerank", "hyde", b"hyde", "include_archived", b"include_archived", "limit", b"limit", "max_per_group", b"max_per_group", "min_score", b"min_score", "min_sequence", b"min_sequence", "mode", b"mode", "per_query_limit", b"per_query_limit", "queries", b"queries", "query", b"query", "recency_bias", b"recency_bias", "rerank", b"rerank", "sort", b"sort", "start", b"start", "state_mode", b"state_mode", "tag_match", b"tag_match", "tag_mode", b"tag_mode", "tags", b"tags", "time_query", b"time_query", "timezone", b"timezone", "token_budget", b"token_budget", "types", b"types"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__decompose: _TypeAlias = _typing.Literal["decompose"]  # noqa: Y015
     _WhichOneofArgType__decompose: _TypeAlias = _typing.Literal["_decompose", b"_decompose"]  # noqa: Y015
