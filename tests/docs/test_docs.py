@@ -84,6 +84,14 @@ def test_relative_links_resolve(doc: Path) -> None:
     assert broken_links(doc) == [], f"{doc.relative_to(ROOT)} links to missing files"
 
 
+def test_readme_python_examples_compile() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```python\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+    assert blocks, "README.md shows no Python example"
+    for block in blocks:
+        compile(block, "README.md", "exec")
+
+
 def test_generated_block_is_not_counted() -> None:
     text = "a\n" + BEGIN + "\n| x |\n| y |\n" + END + "\nb\n"
     assert lines_outside_generated(text) == 2
