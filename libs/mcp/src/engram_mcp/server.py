@@ -10,8 +10,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from engram_client import EngramError, InvalidArgument
 from engram_mcp import render
-from engram_mcp.gateway import Gateway, GatewayError, memory_input, recall_request
+from engram_mcp.gateway import Gateway
 
 INSTRUCTIONS = (
     "Long-term memory shared across sessions and agents. Before answering from scratch, "
@@ -111,14 +112,15 @@ async def _answer(
     naming the field, so the model can correct that argument."""
     try:
         value = await call
-    except GatewayError as err:
+    except EngramError as err:
         return _refused(err)
     return _result(text(value), {wrap: value} if wrap else value)
 
 
-def _refused(err: GatewayError) -> CallToolResult:
-    structured = {"code": err.code, "message": err.message, "field": err.field}
-    content: list[TextContent] = [TextContent(type="text", text=str(err))]
+def _refused(err: EngramError) -> CallToolResult:
+    structured = {"code": err.code.name, "message": err.message, "field": err.field}
+    named = f" (field: {err.field})" if err.field else ""
+    content = [TextContent(type="text", text=f"{err.code.name}: {err.message}{named}")]
     return CallToolResult(content=content, structured_content=structured, is_error=True)
 
 
@@ -139,11 +141,11 @@ def _write_tools(mcp: MCPServer[Any], gw: Gateway) -> None:
         """Save something worth remembering across sessions: a fact, decision, preference,
         outcome or lesson. Write it so it makes sense alone later (who, what, why). Returns
         the new memory's id; recall_memory finds it right away."""
-        memory = memory_input(
-            content=content, tags=tags, type=type, importance=importance,
-            confidence=confidence, metadata=metadata,
+        call = gw.store(
+            content, tags=tags, type=type, importance=importance, confidence=confidence,
+            metadata=metadata,
         )  # fmt: skip
-        return await _answer(gw.store(memory), _written("Stored"))
+        return await _answer(call, _written("Stored"))
 
     @mcp.tool(annotations=ToolAnnotations(idempotent_hint=True))
     async def update_memory(
@@ -162,11 +164,10 @@ def _write_tools(mcp: MCPServer[Any], gw: Gateway) -> None:
             "content": content, "tags": tags, "type": type, "importance": importance,
             "confidence": confidence, "metadata": metadata,
         }  # fmt: skip
-        mask = [name for name, value in fields.items() if value is not None]
-        if not mask:
+        if all(value is None for value in fields.values()):
             reason = "nothing to change: give at least one of " + ", ".join(fields)
-            return _refused(GatewayError("INVALID_ARGUMENT", reason))
-        return await _answer(gw.update(id, memory_input(**fields), mask), _written("Updated"))
+            return _refused(InvalidArgument(reason))
+        return await _answer(gw.update(id, **fields), _written("Updated"))
 
     @mcp.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
     async def delete_memory(id: Id) -> Annotated[CallToolResult, Written]:
@@ -213,12 +214,11 @@ def _read_tools(mcp: MCPServer[Any], gw: Gateway) -> None:
         the best matches, best first, as compact text within token_budget. Use it before
         answering anything that past sessions, the user's preferences or earlier decisions
         may inform. Sees every memory this server stored, including a moment ago."""
-        request = recall_request(
-            query, limit, tags or [], all_tags, types or [], time_query or "", token_budget
-        )
-        return await _answer(
-            gw.recall(request), lambda r: render.recall_text(r["results"], r["context"])
-        )
+        call = gw.recall(
+            query, limit=limit, tags=tags, tag_mode="all" if all_tags else "any", types=types,
+            time_query=time_query, token_budget=token_budget,
+        )  # fmt: skip
+        return await _answer(call, lambda r: render.recall_text(r["results"], r["context"]))
 
     @mcp.tool(annotations=read_only)
     async def get_memory(id: Id) -> Annotated[CallToolResult, MemoryOut]:
@@ -237,7 +237,7 @@ def _read_tools(mcp: MCPServer[Any], gw: Gateway) -> None:
         """Memories linked to one memory by relations (from associate_memories or found by
         the system), with the relation type of the first hop: to follow a decision to its
         outcome, find what superseded a fact, or gather the parts of a plan."""
-        call = gw.related(id, depth, list(types or []), limit)
+        call = gw.related(id, depth=depth, types=types, limit=limit)
         return await _answer(call, render.related_text, wrap="related")
 
     @mcp.tool(annotations=read_only)

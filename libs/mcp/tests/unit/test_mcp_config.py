@@ -1,4 +1,5 @@
-"""The server's gateway settings come from the environment, each wrong one named."""
+"""The server's gateway settings come from the environment (the SDK's Config), each wrong
+one named."""
 
 from __future__ import annotations
 
@@ -6,12 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from engram_mcp.config import DEFAULT_ADDRESS, ConfigError, from_env
+from engram_client.config import DEFAULT_ADDRESS, DEV_TOKEN
+from engram_mcp.config import ConfigError, from_env
 
 
 def test_defaults_talk_plaintext_to_make_run() -> None:
     config = from_env({})
-    assert (config.address, config.token, config.tls) == (DEFAULT_ADDRESS, "", None)
+    assert (config.address, config.token, config.tls) == (DEFAULT_ADDRESS, DEV_TOKEN, False)
+
+
+def test_timeout_from_the_environment() -> None:
+    assert from_env({"ENGRAM_TIMEOUT": "2.5"}).timeout_s == 2.5
 
 
 def test_address_prefers_engram_address_over_the_cli_name() -> None:
@@ -23,12 +29,10 @@ def test_tls_from_system_roots_a_ca_or_a_client_certificate(tmp_path: Path) -> N
     ca, cert, key = (tmp_path / n for n in ("ca.pem", "cert.pem", "key.pem"))
     for path in (ca, cert, key):
         path.write_bytes(path.name.encode())
-    roots = from_env({"ENGRAM_TLS": "1"}).tls
-    assert roots is not None
-    assert (roots.ca, roots.cert, roots.key) == (None, None, None)
-    mtls = from_env({"ENGRAM_CA": str(ca), "ENGRAM_CERT": str(cert), "ENGRAM_KEY": str(key)}).tls
-    assert mtls is not None
-    assert (mtls.ca, mtls.cert, mtls.key) == (b"ca.pem", b"cert.pem", b"key.pem")
+    roots = from_env({"ENGRAM_TLS": "1"})
+    assert (roots.tls, roots.ca, roots.cert, roots.key) == (True, None, None, None)
+    mtls = from_env({"ENGRAM_CA": str(ca), "ENGRAM_CERT": str(cert), "ENGRAM_KEY": str(key)})
+    assert (mtls.tls, mtls.ca, mtls.cert, mtls.key) == (True, str(ca), str(cert), str(key))
 
 
 @pytest.mark.parametrize(

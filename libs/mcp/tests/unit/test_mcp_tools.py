@@ -7,8 +7,8 @@ import socket
 from mcp import Client
 from mcp.types import TextContent
 
+from engram_client import Config
 from engram_mcp import render
-from engram_mcp.config import Config
 from engram_mcp.gateway import Gateway
 from engram_mcp.server import build
 
@@ -21,7 +21,7 @@ def _closed_port() -> int:
 
 
 async def test_an_unreachable_gateway_is_a_tool_error_not_a_crash() -> None:
-    gateway = Gateway(Config(f"127.0.0.1:{_closed_port()}", "t", None, 2.0))
+    gateway = Gateway(Config(f"127.0.0.1:{_closed_port()}", "t", timeout_s=2.0))
     async with Client(build(gateway)) as client:
         result = await client.call_tool("memory_stats", {})
     await gateway.close()
