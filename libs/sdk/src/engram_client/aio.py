@@ -51,16 +51,27 @@ class AsyncEngram:
         ca: str | None = None,
         cert: str | None = None,
         key: str | None = None,
+        server_name: str | None = None,
         timeout: float | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
         self.config = Config.resolve(
-            address, token, tls=tls, ca=ca, cert=cert, key=key, timeout_s=timeout, retry=retry
+            address,
+            token,
+            tls=tls,
+            ca=ca,
+            cert=cert,
+            key=key,
+            server_name=server_name,
+            timeout_s=timeout,
+            retry=retry,
         )
         creds = self.config.credentials()
         address = self.config.address
         self._channel = (
-            grpc.aio.secure_channel(address, creds) if creds else grpc.aio.insecure_channel(address)
+            grpc.aio.secure_channel(address, creds, self.config.options)
+            if creds
+            else grpc.aio.insecure_channel(address)
         )
         self._stubs: dict[str, Any] = {
             "memory": gateway_pb2_grpc.MemoryServiceStub(self._channel),
@@ -226,9 +237,8 @@ class AsyncEngram:
         await asyncio.sleep(wait)
 
     async def dead_letters(
-        self, *, tenant: str = "", page_size: int = 100
+        self, *, tenant: str = "", page_size: int = 100, after: int = 0
     ) -> AsyncIterator[DeadLetter]:
-        after = 0
         while True:
             letters, after = await self._run(ops.dead_letters(tenant, page_size, after))
             for letter in letters:

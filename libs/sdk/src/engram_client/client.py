@@ -51,16 +51,27 @@ class Engram:
         ca: str | None = None,
         cert: str | None = None,
         key: str | None = None,
+        server_name: str | None = None,
         timeout: float | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
         self.config = Config.resolve(
-            address, token, tls=tls, ca=ca, cert=cert, key=key, timeout_s=timeout, retry=retry
+            address,
+            token,
+            tls=tls,
+            ca=ca,
+            cert=cert,
+            key=key,
+            server_name=server_name,
+            timeout_s=timeout,
+            retry=retry,
         )
         creds = self.config.credentials()
         address = self.config.address
         self._channel = (
-            grpc.secure_channel(address, creds) if creds else grpc.insecure_channel(address)
+            grpc.secure_channel(address, creds, self.config.options)
+            if creds
+            else grpc.insecure_channel(address)
         )
         self._stubs: dict[str, Any] = {
             "memory": gateway_pb2_grpc.MemoryServiceStub(self._channel),
@@ -253,9 +264,11 @@ class Engram:
 
     # AdminService: what a tenant admin may call for its own tenant.
 
-    def dead_letters(self, *, tenant: str = "", page_size: int = 100) -> Iterator[DeadLetter]:
-        """The tenant's dead letters, oldest first, fetched a page at a time."""
-        after = 0
+    def dead_letters(
+        self, *, tenant: str = "", page_size: int = 100, after: int = 0
+    ) -> Iterator[DeadLetter]:
+        """The tenant's dead letters after sequence ``after``, oldest first, fetched a page
+        at a time."""
         while True:
             letters, after = self._run(ops.dead_letters(tenant, page_size, after))
             yield from letters

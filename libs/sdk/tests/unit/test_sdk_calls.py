@@ -138,6 +138,12 @@ def test_dead_letters_page_until_the_last(fake: Any) -> None:
     assert [r.after for r in fake.script.of("ListDeadLetters")] == [0, 5, 13]
 
 
+def test_dead_letters_start_after_a_sequence(fake: Any) -> None:
+    fake.script.letters = [3, 5, 8, 13]
+    with Engram(fake.address, retry=FAST) as engram:
+        assert [d.sequence for d in engram.dead_letters(after=5)] == [8, 13]
+
+
 async def test_the_async_client_retries_and_reads_its_writes(fake: Any) -> None:
     fake.fail("Store", grpc.StatusCode.UNAVAILABLE, times=2)
     fake.script.letters = [1, 2, 3]
