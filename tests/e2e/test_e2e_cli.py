@@ -36,9 +36,21 @@ def reply(env: dict[str, str], *argv: str) -> dict[str, Any]:
     return value
 
 
+def next_of(watcher: subprocess.Popen[str], memory_id: str) -> list[str]:
+    """The subscription's next line about ``memory_id``: relation events pass any tag
+    filter, so other suites' links may come between."""
+    assert watcher.stdout is not None
+    for _ in range(100):
+        parts = watcher.stdout.readline().split(" ", 3)
+        if parts[2:3] == [memory_id]:
+            return parts
+    raise AssertionError(f"no event of {memory_id}")
+
+
 def test_store_update_list_and_a_subscription_that_sees_them(env: dict[str, str]) -> None:
     tag = f"cli:{uuid.uuid4().hex[:8]}"
-    stored = reply(env, "store", "The harbour crane is booked for Tuesday", "--tag", tag)
+    content = "The harbour crane is booked for Tuesday"
+    stored = reply(env, "store", content, "--tag", tag)
     watcher = subprocess.Popen(
         [*CLI, "subscribe", "--tag", tag, "--from-sequence", stored["sequence"]],
         env=env,
@@ -47,22 +59,16 @@ def test_store_update_list_and_a_subscription_that_sees_them(env: dict[str, str]
         text=True,
     )
     try:
-        assert watcher.stdout is not None
-        first = watcher.stdout.readline().split(" ", 3)
+        first = next_of(watcher, stored["id"])
         # Update reads the store: a recall that waits for the store first.
         engram(env, "recall", "crane", "--tag", tag, "--min-sequence", stored["sequence"])
         updated = reply(env, "update", stored["id"], "--importance", "0.9", "--tag", tag)
-        second = watcher.stdout.readline().split(" ", 3)
+        second = next_of(watcher, stored["id"])
         watcher.send_signal(signal.SIGINT)
         _, err = watcher.communicate(timeout=30)
     finally:
         watcher.kill()
-    assert first == [
-        stored["sequence"],
-        "stored",
-        stored["id"],
-        '"The harbour crane is booked for Tuesday"\n',
-    ]
+    assert first == [stored["sequence"], "stored", stored["id"], json.dumps(content) + "\n"]
     assert second[:3] == [updated["sequence"], "updated", stored["id"]]
     assert watcher.returncode == 0
     assert "Traceback" not in err
