@@ -4,7 +4,9 @@ store_many, and errors that name the field (both the trailer and the BadRequest 
 from __future__ import annotations
 
 import re
+import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -14,7 +16,7 @@ from grpc_status import rpc_status
 
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram_client import AsyncEngram, Engram, InvalidArgument, Progress
-from engram_platform.devstack import DEV_TOKEN, DevStack
+from engram_platform.devstack import DEV_ADMIN_TOKEN, DEV_TOKEN, DevStack
 
 README = Path(__file__).parents[2] / "libs" / "sdk" / "README.md"
 _BLOCK = re.compile(r"```python\n(.*?)```", re.S)
@@ -35,6 +37,7 @@ def test_every_readme_example_runs(env: None, capsys: pytest.CaptureFixture[str]
     assert "billing ledger" in out  # the first example reads back its own store
     assert "250 []" in out  # store_many stored every row
     assert "importance" in out  # the error example names the field
+    assert "stored True" in out  # the subscription replays the example's own store
 
 
 def test_a_recall_reads_the_clients_own_store(env: None) -> None:
@@ -115,3 +118,72 @@ def test_relations_stats_batches_streams_and_deletes_through_the_sdk(env: None) 
     assert deleted.id == b
     assert stats.tenant == "default"
     assert stats.counts
+
+
+def test_list_pages_a_tag_with_its_relations(env: None) -> None:
+    tag = f"sdk:{uuid.uuid4().hex[:8]}"
+    with Engram() as engram:
+        batch = engram.store_batch(
+            [{"content": f"harbour note {i}", "tags": [tag]} for i in range(5)]
+        )
+        engram.store_many([{"content": "not tagged", "tags": ["other"]}])
+        engram.recall("harbour", tags=[tag])  # applied: Associate looks both ends up
+        engram.associate(batch.ids[0], batch.ids[1], "LEADS_TO", strength=0.6)
+        engram.recall("harbour", tags=[tag])
+        listed = [m.id for m in engram.list(tags=[tag], page_size=2)]
+        pages = list(engram.list_pages(tags=[tag], include_relations=True))
+    assert sorted(listed) == sorted(batch.ids)
+    assert len(listed) == len(set(listed))
+    relations = [(r.source_id, r.target_id, r.type) for p in pages for r in p.relations]
+    assert (batch.ids[0], batch.ids[1], "LEADS_TO") in relations
+    assert pages[-1].cursor == ""
+
+
+def test_subscribe_from_a_sequence_replays_a_tags_events_in_order(env: None) -> None:
+    tag = f"sdk:{uuid.uuid4().hex[:8]}"
+    with Engram() as writer, Engram() as watcher:
+        first, second = (writer.store(f"tide table {i}", tags=[tag]) for i in range(2))
+        writer.recall("tide", tags=[tag])  # Update reads the store
+        updated = writer.update(first.id, importance=0.9)
+        ours = {first.id, second.id}
+        stream = watcher.subscribe(tags=[tag], after_sequence=first.sequence - 1)
+
+        def three() -> list[tuple[int, str, str]]:
+            seen = []
+            for event in stream:
+                if event.memory_id in ours:  # relation events pass any tag filter
+                    seen.append((event.sequence, event.kind, event.memory_id))
+                if len(seen) == 3:
+                    return seen
+            return seen
+
+        with ThreadPoolExecutor(1) as pool:
+            seen = pool.submit(three).result(timeout=60)
+        stream.close()
+    assert seen == [
+        (first.sequence, "stored", first.id),
+        (second.sequence, "stored", second.id),
+        (updated.sequence, "updated", first.id),
+    ]
+
+
+def test_delete_tenant_counts_on_a_dry_run_and_erases_with_confirmation(
+    stack: DevStack, env: None
+) -> None:
+    with Engram(token=DEV_ADMIN_TOKEN) as admin:
+        dry = admin.delete_tenant("default", dry_run=True)
+        gone = admin.delete_tenant("sdk-erased", confirm="sdk-erased")
+        for _ in range(600):
+            status = admin.delete_tenant_status("sdk-erased", gone.sequence)
+            if status.applied:
+                break
+            time.sleep(0.1)
+        with pytest.raises(InvalidArgument) as refused:
+            admin.delete_tenant("sdk-erased", confirm="another")
+    assert dry.dry_run
+    assert dry.sequence == 0
+    assert dry.counts["vector"] > 0  # the other tests' memories, untouched
+    assert gone.sequence > 0
+    assert status.applied
+    assert sum(status.counts.values()) == 0
+    assert refused.value.field == "confirm"

@@ -1,35 +1,58 @@
-"""`engram`: a small command line for the public API (what grpcurl would do, without grpcurl)."""
+"""`engram`: a command line for the public API, on the Python SDK (engram_client)."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import os
 import sys
-from contextlib import AbstractContextManager, nullcontext
-from typing import IO, Any, TypeVar
+from typing import Any
 
-import grpc
-from google.protobuf import json_format
-from google.protobuf.message import Message
-
-from engram.common.v1 import common_pb2
-from engram.gateway.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
+from engram_client import Engram, EngramError
 from engram_clients import transfer
-from engram_platform.tls_flags import add_tls_flags, flag_credentials, flag_options
+from engram_clients.cli_commands import COMMANDS, memory_fields, quiet_stdout, recall_fields
 
-_DEFAULT_LIMIT = 5
+_STORES = ("vector", "lexical", "graph")
+_PASSES = ("decay", "associate", "cluster", "forget")
+_MODES = ("hybrid", "vector", "bm25", "graph", "hybrid_graph")
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="engram", description="Talk to an Engram gateway.")
-    p.add_argument("--addr", default=os.environ.get("ENGRAM_ADDR", "127.0.0.1:50051"))
-    p.add_argument("--token", default=os.environ.get("ENGRAM_TOKEN", "dev-token"))
-    add_tls_flags(p)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("store", help="store one memory")
-    s.add_argument("content", nargs="?", help="the text (or `content` in --memory)")
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"not JSON: {err}") from err
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("not a JSON object")
+    return value
+
+
+def _connection_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--address",
+        "--addr",
+        dest="address",
+        help="the gateway, host:port ($ENGRAM_ADDRESS; default 127.0.0.1:50051, `make run`)",
+    )
+    p.add_argument("--token", help="bearer token ($ENGRAM_TOKEN; default make run's dev-token)")
+    p.add_argument("--timeout", type=float, help="seconds per call ($ENGRAM_TIMEOUT; 30)")
+    t = p.add_argument_group("TLS", "--ca, --cert and --key imply --tls")
+    t.add_argument(
+        "--tls",
+        action="store_true",
+        default=None,
+        help="speak TLS; without --ca, trust the system's CAs ($ENGRAM_TLS=1)",
+    )
+    t.add_argument("--ca", metavar="FILE", help="PEM CA bundle of the server ($ENGRAM_CA)")
+    t.add_argument("--cert", metavar="FILE", help="PEM client certificate for mTLS ($ENGRAM_CERT)")
+    t.add_argument("--key", metavar="FILE", help="PEM private key of --cert ($ENGRAM_KEY)")
+    t.add_argument(
+        "--server-name",
+        help="name the server's certificate is checked against, if not the host "
+        "($ENGRAM_SERVER_NAME)",
+    )
+
+
+def _memory_flags(s: argparse.ArgumentParser, content_help: str) -> None:
     s.add_argument("--type", default="")
     s.add_argument("--tag", action="append", default=[])
     s.add_argument("--importance", type=float)
@@ -39,8 +62,16 @@ def _parser() -> argparse.ArgumentParser:
         default={},
         metavar="JSON",
         help='more MemoryInput fields, e.g. \'{"metadata": {"ticket": "OPS-12"}, '
-        '"timestamp": "2024-05-08T13:56:00Z"}\'',
+        '"timestamp": "2024-05-08T13:56:00Z"}\'' + content_help,
     )
+
+
+def _filter_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tag", action="append", default=[], help="only memories with this tag")
+    p.add_argument("--type", action="append", default=[], help="only memories of this type")
+
+
+def _recall_parser(sub: Any) -> None:
     r = sub.add_parser(
         "recall",
         help="recall (hybrid unless --mode says otherwise)",
@@ -48,16 +79,13 @@ def _parser() -> argparse.ArgumentParser:
         "--request sets any other, as JSON with the proto's field names.",
     )
     r.add_argument("query", help='the question; "" or "*" lists trending memories')
-    r.add_argument("--limit", type=int, help=f"results (default {_DEFAULT_LIMIT})")
-    r.add_argument("--tag", action="append", default=[], help="only memories with this tag")
+    r.add_argument("--limit", type=int, help="results (default 5)")
+    _filter_flags(r)
     r.add_argument("--tag-mode", choices=("any", "all"), help="with several --tag")
     r.add_argument("--exclude-tag", action="append", default=[])
-    r.add_argument("--type", action="append", default=[], help="only memories of this type")
-    r.add_argument("--mode", choices=tuple(_MODES), help="retrieval streams (default hybrid)")
+    r.add_argument("--mode", choices=_MODES, help="retrieval streams (default hybrid)")
     r.add_argument(
-        "--time",
-        default="",
-        help='a window: "last 7 days", "2024-01 to 2024-03", "after May 3, 2024"',
+        "--time", default="", help='a window: "last 7 days", "2024-01 to 2024-03", "after May 3"'
     )
     r.add_argument("--token-budget", type=int, default=0, help="pack results into `context`")
     r.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None)
@@ -69,8 +97,23 @@ def _parser() -> argparse.ArgumentParser:
         metavar="JSON",
         help='more fields, e.g. \'{"expansion": {"relations": true}, "limit": 20}\'',
     )
-    for name in ("get", "delete", "related"):
+
+
+def _memory_parsers(sub: Any) -> None:
+    s = sub.add_parser("store", help="store one memory")
+    s.add_argument("content", nargs="?", help="the text (or `content` in --memory)")
+    _memory_flags(s, "")
+    u = sub.add_parser("update", help="change the given fields of a memory (the rest stay)")
+    u.add_argument("id")
+    u.add_argument("--content")
+    _memory_flags(u, "; --tag replaces the tags")
+    _recall_parser(sub)
+    for name in ("get", "delete"):
         sub.add_parser(name, help=f"{name} by id").add_argument("id")
+    rel = sub.add_parser("related", help="memories reachable over relations")
+    rel.add_argument("id")
+    rel.add_argument("--depth", type=int, help="1..3 (default 1)")
+    rel.add_argument("--limit", type=int, help="1..100 (default 20)")
     a = sub.add_parser("associate", help="relate two memories")
     a.add_argument("source_id")
     a.add_argument("target_id")
@@ -78,12 +121,46 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--strength", type=float, default=0.5)
     t = sub.add_parser("stats", help="counts per store, dead letters and the watermark")
     t.add_argument("--tenant", default="", help="another tenant (a token of tenant '*')")
+
+
+def _feed_parsers(sub: Any) -> None:
+    li = sub.add_parser("list", help="the tenant's memories, one JSON line each")
+    _filter_flags(li)
+    li.add_argument("--tag-mode", choices=("any", "all"), help="with several --tag")
+    li.add_argument("--include-archived", action="store_true")
+    li.add_argument("--page-size", type=int, default=0, help="memories per page, 1..1000")
+    li.add_argument("--cursor", default="", help="start after this (a page's cursor)")
+    li.add_argument("--limit", type=int, default=0, help="stop after this many")
+    f = sub.add_parser(
+        "subscribe", help="follow the tenant's changes, a line per event, until Ctrl-C"
+    )
+    _filter_flags(f)
+    f.add_argument(
+        "--from-sequence",
+        type=int,
+        metavar="N",
+        help="first replay the log's events from sequence N on (1: all), then go on live; "
+        "to resume, the last sequence printed plus one (default: only new events)",
+    )
+    f.add_argument("--json", action="store_true", help="each event as a JSON line")
+    e = sub.add_parser(
+        "export", help="the tenant's memories and their relations as JSONL (stdout or -o)"
+    )
+    _filter_flags(e)
+    e.add_argument("--include-archived", action="store_true")
+    e.add_argument("-o", "--output", default="-", help="a file (default stdout)")
+    i = sub.add_parser("import", help="store an export's memories and relations (re-runnable)")
+    i.add_argument("file", help="a file `engram export` wrote ('-' = stdin)")
+    i.add_argument("--batch-size", type=int, default=100, help="memories per StoreBatch")
+
+
+def _admin_parsers(sub: Any) -> None:
     y = sub.add_parser("sync", help="check the stores against the log and repair them (admin)")
     y.add_argument("--store", action="append", choices=_STORES, default=[])
     y.add_argument("--dry-run", action="store_true")
     y.add_argument("--tenant", default="")
     b = sub.add_parser(
-        "rebuild", help="rebuild a store from the log, or show rebuilds and syncs (admin)"
+        "rebuild", help="rebuild a store from the log, or show rebuilds and syncs (cluster admin)"
     )
     b.add_argument("store", choices=(*_STORES, "status"))
     b.add_argument("--embedding-model", default="")
@@ -92,9 +169,9 @@ def _parser() -> argparse.ArgumentParser:
         "dead-letters", help="list or replay the events the workers could not apply (admin)"
     )
     letters = d.add_subparsers(dest="action", required=True)
-    dl = letters.add_parser("list", help="one page of dead letters, oldest first")
-    dl.add_argument("--page-size", type=int, default=0, help="1..1000 (default 100)")
-    dl.add_argument("--after", type=int, default=0, help="the previous page's next_after")
+    dl = letters.add_parser("list", help="the dead letters, oldest first")
+    dl.add_argument("--page-size", type=int, default=100, help="letters per call, 1..1000")
+    dl.add_argument("--after", type=int, default=0, help="only letters after this sequence")
     dr = letters.add_parser(
         "replay", help="republish dead letters to their original subject, then delete them"
     )
@@ -103,16 +180,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     for parser in (dl, dr):
         parser.add_argument("--tenant", default="", help="another tenant (a token of tenant '*')")
-    e = sub.add_parser(
-        "export", help="the tenant's memories and their relations as JSONL (stdout or -o)"
+    x = sub.add_parser(
+        "delete-tenant", help="erase a tenant everywhere, or count what would go (cluster admin)"
     )
-    e.add_argument("--tag", action="append", default=[], help="only memories with this tag")
-    e.add_argument("--type", action="append", default=[], help="only memories of this type")
-    e.add_argument("--include-archived", action="store_true")
-    e.add_argument("-o", "--output", default="-", help="a file (default stdout)")
-    i = sub.add_parser("import", help="store an export's memories and relations (re-runnable)")
-    i.add_argument("file", help="a file `engram export` wrote ('-' = stdin)")
-    i.add_argument("--batch-size", type=int, default=100, help="memories per StoreBatch")
+    x.add_argument("tenant")
+    x.add_argument("--confirm", default="", metavar="TENANT", help="the tenant's name again")
+    x.add_argument("--dry-run", action="store_true", help="count, change nothing")
+    x.add_argument("--wait", action="store_true", help="until every store has applied it")
+    x.add_argument("--poll", type=float, default=1.0, help="seconds between two looks (--wait)")
     c = sub.add_parser(
         "consolidate",
         help="run consolidation passes now, or show each pass's last run and progress (admin)",
@@ -127,276 +202,90 @@ def _parser() -> argparse.ArgumentParser:
         "runs (exit 1 if one failed)",
     )
     c.add_argument("--poll", type=float, default=2.0, help="seconds between two looks (--wait)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="engram",
+        description="Talk to an Engram gateway. Failed calls print their status code and "
+        "the request field the server named, and exit 1.",
+    )
+    _connection_flags(p)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    _memory_parsers(sub)
+    _feed_parsers(sub)
+    _admin_parsers(sub)
     return p
 
 
-def _channel(args: argparse.Namespace) -> grpc.aio.Channel:
-    if args.credentials is None:
-        return grpc.aio.insecure_channel(args.addr)
-    return grpc.aio.secure_channel(args.addr, args.credentials, flag_options(args))
+def _connect(args: argparse.Namespace) -> Engram:
+    """The SDK client: each setting from its flag, else its ENGRAM_* variable, else make
+    run's stack. A ValueError names the flag."""
+    if (args.cert is None) != (args.key is None):
+        raise ValueError("--cert and --key go together")
+    for flag, path in (("--ca", args.ca), ("--cert", args.cert), ("--key", args.key)):
+        if path is not None:
+            try:
+                open(path, "rb").close()
+            except OSError as err:
+                raise ValueError(f"{flag}: cannot read {path} ({err.strerror})") from err
+    return Engram(
+        args.address,
+        args.token,
+        tls=args.tls,
+        ca=args.ca,
+        cert=args.cert,
+        key=args.key,
+        server_name=args.server_name,
+        timeout=args.timeout,
+    )
 
 
-_STORES = ("vector", "lexical", "graph")
-_PASSES = ("decay", "associate", "cluster", "forget")
-_M = TypeVar("_M", bound=Message)
-_MODES = {
-    m: gateway_pb2.RecallMode.Value(f"RECALL_MODE_{m.upper()}")
-    for m in ("hybrid", "vector", "bm25", "graph", "hybrid_graph")
-}
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise argparse.ArgumentTypeError(f"not JSON: {err}") from err
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("not a JSON object")
-    return value
-
-
-def _parsed(flag: str, fields: dict[str, Any], message: _M) -> _M:
-    """``message`` with the fields a JSON flag gave; a field it has not is a ValueError."""
-    try:
-        return json_format.ParseDict(fields, message)
-    except json_format.ParseError as err:
-        raise ValueError(f"{flag}: {err}") from err
-
-
-def store_request(args: argparse.Namespace) -> gateway_pb2.StoreRequest:
-    """The StoreRequest the store flags describe: --memory first, the flags over it."""
-    memory = _parsed("--memory", args.memory, common_pb2.MemoryInput())
-    if args.content is not None:
-        memory.content = args.content
-    if not memory.content:
-        raise ValueError("content: give it as the argument or as `content` in --memory")
-    memory.tags.extend(args.tag)
-    if args.type:
-        memory.type = args.type
-    if args.importance is not None:
-        memory.importance = args.importance
-    return gateway_pb2.StoreRequest(memory=memory)
-
-
-def recall_request(args: argparse.Namespace) -> gateway_pb2.RecallRequest:
-    """The RecallRequest the recall flags describe: --request first, the flags over it."""
-    request = _parsed("--request", args.request, gateway_pb2.RecallRequest())
-    request.query = args.query
-    if args.limit is not None:
-        request.limit = args.limit
-    elif not request.limit:
-        request.limit = _DEFAULT_LIMIT
-    request.tags.extend(args.tag)
-    request.exclude_tags.extend(args.exclude_tag)
-    request.types.extend(args.type)
-    if args.tag_mode:
-        request.tag_mode = common_pb2.TagMode.Value(f"TAG_MODE_{args.tag_mode.upper()}")
-    if args.mode:
-        request.mode = _MODES[args.mode]
-    if args.time:
-        request.time_query = args.time
-    if args.token_budget:
-        request.token_budget = args.token_budget
-    if args.rerank is not None:
-        request.rerank = args.rerank
-    if args.min_sequence:
-        request.min_sequence = args.min_sequence
-    return request
-
-
-def _admin_call(
-    args: argparse.Namespace, channel: grpc.aio.Channel, metadata: tuple[tuple[str, str], ...]
-) -> Any:
-    stub = admin_pb2_grpc.AdminServiceStub(channel)
-    store = {n: admin_pb2.Store.Value(f"STORE_{n.upper()}") for n in _STORES}
-    if args.cmd == "consolidate":
-        if args.mode == "status":
-            status = admin_pb2.ConsolidationStatusRequest(tenant=args.tenant)
-            return stub.ConsolidationStatus(status, metadata=metadata)
-        mode = admin_pb2.ConsolidationMode.Value(f"CONSOLIDATION_MODE_{args.mode.upper()}")
-        run = admin_pb2.ConsolidateRequest(mode=mode, dry_run=args.dry_run, tenant=args.tenant)
-        return stub.Consolidate(run, metadata=metadata)
-    if args.cmd == "sync":
-        request = admin_pb2.SyncRequest(
-            tenant=args.tenant, stores=[store[s] for s in args.store], dry_run=args.dry_run
+def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Flags that parse but do not go together, and the fields the JSON flags give."""
+    if args.cmd == "consolidate" and args.wait and (args.dry_run or args.mode == "status"):
+        parser.error(
+            "--wait follows a run: not with --dry-run (its report comes at once) or status"
         )
-        return stub.Sync(request, metadata=metadata)
-    if args.cmd == "dead-letters":
-        if args.action == "list":
-            page = admin_pb2.ListDeadLettersRequest(
-                tenant=args.tenant, page_size=args.page_size, after=args.after
-            )
-            return stub.ListDeadLetters(page, metadata=metadata)
-        replay = admin_pb2.ReplayDeadLettersRequest(tenant=args.tenant, sequences=args.sequence)
-        return stub.ReplayDeadLetters(replay, metadata=metadata)
-    if args.store == "status":
-        rebuilds = admin_pb2.RebuildStatusRequest(tenant=args.tenant)
-        return stub.RebuildStatus(rebuilds, metadata=metadata)
-    rebuild = admin_pb2.RebuildRequest(
-        store=store[args.store], embedding_model=args.embedding_model
-    )
-    return stub.Rebuild(rebuild, metadata=metadata)
-
-
-_FINISHED = (admin_pb2.PASS_STATE_SUCCEEDED, admin_pb2.PASS_STATE_FAILED)
-
-
-def _progress(name: str, run: admin_pb2.PassRun | None) -> str:
-    """One pass of the followed run, as a line."""
-    if run is None or run.state == admin_pb2.PASS_STATE_PENDING:
-        return f"{name}: pending"
-    state = admin_pb2.PassState.Name(run.state).removeprefix("PASS_STATE_").lower()
-    if run.state == admin_pb2.PASS_STATE_RUNNING:
-        of = f"/{run.total}" if run.total else ""
-        return f"{name}: running, {run.phase or 'starting'} {run.done}{of} ({run.duration_s:.0f}s)"
-    changes = ", ".join(f"{c.kind} {c.count}" for c in run.changes) or "no change"
-    why = f": {run.error}" if run.error else ""
-    return f"{name}: {state} in {run.duration_s:.1f}s ({changes}){why}"
-
-
-async def _follow(
-    stub: Any,  # the aio AdminServiceStub
-    started: admin_pb2.ConsolidateResponse,
-    args: argparse.Namespace,
-    metadata: tuple[tuple[str, str], ...],
-) -> tuple[admin_pb2.ConsolidationStatusResponse, bool]:
-    """Poll until every pass of the run has finished, a line on stderr whenever one moves
-    on; the status of those passes, and whether all succeeded."""
-    request = admin_pb2.ConsolidationStatusRequest(tenant=args.tenant)
-    shown: dict[int, tuple[int, str, int]] = {}
-    while True:
-        status = await stub.ConsolidationStatus(request, metadata=metadata)
-        mine = {
-            p.mode: p.last_run
-            for p in status.passes
-            if p.mode in started.passes and p.last_run.run_id == started.run_id
-        }
-        for mode in started.passes:
-            run = mine.get(mode)
-            seen = (run.state, run.phase, run.done) if run is not None else (0, "", 0)
-            if shown.get(mode) != seen:
-                shown[mode] = seen
-                name = admin_pb2.ConsolidationMode.Name(mode).removeprefix("CONSOLIDATION_MODE_")
-                print(_progress(name.lower(), run), file=sys.stderr, flush=True)
-        if len(mine) == len(started.passes) and all(r.state in _FINISHED for r in mine.values()):
-            del status.passes[:]
-            del status.syncs[:]
-            status.passes.extend(admin_pb2.PassStatus(mode=m, last_run=r) for m, r in mine.items())
-            ok = all(r.state == admin_pb2.PASS_STATE_SUCCEEDED for r in mine.values())
-            return status, ok
-        await asyncio.sleep(args.poll)
-
-
-async def _run(args: argparse.Namespace) -> Message:
-    metadata = (("authorization", f"Bearer {args.token}"),)
-    async with _channel(args) as channel:
-        stub = gateway_pb2_grpc.MemoryServiceStub(channel)
-        call: Any
-        if args.cmd == "consolidate" and args.wait:
-            admin = admin_pb2_grpc.AdminServiceStub(channel)
-            started = await _admin_call(args, channel, metadata)
-            status, args.ok = await _follow(admin, started, args, metadata)
-            return status
-        if args.cmd in ("sync", "rebuild", "consolidate", "dead-letters"):
-            call = _admin_call(args, channel, metadata)
-        elif args.cmd == "store":
-            call = stub.Store(args.built, metadata=metadata)
-        elif args.cmd == "recall":
-            call = stub.Recall(args.built, metadata=metadata)
-        elif args.cmd == "get":
-            call = stub.Get(gateway_pb2.GetRequest(id=args.id), metadata=metadata)
-        elif args.cmd == "delete":
-            call = stub.Delete(gateway_pb2.DeleteRequest(id=args.id), metadata=metadata)
-        elif args.cmd == "related":
-            call = stub.Related(gateway_pb2.RelatedRequest(id=args.id), metadata=metadata)
-        elif args.cmd == "associate":
-            request_a = gateway_pb2.AssociateRequest(
-                source_id=args.source_id,
-                target_id=args.target_id,
-                type=args.type,
-                strength=args.strength,
-            )
-            call = stub.Associate(request_a, metadata=metadata)
-        else:
-            call = stub.Stats(gateway_pb2.StatsRequest(tenant=args.tenant), metadata=metadata)
-        reply: Message = await call
-        return reply
-
-
-async def _transfer(args: argparse.Namespace) -> int:
-    """export or import, progress on stderr; the exit code."""
-    metadata = (("authorization", f"Bearer {args.token}"),)
-    async with _channel(args) as channel:
-        stub = gateway_pb2_grpc.MemoryServiceStub(channel)
-        with transfer.progress_bar() as bar:
-            if args.cmd == "export":
-                request = gateway_pb2.ListRequest(
-                    tags=args.tag, types=args.type, include_archived=args.include_archived
-                )
-                with _opened(args.output, "w") as out:
-                    count = await transfer.export(stub, request, out, metadata, bar)
-                print(f"exported {count} memories", file=sys.stderr)
-                return 0
-            with _opened(args.file, "r") as source:
-                lines = transfer.read_lines(source)
-            done = await transfer.import_lines(stub, lines, args.batch_size, metadata, bar)
-    print(
-        f"imported {done.stored} memories ({done.duplicates} already there), "
-        f"{done.relations} relations ({done.skipped} to missing memories skipped)",
-        file=sys.stderr,
-    )
-    return 0
-
-
-def _opened(path: str, mode: str) -> AbstractContextManager[IO[str]]:
-    """The file, or stdout/stdin for "-" (left open: the interpreter owns them)."""
-    if path == "-":
-        return nullcontext(sys.stdout if mode == "w" else sys.stdin)
-    return open(path, mode, encoding="utf-8")
-
-
-def _run_transfer(args: argparse.Namespace) -> int:
+    if args.cmd == "delete-tenant" and not (args.dry_run or args.confirm):
+        parser.error("delete-tenant: --confirm TENANT (its name again), or --dry-run")
     try:
-        return asyncio.run(_transfer(args))
-    except grpc.aio.AioRpcError as err:
-        print(f"{err.code().name}: {err.details()}", file=sys.stderr)
-    except (OSError, ValueError, transfer.ImportFailed) as err:
-        print(f"{args.cmd}: {err}", file=sys.stderr)
-    return 1
+        if args.cmd in ("store", "update"):
+            args.fields = memory_fields(args)
+            if args.cmd == "store" and not args.fields.get("content"):
+                raise ValueError("content: give it as the argument or as `content` in --memory")
+        elif args.cmd == "recall":
+            args.fields = recall_fields(args)
+    except ValueError as err:
+        parser.error(str(err))
+
+
+def _failed(err: EngramError) -> str:
+    field = f" (field: {err.field})" if err.field else ""
+    return f"{err.code.name}: {err.message}{field}"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.cmd == "consolidate" and args.wait and (args.dry_run or args.mode == "status"):
-        parser.error(
-            "--wait follows a run: not with --dry-run (its report comes at once) or status"
-        )
-    args.ok = True
+    _check(parser, args)
     try:
-        args.credentials = flag_credentials(args)
-    except ValueError as err:  # a TlsError too: it names the flag
+        engram = _connect(args)
+    except (ValueError, OSError) as err:  # a bad ENGRAM_CA, ENGRAM_CERT or ENGRAM_KEY too
         parser.error(str(err))
-    if args.cmd in ("export", "import"):
-        return _run_transfer(args)
-    build = {"store": store_request, "recall": recall_request}.get(args.cmd)
-    if build is not None:
-        try:
-            args.built = build(args)
-        except ValueError as err:
-            parser.error(str(err))
     try:
-        reply = asyncio.run(_run(args))
-    except grpc.aio.AioRpcError as err:
-        print(f"{err.code().name}: {err.details()}", file=sys.stderr)
-        return 1
-    text = json.dumps(json_format.MessageToDict(reply), indent=2)
-    try:
-        print(text, flush=True)
-    except BrokenPipeError:  # the reader stopped early (`| head`): not a failure here
-        # stdout now goes nowhere, so the interpreter's last flush does not fail either.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0 if args.ok else 1
+        with engram:
+            return COMMANDS[args.cmd](engram, args)
+    except EngramError as err:
+        print(_failed(err), file=sys.stderr)
+    except (OSError, ValueError, transfer.ImportFailed) as err:
+        if isinstance(err, BrokenPipeError):  # the reader stopped early (`| head`): no failure
+            quiet_stdout()
+            return 0
+        print(f"{args.cmd}: {err}", file=sys.stderr)
+    except KeyboardInterrupt:  # how a subscription (or a long export) is meant to end
+        return 0 if args.cmd == "subscribe" else 130
+    return 1
 
 
 if __name__ == "__main__":

@@ -11,12 +11,11 @@ workers' and are derived again).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, Any
 
-import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 from rich.console import Console
@@ -32,12 +31,11 @@ from rich.progress import (
 from rich.text import Text
 
 from engram.common.v1 import common_pb2
-from engram.gateway.v1 import gateway_pb2
+from engram_client import DeadlineExceeded, Engram, NotFound
 
 FORMAT = "engram-export"
 VERSION = 1
 KEY_PREFIX = "import:"
-Metadata = tuple[tuple[str, str], ...]
 # Relations Associate does not take: the workers write them and derive them again.
 _SYSTEM_ORIGIN = "system"
 # How long import waits for its memories to be applied before relating them.
@@ -86,23 +84,20 @@ def _write(out: IO[str], value: dict[str, Any]) -> None:
     out.write(json.dumps(value, ensure_ascii=False, sort_keys=True) + "\n")
 
 
-async def export(
-    stub: Any, request: gateway_pb2.ListRequest, out: IO[str], metadata: Metadata, bar: Progress
-) -> int:
+def export(engram: Engram, filters: dict[str, Any], out: IO[str], bar: Progress) -> int:
     """Writes the header and every listed memory with its relations; the count written.
     The header's model is the first memory's (the live vector generation stamps each)."""
-    request.include_relations = True
     task = bar.add_task("export", total=None)
     count, started = 0, False
-    async for page in stub.List(request, metadata=metadata):
+    for page in engram.list_pages(include_relations=True, **filters):
         if not started:
             started = True
-            _write(out, header(page.memories[0].embedding_model if page.memories else ""))
+            _write(out, header(page.memories[0].proto.embedding_model if page.memories else ""))
         by_source: dict[str, list[dict[str, Any]]] = {}
         for r in page.relations:
-            by_source.setdefault(r.source_id, []).append(to_dict(r))
+            by_source.setdefault(r.source_id, []).append(to_dict(r.proto))
         for m in page.memories:
-            _write(out, {"memory": to_dict(m), "relations": by_source.get(m.id, [])})
+            _write(out, {"memory": to_dict(m.proto), "relations": by_source.get(m.id, [])})
         count += len(page.memories)
         bar.update(task, completed=count)
     if not started:
@@ -163,11 +158,6 @@ def read_lines(source: IO[str]) -> list[Line]:
     return out
 
 
-def _chunks(lines: Sequence[Line], size: int) -> Iterator[Sequence[Line]]:
-    for i in range(0, len(lines), size):
-        yield lines[i : i + size]
-
-
 @dataclass(frozen=True, slots=True)
 class Imported:
     stored: int  # new memories
@@ -176,62 +166,61 @@ class Imported:
     skipped: int = 0  # relations to a memory neither in the file nor already stored
 
 
-async def import_lines(
-    stub: Any, lines: Sequence[Line], batch: int, metadata: Metadata, bar: Progress
-) -> Imported:
-    stored = duplicates = 0
-    sequence = 0
+def fields_of(message: Message) -> dict[str, Any]:
+    """The fields set on ``message``, by name: the keyword arguments an SDK call takes."""
+    return {fd.name: value for fd, value in message.ListFields()}
+
+
+def import_lines(engram: Engram, lines: Sequence[Line], batch: int, bar: Progress) -> Imported:
     task = bar.add_task("memories", total=len(lines))
-    for chunk in _chunks(lines, batch):
-        request = gateway_pb2.StoreBatchRequest(
-            memories=[line.memory for line in chunk],
-            idempotency_keys=[KEY_PREFIX + line.memory.id for line in chunk],
+    items = [
+        {**fields_of(line.memory), "idempotency_key": KEY_PREFIX + line.memory.id} for line in lines
+    ]
+    done = engram.store_many(
+        items, batch_size=batch, progress=lambda p: bar.update(task, completed=p.done)
+    )
+    failed = done.failed
+    if failed:
+        raise ImportFailed(
+            f"{len(failed)} memories not stored ({failed[0].code}: "
+            f"{failed[0].message}); run the import again to finish it"
         )
-        reply = await stub.StoreBatch(request, metadata=metadata)
-        failed = [r for r in reply.results if r.code]
-        if failed:
-            raise ImportFailed(
-                f"{len(failed)} memories not stored ({failed[0].code}: "
-                f"{failed[0].message}); run the import again to finish it"
-            )
-        duplicates += sum(r.duplicate for r in reply.results)
-        stored += sum(not r.duplicate for r in reply.results)
-        sequence = max(sequence, reply.sequence)
-        bar.advance(task, len(chunk))
+    duplicates = sum(r.duplicate for r in done.results)
     relations = [r for line in lines for r in line.relations if r.origin != _SYSTEM_ORIGIN]
     if relations:
-        await _applied(stub, sequence, metadata)
-    skipped = await _relate(stub, relations, metadata, bar)
-    return Imported(stored, duplicates, len(relations) - skipped, skipped)
+        _applied(engram)
+    skipped = _relate(engram, relations, bar)
+    return Imported(len(lines) - duplicates, duplicates, len(relations) - skipped, skipped)
 
 
-async def _relate(
-    stub: Any, relations: Sequence[common_pb2.Relation], metadata: Metadata, bar: Progress
-) -> int:
+def _relate(engram: Engram, relations: Sequence[common_pb2.Relation], bar: Progress) -> int:
     """Associates each relation (the graph merges a repeat); the count whose other end is
     missing (a filtered export's edge out of it)."""
     skipped = 0
     task = bar.add_task("relations", total=len(relations))
     for r in relations:
-        request = gateway_pb2.AssociateRequest(
-            source_id=r.source_id, target_id=r.target_id, type=r.type, strength=r.strength
-        )
-        if r.HasField("properties"):
-            request.properties.CopyFrom(r.properties)
+        props = {"properties": r.properties} if r.HasField("properties") else {}
         try:
-            await stub.Associate(request, metadata=metadata)
-        except grpc.aio.AioRpcError as err:
-            if err.code() != grpc.StatusCode.NOT_FOUND:
-                raise
+            engram.associate(r.source_id, r.target_id, r.type, strength=r.strength, **props)
+        except NotFound:
             skipped += 1
         bar.advance(task)
     return skipped
 
 
-async def _applied(stub: Any, sequence: int, metadata: Metadata) -> None:
-    """Waits until the stores hold every imported memory: Associate looks both ends up."""
-    wait = gateway_pb2.RecallRequest(query="", limit=1, min_sequence=sequence)
-    await stub.Recall(wait, metadata=metadata, timeout=_APPLY_WAIT_S)
+def _applied(engram: Engram) -> None:
+    """Waits until the stores hold every imported memory (Associate looks both ends up):
+    a recall waits for the client's own writes, within a call's deadline, so a large import
+    takes a few."""
+    waited = 0.0
+    while True:
+        try:
+            engram.recall("", limit=1)
+            return
+        except DeadlineExceeded:
+            waited += engram.config.timeout_s
+            if waited >= _APPLY_WAIT_S:
+                raise
 
 
 class ImportFailed(Exception):

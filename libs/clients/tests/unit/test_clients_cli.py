@@ -61,6 +61,8 @@ class Admin(admin_pb2_grpc.AdminServiceServicer):
 
     def ListDeadLetters(self, request: Any, context: Any) -> Any:  # noqa: N802
         self.seen.append(request)
+        if request.after >= 4:
+            return admin_pb2.ListDeadLettersResponse(tenant="acme")
         letter = admin_pb2.DeadLetter(sequence=4, reason="tags: more than 64", store="lexical")
         return admin_pb2.ListDeadLettersResponse(tenant="acme", dead_letters=[letter], next_after=4)
 
@@ -115,14 +117,15 @@ def test_consolidate_runs_a_pass_or_shows_their_progress(
         main(["--addr", addr, "consolidate", "sleep"])
 
 
-def test_dead_letters_lists_a_page_and_replays_all_or_some(
+def test_dead_letters_lists_every_page_and_replays_all_or_some(
     admin: tuple[str, Admin], capsys: pytest.CaptureFixture[str]
 ) -> None:
     addr, fake = admin
     assert main(["--addr", addr, "dead-letters", "list", "--page-size", "10", "--after", "3"]) == 0
     out = capsys.readouterr().out
     assert '"reason": "tags: more than 64"' in out
-    assert '"nextAfter": "4"' in out
+    assert [r.after for r in fake.seen] == [3, 4]  # paged on until a page says it is the last
+    del fake.seen[1:]
     assert main(["--addr", addr, "dead-letters", "replay"]) == 0
     assert (
         main(["--addr", addr, "dead-letters", "replay", "--sequence", "4", "--sequence", "7"]) == 0

@@ -67,7 +67,7 @@ def test_ca_flag_or_env_reaches_a_tls_gateway(
     assert '"tenant": "acme"' in capsys.readouterr().out
     assert main(["--addr", tls_gateway, "stats"]) == 1  # plaintext
     assert "UNAVAILABLE" in capsys.readouterr().err
-    monkeypatch.setenv("ENGRAM_ADDR", tls_gateway)
+    monkeypatch.setenv("ENGRAM_ADDRESS", tls_gateway)
     monkeypatch.setenv("ENGRAM_CA", str(pki.ca_file))
     assert main(["stats"]) == 0
 
@@ -86,6 +86,7 @@ def test_cert_and_key_reach_a_gateway_that_requires_them(
     [
         (["--cert", "agent.crt"], "--cert and --key go together"),
         (["--ca", "/no/such/ca.pem"], "--ca: cannot read /no/such/ca.pem"),
+        (["--key", "agent.key"], "--cert and --key go together"),
     ],
 )
 def test_a_bad_tls_flag_is_a_usage_error_naming_it(

@@ -49,7 +49,7 @@ class Gateway(gateway_pb2_grpc.MemoryServiceServicer):
         self.keys: dict[str, str] = {}
         self.associated: list[Any] = []
         self.recalls: list[Any] = []
-        self.fail_item = -1
+        self.fail_id = ""  # a memory this gateway never acknowledges
 
     def List(self, request: Any, context: Any) -> Any:  # noqa: N802
         self.lists.append(request)
@@ -64,8 +64,8 @@ class Gateway(gateway_pb2_grpc.MemoryServiceServicer):
     def StoreBatch(self, request: Any, context: Any) -> Any:  # noqa: N802
         self.batches.append(request)
         results = []
-        for i, (m, key) in enumerate(zip(request.memories, request.idempotency_keys, strict=True)):
-            if i == self.fail_item:
+        for m, key in zip(request.memories, request.idempotency_keys, strict=True):
+            if m.id == self.fail_id:
                 results.append(gateway_pb2.StoreResult(code="UNAVAILABLE", message="log down"))
                 continue
             dup = key in self.keys
@@ -199,12 +199,16 @@ def test_an_item_not_stored_fails_the_import_and_says_to_run_it_again(
     addr, fake = gateway
     out = tmp_path / "acme.jsonl"
     run(addr, "export", "-o", str(out))
-    fake.fail_item = 1
+    fake.fail_id = B
     assert run(addr, "import", str(out)) == 1
     err = capsys.readouterr().err
     assert "1 memories not stored (UNAVAILABLE: log down)" in err
     assert "run the import again" in err
     assert fake.associated == []
+    # The SDK sent the unacknowledged item again under its key, and only it.
+    resent = [list(b.idempotency_keys) for b in fake.batches[1:]]
+    assert resent
+    assert all(keys == [f"import:{B}"] for keys in resent)
 
 
 @pytest.mark.parametrize(

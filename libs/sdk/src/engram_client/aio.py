@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
@@ -21,13 +22,17 @@ from engram_client.retry import RetryPolicy
 from engram_client.types import (
     Batch,
     DeadLetter,
+    DeletionStatus,
+    Event,
     Memory,
+    Page,
     Recalled,
     Related,
     Replayed,
     Run,
     Stats,
     Stored,
+    TenantDeletion,
     Written,
 )
 
@@ -46,16 +51,27 @@ class AsyncEngram:
         ca: str | None = None,
         cert: str | None = None,
         key: str | None = None,
+        server_name: str | None = None,
         timeout: float | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
         self.config = Config.resolve(
-            address, token, tls=tls, ca=ca, cert=cert, key=key, timeout_s=timeout, retry=retry
+            address,
+            token,
+            tls=tls,
+            ca=ca,
+            cert=cert,
+            key=key,
+            server_name=server_name,
+            timeout_s=timeout,
+            retry=retry,
         )
         creds = self.config.credentials()
         address = self.config.address
         self._channel = (
-            grpc.aio.secure_channel(address, creds) if creds else grpc.aio.insecure_channel(address)
+            grpc.aio.secure_channel(address, creds, self.config.options)
+            if creds
+            else grpc.aio.insecure_channel(address)
         )
         self._stubs: dict[str, Any] = {
             "memory": gateway_pb2_grpc.MemoryServiceStub(self._channel),
@@ -155,16 +171,74 @@ class AsyncEngram:
     ) -> Written:
         return await self._run(ops.associate(source_id, target_id, type, fields))
 
-    async def related(self, id: str, **fields: Any) -> list[Related]:
+    async def related(self, id: str, **fields: Any) -> builtins.list[Related]:
         return await self._run(ops.related(id, fields))
 
     async def stats(self, tenant: str = "") -> Stats:
         return await self._run(ops.stats(tenant))
 
+    async def list(self, **filters: Any) -> AsyncGenerator[Memory, None]:
+        async for page in self.list_pages(**filters):
+            for memory in page.memories:
+                yield memory
+
+    async def list_pages(self, **filters: Any) -> AsyncGenerator[Page, None]:
+        cursor = str(filters.pop("cursor", "") or "")
+        resume = ops.Resume(self.config.retry)
+        while True:
+            request = ops.list_request(filters, cursor)
+            call = self._stubs["memory"].List(
+                request, timeout=self.config.timeout_s, metadata=self.config.metadata
+            )
+            try:
+                async for reply in call:
+                    page = Page.of(reply)
+                    resume.moved()
+                    yield page
+                    cursor = page.cursor
+                    if not cursor:
+                        return
+                return
+            except grpc.aio.AioRpcError as exc:
+                await self._pause(resume, exc)
+            finally:
+                call.cancel()
+
+    async def subscribe(
+        self,
+        *,
+        tags: Iterable[str] = (),
+        types: Iterable[str] = (),
+        after_sequence: int | None = None,
+    ) -> AsyncGenerator[Event, None]:
+        tags, types = tuple(tags), tuple(types)
+        resume = ops.Resume(self.config.retry)
+        after = after_sequence
+        while True:
+            request = ops.subscribe_request(tags, types, after)
+            call = self._stubs["memory"].Subscribe(request, metadata=self.config.metadata)
+            try:
+                async for reply in call:
+                    event = Event.of(reply)
+                    resume.moved()
+                    after = event.sequence
+                    yield event
+                return
+            except grpc.aio.AioRpcError as exc:
+                await self._pause(resume, exc)
+            finally:
+                call.cancel()
+
+    async def _pause(self, resume: ops.Resume, exc: grpc.aio.AioRpcError) -> None:
+        err = from_call(cast(FailedCall, exc))
+        wait = resume.pause(err)
+        if wait < 0:
+            raise err from None
+        await asyncio.sleep(wait)
+
     async def dead_letters(
-        self, *, tenant: str = "", page_size: int = 100
+        self, *, tenant: str = "", page_size: int = 100, after: int = 0
     ) -> AsyncIterator[DeadLetter]:
-        after = 0
         while True:
             letters, after = await self._run(ops.dead_letters(tenant, page_size, after))
             for letter in letters:
@@ -189,6 +263,20 @@ class AsyncEngram:
         self, stores: Iterable[str] = (), *, dry_run: bool = False, tenant: str = ""
     ) -> Run:
         return await self._run(ops.sync(stores, dry_run, tenant))
+
+    async def rebuild(self, store: str, *, embedding_model: str = "") -> Run:
+        return await self._run(ops.rebuild(store, embedding_model))
+
+    async def rebuild_status(self, tenant: str = "") -> admin_pb2.RebuildStatusResponse:
+        return await self._run(ops.rebuild_status(tenant))
+
+    async def delete_tenant(
+        self, tenant: str, *, confirm: str = "", dry_run: bool = False
+    ) -> TenantDeletion:
+        return await self._run(ops.delete_tenant(tenant, confirm, dry_run))
+
+    async def delete_tenant_status(self, tenant: str, sequence: int) -> DeletionStatus:
+        return await self._run(ops.delete_tenant_status(tenant, sequence))
 
     async def close(self) -> None:
         await self._channel.close()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import builtins
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
@@ -20,13 +21,17 @@ from engram_client.retry import RetryPolicy
 from engram_client.types import (
     Batch,
     DeadLetter,
+    DeletionStatus,
+    Event,
     Memory,
+    Page,
     Recalled,
     Related,
     Replayed,
     Run,
     Stats,
     Stored,
+    TenantDeletion,
     Written,
 )
 
@@ -46,16 +51,27 @@ class Engram:
         ca: str | None = None,
         cert: str | None = None,
         key: str | None = None,
+        server_name: str | None = None,
         timeout: float | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
         self.config = Config.resolve(
-            address, token, tls=tls, ca=ca, cert=cert, key=key, timeout_s=timeout, retry=retry
+            address,
+            token,
+            tls=tls,
+            ca=ca,
+            cert=cert,
+            key=key,
+            server_name=server_name,
+            timeout_s=timeout,
+            retry=retry,
         )
         creds = self.config.credentials()
         address = self.config.address
         self._channel = (
-            grpc.secure_channel(address, creds) if creds else grpc.insecure_channel(address)
+            grpc.secure_channel(address, creds, self.config.options)
+            if creds
+            else grpc.insecure_channel(address)
         )
         self._stubs: dict[str, Any] = {
             "memory": gateway_pb2_grpc.MemoryServiceStub(self._channel),
@@ -171,18 +187,88 @@ class Engram:
         """Relate two memories (strength, properties)."""
         return self._run(ops.associate(source_id, target_id, type, fields))
 
-    def related(self, id: str, **fields: Any) -> list[Related]:
+    def related(self, id: str, **fields: Any) -> builtins.list[Related]:
         """Memories reachable over relations (depth, types, limit)."""
         return self._run(ops.related(id, fields))
 
     def stats(self, tenant: str = "") -> Stats:
         return self._run(ops.stats(tenant))
 
+    def list(self, **filters: Any) -> Generator[Memory, None, None]:
+        """Every memory of the tenant that passes the filters (ListRequest's fields: tags,
+        tag_mode, types, start, end, include_archived, page_size, cursor, ...), in the
+        store's scan order, a page at a time."""
+        for page in self.list_pages(**filters):
+            yield from page.memories
+
+    def list_pages(self, **filters: Any) -> Generator[Page, None, None]:
+        """The listing page by page, with each page's cursor (and its relations with
+        include_relations=True): what an export writes. A stream that breaks is opened
+        again after the last cursor received."""
+        cursor = str(filters.pop("cursor", "") or "")
+        resume = ops.Resume(self.config.retry)
+        while True:
+            request = ops.list_request(filters, cursor)
+            call = self._stubs["memory"].List(
+                request, timeout=self.config.timeout_s, metadata=self.config.metadata
+            )
+            try:
+                for reply in call:
+                    page = Page.of(reply)
+                    resume.moved()
+                    yield page
+                    cursor = page.cursor
+                    if not cursor:
+                        return
+                return
+            except grpc.RpcError as exc:
+                self._pause(resume, exc)
+            finally:
+                call.cancel()
+
+    def subscribe(
+        self,
+        *,
+        tags: Iterable[str] = (),
+        types: Iterable[str] = (),
+        after_sequence: int | None = None,
+    ) -> Generator[Event, None, None]:
+        """The tenant's memory events, live, until the iteration stops or the gateway ends
+        the stream. With ``after_sequence`` the log's events after it come first (0: all
+        of them); ``tags``/``types`` filter the events that carry a memory. A stream that
+        breaks is opened again after the last event received."""
+        tags, types = tuple(tags), tuple(types)
+        resume = ops.Resume(self.config.retry)
+        after = after_sequence
+        while True:
+            request = ops.subscribe_request(tags, types, after)
+            call = self._stubs["memory"].Subscribe(request, metadata=self.config.metadata)
+            try:
+                for reply in call:
+                    event = Event.of(reply)
+                    resume.moved()
+                    after = event.sequence
+                    yield event
+                return
+            except grpc.RpcError as exc:
+                self._pause(resume, exc)
+            finally:
+                call.cancel()
+
+    def _pause(self, resume: ops.Resume, exc: grpc.RpcError) -> None:
+        err = from_call(cast(FailedCall, exc))
+        wait = resume.pause(err)
+        if wait < 0:
+            raise err from None
+        time.sleep(wait)
+
     # AdminService: what a tenant admin may call for its own tenant.
 
-    def dead_letters(self, *, tenant: str = "", page_size: int = 100) -> Iterator[DeadLetter]:
-        """The tenant's dead letters, oldest first, fetched a page at a time."""
-        after = 0
+    def dead_letters(
+        self, *, tenant: str = "", page_size: int = 100, after: int = 0
+    ) -> Iterator[DeadLetter]:
+        """The tenant's dead letters after sequence ``after``, oldest first, fetched a page
+        at a time."""
         while True:
             letters, after = self._run(ops.dead_letters(tenant, page_size, after))
             yield from letters
@@ -200,6 +286,27 @@ class Engram:
 
     def sync(self, stores: Iterable[str] = (), *, dry_run: bool = False, tenant: str = "") -> Run:
         return self._run(ops.sync(stores, dry_run, tenant))
+
+    # AdminService: a cluster-admin token's (tenant "*").
+
+    def rebuild(self, store: str, *, embedding_model: str = "") -> Run:
+        """Rebuild "vector", "lexical" or "graph" from the log (a new embedding model with
+        embedding_model, vector only)."""
+        return self._run(ops.rebuild(store, embedding_model))
+
+    def rebuild_status(self, tenant: str = "") -> admin_pb2.RebuildStatusResponse:
+        return self._run(ops.rebuild_status(tenant))
+
+    def delete_tenant(
+        self, tenant: str, *, confirm: str = "", dry_run: bool = False
+    ) -> TenantDeletion:
+        """Erase every memory, relation and trace of ``tenant``; ``confirm`` repeats its
+        name (a dry run needs none and only counts what would go)."""
+        return self._run(ops.delete_tenant(tenant, confirm, dry_run))
+
+    def delete_tenant_status(self, tenant: str, sequence: int) -> DeletionStatus:
+        """Whether the deletion whose reply had ``sequence`` is applied in every store."""
+        return self._run(ops.delete_tenant_status(tenant, sequence))
 
     def close(self) -> None:
         self._channel.close()

@@ -28,6 +28,7 @@ class Config:
     ca: str | None = None  # PEM file of the roots to trust
     cert: str | None = None  # client certificate (PEM) for mTLS, with key
     key: str | None = None
+    server_name: str | None = None  # what the server's certificate names, if not the host
     timeout_s: float = DEFAULT_TIMEOUT_S  # per call, retries included
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
@@ -41,12 +42,14 @@ class Config:
         ca: str | None = None,
         cert: str | None = None,
         key: str | None = None,
+        server_name: str | None = None,
         timeout_s: float | None = None,
         retry: RetryPolicy | None = None,
         env: Mapping[str, str] | None = None,
     ) -> Config:
         """Each setting from its argument, else ENGRAM_ADDRESS (or ENGRAM_ADDR), ENGRAM_TOKEN,
-        ENGRAM_TLS, ENGRAM_CA, ENGRAM_CERT, ENGRAM_KEY, ENGRAM_TIMEOUT, else the default."""
+        ENGRAM_TLS, ENGRAM_CA, ENGRAM_CERT, ENGRAM_KEY, ENGRAM_SERVER_NAME, ENGRAM_TIMEOUT,
+        else the default."""
         env = os.environ if env is None else env
         ca = ca or env.get("ENGRAM_CA") or None
         cert = cert or env.get("ENGRAM_CERT") or None
@@ -66,6 +69,7 @@ class Config:
             ca=ca,
             cert=cert,
             key=key,
+            server_name=server_name or env.get("ENGRAM_SERVER_NAME") or None,
             timeout_s=timeout or DEFAULT_TIMEOUT_S,
             retry=retry or RetryPolicy(),
         )
@@ -79,6 +83,13 @@ class Config:
             private_key=_read(self.key),
             certificate_chain=_read(self.cert),
         )
+
+    @property
+    def options(self) -> list[tuple[str, str]]:
+        """Channel options: the name the server's certificate is checked against."""
+        if self.tls and self.server_name:
+            return [("grpc.ssl_target_name_override", self.server_name)]
+        return []
 
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:

@@ -51,12 +51,12 @@ def _set(message: Message, fd: Any, value: Any) -> None:
         target.extend(_scalar(fd, v) for v in value)
     elif fd.message_type is None:
         setattr(message, fd.name, _scalar(fd, value))
+    elif isinstance(value, Message):
+        target.CopyFrom(value)
     elif fd.message_type.full_name == "google.protobuf.Timestamp":
         target.CopyFrom(timestamp(value))
     elif fd.message_type.full_name == "google.protobuf.Struct":
         target.CopyFrom(struct(value))
-    elif isinstance(value, Message):
-        target.CopyFrom(value)
     else:
         fill(target, value)
 
@@ -82,8 +82,13 @@ def enum_value(enum: EnumDescriptor, value: Any) -> int:
 
 
 def timestamp(value: datetime | str) -> Timestamp:
-    """A Timestamp from a datetime (naive = UTC) or an ISO-8601 string."""
-    when = datetime.fromisoformat(value) if isinstance(value, str) else value
+    """A Timestamp from a datetime (naive = UTC) or an ISO-8601 string ("Z" too: what an
+    export writes, which Python 3.10's fromisoformat does not read)."""
+    if isinstance(value, str):
+        value = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
+        when = datetime.fromisoformat(value)
+    else:
+        when = value
     ts = Timestamp()
     ts.FromDatetime(_aware(when))
     return ts

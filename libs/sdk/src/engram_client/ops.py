@@ -8,13 +8,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+import grpc
 from google.protobuf.field_mask_pb2 import FieldMask
 
 from engram.gateway.v1 import admin_pb2, gateway_pb2
 from engram_client import convert
+from engram_client.errors import EngramError
+from engram_client.retry import RetryPolicy
 from engram_client.types import (
     Batch,
     DeadLetter,
+    DeletionStatus,
     Memory,
     Recalled,
     Related,
@@ -22,6 +26,7 @@ from engram_client.types import (
     Run,
     Stats,
     Stored,
+    TenantDeletion,
     Written,
 )
 
@@ -105,10 +110,48 @@ def stats(tenant: str = "") -> Op[Stats]:
     return Op("memory", "Stats", gateway_pb2.StatsRequest(tenant=tenant), True, Stats.of)
 
 
-# Paging. A server-streaming MemoryService.List (filters like Recall's, ordered by
-# sequence, resumable by a cursor) belongs here beside dead_letters once the proto has
-# it: an Op whose parse yields (memories, cursor), and a `list` method in both clients
-# that resumes from the last cursor after a retryable failure instead of starting over.
+# Server streams (List, Subscribe) are read as iterators; a stream that breaks is opened
+# again from where it stopped (the last cursor or sequence), never from the start.
+
+
+def list_request(fields: dict[str, Any], cursor: str) -> gateway_pb2.ListRequest:
+    request = convert.fill(gateway_pb2.ListRequest(), fields)
+    request.cursor = cursor
+    return request
+
+
+def subscribe_request(
+    tags: Iterable[str], types: Iterable[str], after_sequence: int | None
+) -> gateway_pb2.SubscribeRequest:
+    request = gateway_pb2.SubscribeRequest(tags=list(tags), types=list(types))
+    if after_sequence is not None:  # unset means "only what comes after the call"
+        request.after_sequence = after_sequence
+    return request
+
+
+class Resume:
+    """When to open a broken stream again. Only failures in a row count against the retry
+    policy's attempts: a stream that delivered something since its last failure starts
+    afresh. A deadline that ends a stream which was moving is no failure either (a long
+    listing outlives one call's timeout), so it reopens at once."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self._policy = policy
+        self._failures = 0
+        self._moved = False
+
+    def moved(self) -> None:
+        self._moved = True
+
+    def pause(self, err: EngramError) -> float:
+        """Seconds to wait before opening the stream again, or -1 to give up."""
+        moved, self._moved = self._moved, False
+        if moved:
+            self._failures = 0
+            if err.code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                return 0.0
+        self._failures += 1
+        return self._policy.pause(err, True, self._failures, float("inf"))
 
 
 def dead_letters(tenant: str, page_size: int, after: int) -> Op[tuple[list[DeadLetter], int]]:
@@ -148,3 +191,27 @@ def sync(stores: Iterable[str | int], dry_run: bool, tenant: str) -> Op[Run]:
         admin_pb2.SyncRequest(), {"stores": list(stores), "dry_run": dry_run, "tenant": tenant}
     )
     return Op("admin", "Sync", request, False, lambda r: Run(r.run_id, r))
+
+
+def rebuild(store: str | int, embedding_model: str) -> Op[Run]:
+    request = convert.fill(
+        admin_pb2.RebuildRequest(), {"store": store, "embedding_model": embedding_model}
+    )
+    # A second request waits for the first and then rebuilds again: not repeated.
+    return Op("admin", "Rebuild", request, False, lambda r: Run(r.run_id, r))
+
+
+def rebuild_status(tenant: str) -> Op[admin_pb2.RebuildStatusResponse]:
+    request = admin_pb2.RebuildStatusRequest(tenant=tenant)
+    return Op("admin", "RebuildStatus", request, True, lambda r: r)
+
+
+def delete_tenant(tenant: str, confirm: str, dry_run: bool) -> Op[TenantDeletion]:
+    request = admin_pb2.DeleteTenantRequest(tenant=tenant, confirm=confirm, dry_run=dry_run)
+    # A repeat writes a second tombstone: harmless, but not what one call asked for.
+    return Op("admin", "DeleteTenant", request, dry_run, TenantDeletion.of)
+
+
+def delete_tenant_status(tenant: str, sequence: int) -> Op[DeletionStatus]:
+    request = admin_pb2.DeleteTenantStatusRequest(tenant=tenant, sequence=sequence)
+    return Op("admin", "DeleteTenantStatus", request, True, DeletionStatus.of)

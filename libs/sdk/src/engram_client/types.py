@@ -198,7 +198,99 @@ class Replayed:
 
 @dataclass(frozen=True)
 class Run:
-    """A consolidation or sync request in the log; dry runs carry their reports."""
+    """A consolidation, sync or rebuild request in the log; dry runs carry their reports."""
 
     run_id: str
-    proto: admin_pb2.ConsolidateResponse | admin_pb2.SyncResponse
+    proto: admin_pb2.ConsolidateResponse | admin_pb2.SyncResponse | admin_pb2.RebuildResponse
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A typed edge from one memory to another; origin "user" (Associate) or "system"."""
+
+    source_id: str
+    target_id: str
+    type: str
+    strength: float
+    properties: dict[str, Any]
+    origin: str
+    created_at: datetime | None
+    proto: common_pb2.Relation
+
+    @classmethod
+    def of(cls, r: common_pb2.Relation) -> Relation:
+        props = MessageToDict(r.properties)
+        at = _when(r, "created_at")
+        return cls(r.source_id, r.target_id, r.type, r.strength, props, r.origin, at, r)
+
+
+@dataclass(frozen=True)
+class Page:
+    """One message of a List: memories, the relations that start at them (with
+    include_relations) and the cursor that resumes after it ("" after the last)."""
+
+    memories: tuple[Memory, ...]
+    relations: tuple[Relation, ...]
+    cursor: str
+    proto: gateway_pb2.ListResponse
+
+    @classmethod
+    def of(cls, r: gateway_pb2.ListResponse) -> Page:
+        memories = tuple(Memory.of(m) for m in r.memories)
+        return cls(memories, tuple(Relation.of(x) for x in r.relations), r.cursor, r)
+
+
+_KIND = gateway_pb2.SubscribeResponse.Kind
+
+
+@dataclass(frozen=True)
+class Event:
+    """One change of the tenant's memories, as the log holds it. ``kind``: "stored",
+    "updated", "deleted", "relation_added", "relation_removed" or "tenant_deleted"."""
+
+    sequence: int  # resume after it: subscribe(after_sequence=event.sequence)
+    kind: str
+    memory_id: str  # the memory, or a relation's source
+    memory: Memory | None  # stored and updated: the memory as it now is
+    relation: Relation | None  # relation added or removed
+    proto: gateway_pb2.SubscribeResponse
+
+    @classmethod
+    def of(cls, r: gateway_pb2.SubscribeResponse) -> Event:
+        kind = "" if r.kind == 0 else _KIND.Name(r.kind).lower().removeprefix("memory_")
+        memory = Memory.of(r.memory) if r.HasField("memory") else None
+        relation = Relation.of(r.relation) if r.HasField("relation") else None
+        return cls(r.sequence, kind, r.memory_id, memory, relation, r)
+
+
+@dataclass(frozen=True)
+class TenantDeletion:
+    """A DeleteTenant reply: the tombstone's sequence (0 on a dry run) and what each store
+    held (a dry run: what would go)."""
+
+    tenant: str
+    dry_run: bool
+    sequence: int
+    counts: dict[str, int]
+    proto: admin_pb2.DeleteTenantResponse
+
+    @classmethod
+    def of(cls, r: admin_pb2.DeleteTenantResponse) -> TenantDeletion:
+        counts = {c.store: c.count for c in r.counts}
+        return cls(r.tenant, r.dry_run, r.sequence, counts, r)
+
+
+@dataclass(frozen=True)
+class DeletionStatus:
+    """Whether a tenant's deletion is applied everywhere, with what the stores hold now."""
+
+    tenant: str
+    sequence: int
+    applied: bool
+    counts: dict[str, int]
+    proto: admin_pb2.DeleteTenantStatusResponse
+
+    @classmethod
+    def of(cls, r: admin_pb2.DeleteTenantStatusResponse) -> DeletionStatus:
+        counts = {c.store: c.count for c in r.counts}
+        return cls(r.tenant, r.sequence, r.applied, counts, r)

@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 import pytest
 
+from engram.common.v1 import common_pb2
 from engram.gateway.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 
 
@@ -31,6 +32,19 @@ class Script:
     # StoreBatch: item codes to answer per call (one list per call, "" = stored).
     item_codes: list[list[str]] = field(default_factory=list)
     letters: list[int] = field(default_factory=list)  # dead-letter sequences held
+    held: list[str] = field(default_factory=list)  # memory ids List pages through, in order
+    events: list[int] = field(default_factory=list)  # sequences Subscribe sends, in order
+    # Per stream call, in order: how many messages it sends before breaking (UNAVAILABLE).
+    breaks: dict[str, list[int]] = field(default_factory=dict)
+
+    def stream(self, method: str, replies: list[Any], context: grpc.ServicerContext) -> Any:
+        """The replies of a server stream, broken where the script says."""
+        pending = self.breaks.get(method) or []
+        cut = pending.pop(0) if pending else -1
+        for i, reply in enumerate(replies):
+            if i == cut:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "stream broke")
+            yield reply
 
     def enter(self, method: str, request: Any, context: grpc.ServicerContext) -> None:
         self.calls.append((method, request, dict(context.invocation_metadata())))  # type: ignore[arg-type]
@@ -91,6 +105,37 @@ class FakeMemory(gateway_pb2_grpc.MemoryServiceServicer):
         self.s.enter("Update", request, context)
         return gateway_pb2.UpdateResponse(id=request.id, sequence=self.s.next_sequence())
 
+    def List(self, request: Any, context: Any) -> Any:  # noqa: N802
+        """Pages of page_size ids after the cursor (the previous page's last id)."""
+        self.s.enter("List", request, context)
+        held = self.s.held
+        start = held.index(request.cursor) + 1 if request.cursor else 0
+        size = request.page_size or 100
+        pages = []
+        for at in range(start, len(held), size):
+            ids = held[at : at + size]
+            last = at + size >= len(held)
+            memories = [common_pb2.Memory(id=i) for i in ids]
+            relations = [common_pb2.Relation(source_id=ids[0], target_id=ids[-1], type="LEADS_TO")]
+            cursor = "" if last else ids[-1]
+            page = gateway_pb2.ListResponse(memories=memories, relations=relations, cursor=cursor)
+            pages.append(page)
+        yield from self.s.stream("List", pages or [gateway_pb2.ListResponse()], context)
+
+    def Subscribe(self, request: Any, context: Any) -> Any:  # noqa: N802
+        """The scripted events after after_sequence (all when unset), then the end."""
+        self.s.enter("Subscribe", request, context)
+        after = request.after_sequence if request.HasField("after_sequence") else 0
+        kind = gateway_pb2.SubscribeResponse.MEMORY_STORED
+        replies = [
+            gateway_pb2.SubscribeResponse(
+                sequence=q, kind=kind, memory_id=f"m{q}", memory=common_pb2.Memory(id=f"m{q}")
+            )
+            for q in self.s.events
+            if q > after
+        ]
+        yield from self.s.stream("Subscribe", replies, context)
+
 
 class FakeAdmin(admin_pb2_grpc.AdminServiceServicer):
     def __init__(self, script: Script) -> None:
@@ -105,6 +150,29 @@ class FakeAdmin(admin_pb2_grpc.AdminServiceServicer):
             dead_letters=[admin_pb2.DeadLetter(sequence=q, reason="refused") for q in page],
             next_after=page[-1] if more else 0,
         )
+
+    def DeleteTenant(self, request: Any, context: Any) -> Any:  # noqa: N802
+        self.s.enter("DeleteTenant", request, context)
+        counts = [admin_pb2.TenantCount(store="vector", count=3)]
+        sequence = 0 if request.dry_run else self.s.next_sequence()
+        return admin_pb2.DeleteTenantResponse(
+            tenant=request.tenant, dry_run=request.dry_run, sequence=sequence, counts=counts
+        )
+
+    def DeleteTenantStatus(self, request: Any, context: Any) -> Any:  # noqa: N802
+        self.s.enter("DeleteTenantStatus", request, context)
+        counts = [admin_pb2.TenantCount(store="vector", count=0)]
+        return admin_pb2.DeleteTenantStatusResponse(
+            tenant=request.tenant, sequence=request.sequence, applied=True, counts=counts
+        )
+
+    def Rebuild(self, request: Any, context: Any) -> Any:  # noqa: N802
+        self.s.enter("Rebuild", request, context)
+        return admin_pb2.RebuildResponse(run_id="rb1")
+
+    def RebuildStatus(self, request: Any, context: Any) -> Any:  # noqa: N802
+        self.s.enter("RebuildStatus", request, context)
+        return admin_pb2.RebuildStatusResponse(tenant=request.tenant)
 
 
 def serve(script: Script, port_spec: str = "127.0.0.1:0", creds: Any = None) -> tuple[Any, int]:

@@ -8,6 +8,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2
@@ -137,6 +138,12 @@ def test_dead_letters_page_until_the_last(fake: Any) -> None:
     assert [r.after for r in fake.script.of("ListDeadLetters")] == [0, 5, 13]
 
 
+def test_dead_letters_start_after_a_sequence(fake: Any) -> None:
+    fake.script.letters = [3, 5, 8, 13]
+    with Engram(fake.address, retry=FAST) as engram:
+        assert [d.sequence for d in engram.dead_letters(after=5)] == [8, 13]
+
+
 async def test_the_async_client_retries_and_reads_its_writes(fake: Any) -> None:
     fake.fail("Store", grpc.StatusCode.UNAVAILABLE, times=2)
     fake.script.letters = [1, 2, 3]
@@ -150,3 +157,13 @@ async def test_the_async_client_retries_and_reads_its_writes(fake: Any) -> None:
     assert fake.script.of("Recall")[0].min_sequence == 1
     assert out.stored == 3
     assert letters == [1, 2, 3]
+
+
+def test_times_are_taken_as_rfc3339_strings_or_as_messages(fake: Any) -> None:
+    # An export writes "...Z", which Python 3.10's fromisoformat does not read.
+    at = Timestamp(seconds=1_700_000_000)
+    with Engram(fake.address, retry=FAST) as engram:
+        engram.store("a", timestamp="2023-11-14T22:13:20Z", t_valid=at)
+    (sent,) = fake.script.of("Store")
+    assert sent.memory.timestamp == at
+    assert sent.memory.t_valid == at

@@ -53,3 +53,24 @@ def test_mtls_needs_the_client_certificate(ca: trustme.CA, serve_fake: Any, tmp_
     ) as engram:
         engram.store("over mtls")
     assert len(script.of("Store")) == 1
+
+
+def test_server_name_checks_the_certificate_against_another_name(
+    ca: trustme.CA, serve_fake: Any, tmp_path: Path
+) -> None:
+    cert = ca.issue_cert("gateway.internal")  # not the address dialled
+    creds = grpc.ssl_server_credentials(
+        [(cert.private_key_pem.bytes(), cert.cert_chain_pems[0].bytes())]
+    )
+    script, port = serve_fake(creds)
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    once = RetryPolicy(attempts=1)
+    with (
+        Engram(f"127.0.0.1:{port}", ca=str(ca_file), retry=once, timeout=5) as plain,
+        pytest.raises(Unavailable),
+    ):
+        plain.store("refused: the certificate names another host")
+    with Engram(f"127.0.0.1:{port}", ca=str(ca_file), server_name="gateway.internal") as named:
+        named.store("accepted")
+    assert len(script.of("Store")) == 1

@@ -80,7 +80,7 @@ async def _cli(stack: DevStack, token: str, *argv: str) -> str:
         sys.executable,
         "-m",
         "engram_clients.cli",
-        "--addr",
+        "--address",
         stack.gateway_address,
         "--token",
         token,
