@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from engram_core.entities import EntityRules
 from engram_core.lexicon import (
@@ -23,7 +23,8 @@ from engram_core.lexicon import (
     parse_lexicon,
     shipped_text,
 )
-from engram_core.profiles import CONVERSATION, PROFILES, profile_named
+from engram_core.profiles import CONVERSATION, profile_named
+from engram_platform.settings import ProfileName
 
 
 class EntitySettings(BaseModel):
@@ -31,7 +32,7 @@ class EntitySettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    profile: str = Field(
+    profile: ProfileName = Field(
         CONVERSATION,
         description="Profile whose extraction rules apply: conversation (speaker prefixes "
         "name people; chat-topic concepts) or default (recommended for data that is not chat "
@@ -43,13 +44,6 @@ class EntitySettings(BaseModel):
         "concepts.txt, …: one 'Name | alias' a line) replacing the shipped ones of the same "
         "name; unset = the shipped lexicons.",
     )
-
-    @field_validator("profile")
-    @classmethod
-    def _known_profile(cls, name: str) -> str:
-        if name not in PROFILES:
-            raise ValueError(f"unknown profile {name!r}; known: {', '.join(sorted(PROFILES))}")
-        return name
 
     def rules(self) -> EntityRules:
         """The rules these settings name; LexiconError names a bad file and line."""
