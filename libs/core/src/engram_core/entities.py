@@ -46,6 +46,7 @@ from engram_core.lexicon import (
     slugify,
 )
 from engram_core.model import Entity
+from engram_core.profiles import CONVERSATION, PROFILES, Profile
 
 __all__ = [
     "CONCEPTS",
@@ -55,6 +56,7 @@ __all__ = [
     "PROJECTS",
     "TOOLS",
     "EntityRules",
+    "builtin_rules",
     "conversation_rules",
     "extract_entities",
     "slugify",
@@ -374,9 +376,13 @@ class EntityRules:
     speaker_names: bool = True
 
 
+def builtin_rules(profile: Profile) -> EntityRules:
+    """The profile's rules over the shipped lexicon (a deployment's: engram_platform)."""
+    return EntityRules(builtin_lexicon(profile.concepts), profile.speaker_names)
+
+
 def conversation_rules() -> EntityRules:
-    """The shipped lexicon with the conversation concepts, speaker prefixes on."""
-    return EntityRules(builtin_lexicon("concepts.conversation"), speaker_names=True)
+    return builtin_rules(PROFILES[CONVERSATION])
 
 
 def extract_entities(text: str, rules: EntityRules | None = None) -> list[Entity]:
