@@ -119,8 +119,9 @@ class LocalRanker:
         timeout: float | None = None,
         focus: Any = None,
         recency_bias: Any = None,
+        profile: str = "",
     ) -> list[Any]:
-        params = self._ranker.params(fusion, limit, {})
+        params = self._ranker.params(fusion, limit, {}, profile)
         return self._ranker.rank(
             candidates, params, text=query, tags=query_tags, focus=focus, recency_bias=recency_bias
         )

@@ -30,6 +30,7 @@ class ScoringClient:
         timeout: float | None = None,
         focus: common_pb2.Focus | None = None,
         recency_bias: int = common_pb2.RECENCY_BIAS_UNSPECIFIED,
+        profile: str = "",
     ) -> list[common_pb2.ScoredMemory]:
         request = scoring_pb2.RankRequest(
             query=query,
@@ -40,6 +41,7 @@ class ScoringClient:
             query_tags=list(query_tags),
             focus=focus,
             recency_bias=recency_bias,  # type: ignore[arg-type]
+            profile=profile,
         )
         async with translate_errors(NAME):
             reply = await self._stub.Rank(request, timeout=timeout)

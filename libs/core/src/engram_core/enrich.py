@@ -7,14 +7,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engram_core.entities import extract_entities
+from engram_core.entities import EntityRules, extract_entities
 from engram_core.limits import entity_tag_room
 from engram_core.model import Entity, Memory
 from engram_core.tags import normalise_tag, tag_prefixes, tag_problem
 
 
-def enrich(memory: Memory, sequence: int, embedding_model: str) -> tuple[Memory, list[Entity]]:
-    """Re-extract entities from the content and make the tags agree with them.
+def enrich(
+    memory: Memory, sequence: int, embedding_model: str, rules: EntityRules | None = None
+) -> tuple[Memory, list[Entity]]:
+    """Re-extract entities from the content (with ``rules``, by default the conversation
+    profile's) and make the tags agree with them.
 
     An updated memory arrives whole, with the entity tags of its previous extraction;
     those (named by its ``entities``) are dropped first so an entity no longer in the
@@ -31,7 +34,7 @@ def enrich(memory: Memory, sequence: int, embedding_model: str) -> tuple[Memory,
         norm = normalise_tag(tag)
         if norm and norm not in previous:
             tags[norm] = None
-    entities = _within_room(extract_entities(memory.content), tags)
+    entities = _within_room(extract_entities(memory.content, rules), tags)
     tags.update(dict.fromkeys(e.tag for e in entities))
     enriched = replace(
         memory,

@@ -1,21 +1,22 @@
 """Rule-based entity extraction (DESIGN §2): text → ``Entity(kind, slug, name)``.
 
-Pure and deterministic: no model, no I/O; the same text always gives the same list,
-de-duplicated by (kind, slug) and sorted by it. Rules, in order; a stretch of text
-claimed by an earlier rule is not reused by a later one:
+Pure and deterministic: no model, no I/O but the shipped lexicon read once; the same
+text always gives the same list, de-duplicated by (kind, slug) and sorted by it. Rules,
+in order; a stretch of text claimed by an earlier rule is not reused by a later one:
 
 1. projects by pattern: ``github.com/org/repo`` and ``org/repo``, ``#name``,
    ``project X`` (X capitalised, quoted, or with a digit/-/_ in it), ``the X project``;
 2. organizations by pattern: ``Acme Corp`` (Inc, Corp, Corporation, LLC, Ltd, Limited,
    GmbH, University, Foundation, Institute) and ``University of X``;
-3. lexicons of tools, organizations, places and concepts, matched case-insensitively,
-   longest alias first ("Google Cloud" before "Google"), aliases sharing one slug
-   ("k8s" → kubernetes) — except words that are also plain English ("rust", "slack",
-   "apple", "turkey"), which count only capitalised and not at a sentence start, and
-   acronyms that are also words ("WHO", "UN", "LA"), which count only in capitals.
-   The concept lexicon is deliberately small (LGBTQ, mental health, machine learning…);
+3. lexicons of tools, organizations, places and concepts (``engram_core.lexicon``: data
+   files a deployment can replace), matched case-insensitively, longest alias first
+   ("Google Cloud" before "Google"), aliases sharing one slug ("k8s" → kubernetes) —
+   except words that are also plain English ("rust", "slack", "apple", "turkey"), which
+   count only capitalised and not at a sentence start, and acronyms that are also words
+   ("WHO", "UN", "LA"), which count only in capitals;
 4. places after a travel verb: ``moved to Lisbon``, ``a conference in Austin``;
-5. people: ``Name:`` speaker prefixes at a line start, and runs of capitalised words
+5. people: ``Name:`` speaker prefixes at a line start when the rules ask for them
+   (``EntityRules.speaker_names``: chat transcripts), and runs of capitalised words
    (up to three, joined with a space) that are not common words, titles, acronyms,
    months or days, and — for a single word — not at a sentence start. A one-word
    name that is part of a longer name in the same text ("Sarah" with "Sarah Connor")
@@ -29,27 +30,39 @@ same function.
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 
+from engram_core.lexicon import (
+    CAPITALISED,
+    CONCEPTS,
+    ORGANIZATIONS,
+    PEOPLE,
+    PLACES,
+    PROJECTS,
+    TOOLS,
+    UPPER,
+    Lexicon,
+    builtin_lexicon,
+    slugify,
+)
 from engram_core.model import Entity
+from engram_core.profiles import CONVERSATION, PROFILES, Profile
 
-__all__ = ["extract_entities", "slugify"]
-
-PEOPLE = "people"
-TOOLS = "tools"
-PROJECTS = "projects"
-ORGANIZATIONS = "organizations"
-PLACES = "places"
-CONCEPTS = "concepts"
+__all__ = [
+    "CONCEPTS",
+    "ORGANIZATIONS",
+    "PEOPLE",
+    "PLACES",
+    "PROJECTS",
+    "TOOLS",
+    "EntityRules",
+    "builtin_rules",
+    "conversation_rules",
+    "extract_entities",
+    "slugify",
+]
 
 MAX_NAME_WORDS = 3
-
-
-def slugify(name: str) -> str:
-    """Lower-case ASCII, every run of other characters → one ``-``; accents are folded."""
-    folded = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
-    return re.sub(r"[^a-z0-9]+", "-", folded.lower()).strip("-")
 
 
 def _words(text: str) -> frozenset[str]:
@@ -103,379 +116,6 @@ COMMON_WORDS = _words(
 _TITLES = frozenset({"mr", "mrs", "ms", "dr", "prof", "sir"})
 
 
-@dataclass(frozen=True, slots=True)
-class _Term:
-    kind: str
-    slug: str
-    name: str
-
-
-# Names whose punctuation is the name: "C++" must not become "c".
-_SLUGS = {"C++": "cpp", "C#": "csharp", "VS Code": "vscode"}
-
-# How an alias must be written in the text to count, most permissive first.
-_ANY, _CAPITALISED, _UPPER = 0, 1, 2
-
-
-def _lexicon(kind: str, spec: str, capitalised_only: bool = False) -> dict[str, tuple[_Term, int]]:
-    """Each line: ``Canonical Name | alias | alias``; every name is matched, the first is kept.
-
-    An alias written in capitals (``WHO``, ``LA``) counts only in capitals, so "who" and
-    "la" stay words; in a ``capitalised_only`` lexicon every alias needs a capital initial.
-    """
-    out: dict[str, tuple[_Term, int]] = {}
-    for line in spec.strip().splitlines():
-        names = [n.strip() for n in line.split("|") if n.strip()]
-        term = _Term(kind, _SLUGS.get(names[0]) or slugify(names[0]), names[0])
-        for alias in names:
-            mode = _UPPER if alias.isupper() and len(alias) > 1 else _ANY
-            if capitalised_only:
-                mode = max(mode, _CAPITALISED)
-            held = out.get(alias.lower())
-            if held is None or mode < held[1]:
-                out[alias.lower()] = (term, mode)
-    return out
-
-
-_TOOLS = _lexicon(
-    TOOLS,
-    """
-    Python
-    Docker | docker-compose | docker compose
-    Kubernetes | k8s | kubectl
-    Postgres | postgresql | psql
-    Redis
-    Git
-    GitHub
-    GitLab
-    VS Code | vscode | visual studio code
-    Visual Studio
-    React | react.js | reactjs
-    Node.js | nodejs | node js
-    TypeScript
-    JavaScript
-    Golang
-    Kotlin
-    Scala
-    Haskell
-    Elixir
-    C++ | cpp
-    C# | csharp
-    Terraform
-    Ansible
-    Nginx
-    Kafka
-    RabbitMQ
-    NATS
-    Qdrant
-    Neo4j
-    OpenSearch
-    Elasticsearch
-    MySQL
-    MongoDB | mongo
-    SQLite
-    DuckDB
-    PyTorch
-    TensorFlow
-    NumPy
-    pandas
-    scikit-learn | sklearn
-    Jupyter | jupyter notebook
-    Vim | neovim | nvim
-    Emacs
-    Linux
-    Ubuntu
-    Zsh
-    Jira
-    Figma
-    Grafana
-    Prometheus
-    FastAPI
-    Django
-    GraphQL
-    gRPC
-    Webpack
-    Vite
-    npm
-    pytest
-    mypy
-    Ruff
-    Celery
-    Airflow
-    Tableau
-    Photoshop
-    ChatGPT
-    LangChain
-    Kubeflow
-    AWS | amazon web services
-    GCP | google cloud | google cloud platform
-    Azure
-    Jenkins
-    CircleCI
-    Vercel
-    Heroku
-    Postman
-    Obsidian
-    IntelliJ
-    PyCharm
-    Xcode
-    Android Studio
-    """,
-)
-_TOOLS_CAPITALISED = _lexicon(
-    TOOLS,
-    """
-    Rust
-    Go
-    Java
-    Swift
-    Spark
-    Excel
-    Slack
-    Notion
-    Flask
-    Rails | Ruby on Rails
-    Zoom
-    Trello
-    Helm
-    Bash
-    Unity
-    Blender
-    """,
-    capitalised_only=True,
-)
-_ORGS = _lexicon(
-    ORGANIZATIONS,
-    """
-    Google | alphabet
-    Microsoft
-    OpenAI
-    Anthropic
-    Netflix
-    IBM
-    NASA
-    Nvidia
-    Intel
-    Tesla
-    Spotify
-    Uber
-    Airbnb
-    Twitter
-    Facebook
-    LinkedIn
-    Salesforce
-    Stripe
-    Shopify
-    Dropbox
-    Atlassian
-    Red Hat
-    Mozilla
-    Wikipedia
-    YouTube
-    Instagram
-    TikTok
-    Reddit
-    Samsung
-    Sony
-    Nintendo
-    Walmart
-    Starbucks
-    MIT
-    Stanford
-    Harvard
-    Oxford
-    Cambridge
-    Berkeley
-    United Nations | UN
-    World Health Organization | WHO
-    European Union | EU
-    Red Cross
-    """,
-)
-_ORGS_CAPITALISED = _lexicon(
-    ORGANIZATIONS,
-    """
-    Apple
-    Amazon
-    Meta
-    Oracle
-    Target
-    """,
-    capitalised_only=True,
-)
-_PLACES = _lexicon(
-    PLACES,
-    """
-    United States | USA | US | united states of america
-    United Kingdom | UK | great britain | britain
-    England
-    Scotland
-    Ireland
-    Wales
-    France
-    Germany
-    Spain
-    Portugal
-    Italy
-    Netherlands | holland
-    Belgium
-    Switzerland
-    Austria
-    Sweden
-    Norway
-    Denmark
-    Finland
-    Iceland
-    Poland
-    Czech Republic | czechia
-    Greece
-    Russia
-    Ukraine
-    Israel
-    Egypt
-    Morocco
-    Kenya
-    Nigeria
-    South Africa
-    India
-    Pakistan
-    China
-    Japan
-    South Korea | korea
-    Vietnam
-    Thailand
-    Indonesia
-    Singapore
-    Philippines
-    Australia
-    New Zealand
-    Canada
-    Mexico
-    Brazil
-    Argentina
-    Chile
-    Peru
-    Colombia
-    Cuba
-    Europe
-    Asia
-    Africa
-    North America
-    South America
-    New York | NYC | new york city
-    Los Angeles | LA
-    San Francisco | SF
-    Chicago
-    Boston
-    Seattle
-    Miami
-    Denver
-    Atlanta
-    Las Vegas
-    Hawaii
-    California
-    Texas
-    Florida
-    Toronto
-    Vancouver
-    Montreal
-    London
-    Paris
-    Berlin
-    Munich
-    Madrid
-    Barcelona
-    Lisbon
-    Rome
-    Milan
-    Venice
-    Amsterdam
-    Brussels
-    Vienna
-    Prague
-    Zurich
-    Geneva
-    Stockholm
-    Oslo
-    Copenhagen
-    Helsinki
-    Dublin
-    Edinburgh
-    Athens
-    Istanbul
-    Moscow
-    Kyiv | kiev
-    Dubai
-    Tel Aviv
-    Cairo
-    Nairobi
-    Cape Town
-    Mumbai
-    Delhi | new delhi
-    Bangalore | bengaluru
-    Beijing
-    Shanghai
-    Hong Kong
-    Tokyo
-    Kyoto
-    Osaka
-    Seoul
-    Bangkok
-    Melbourne
-    Mexico City
-    Rio de Janeiro
-    Buenos Aires
-    Sao Paulo | são paulo
-    """,
-)
-_PLACES_CAPITALISED = _lexicon(
-    PLACES,
-    """
-    Turkey
-    Nice
-    """,
-    capitalised_only=True,
-)
-_CONCEPTS = _lexicon(
-    CONCEPTS,
-    """
-    LGBTQ | lgbtq | lgbt | lgbtq+ | lgbtqia
-    Transgender
-    Mental Health
-    Self-Care | self care
-    Mindfulness
-    Meditation
-    Therapy
-    Adoption
-    Climate Change
-    Sustainability
-    Machine Learning | ML
-    Deep Learning
-    Artificial Intelligence | AI
-    Open Source
-    Remote Work
-    Microservices
-    Event Sourcing
-    Observability
-    Retrieval-Augmented Generation | RAG | retrieval augmented generation
-    """,
-)
-_LEXICON: dict[str, tuple[_Term, int]] = {
-    **_CONCEPTS,
-    **_PLACES_CAPITALISED,
-    **_PLACES,
-    **_ORGS_CAPITALISED,
-    **_ORGS,
-    **_TOOLS_CAPITALISED,
-    **_TOOLS,
-}
-
-
-_MAX_ALIAS_WORDS = max(len(alias.split()) for alias in _LEXICON)
-_ALIAS_PREFIXES = frozenset(
-    " ".join(alias.split()[:k]) for alias in _LEXICON for k in range(1, len(alias.split()) + 1)
-)
-_FIRST_WORDS = frozenset(alias.split()[0] for alias in _LEXICON)
 # A lexicon token: "node.js", "c++", "c#", "self-care" stay whole; "Paris." loses its dot.
 _TERM_TOKEN_RE = re.compile(r"[^\W_](?:\w|[.'’-](?=\w)|[+#])*")
 # Not a word when glued to these: a path, a handle, an e-mail address.
@@ -540,7 +180,8 @@ def _is_common(word: str) -> bool:
 class _Found:
     """Entities found so far, one per (kind, slug), and the character spans claimed."""
 
-    def __init__(self) -> None:
+    def __init__(self, lexicon: Lexicon) -> None:
+        self.lexicon = lexicon
         self.entities: dict[tuple[str, str], Entity] = {}
         self._claimed: list[tuple[int, int]] = []
 
@@ -564,7 +205,9 @@ def _projects(text: str, found: _Found) -> None:
             continue
         if min(len(org), len(repo)) < 2 or org.isdigit() or repo.isdigit():
             continue
-        if _is_common(org) or _is_common(repo) or any(p.lower() in _PLACES for p in (org, repo)):
+        if _is_common(org) or _is_common(repo):
+            continue
+        if org.lower() in found.lexicon.places or repo.lower() in found.lexicon.places:
             continue
         found.add(PROJECTS, f"{org}/{repo}", m.start(), m.start() + len(org) + 1 + len(repo))
     for m in _HASHTAG_RE.finditer(text):
@@ -610,11 +253,12 @@ def _at_sentence_start(text: str, pos: int) -> bool:
 
 def _lexicons(text: str, found: _Found) -> None:
     tokens = list(_TERM_TOKEN_RE.finditer(text))
+    first_words = found.lexicon.first_words
     i = 0
     while i < len(tokens):
         # Most words start no alias: one set lookup each, no call.
         word = tokens[i].group().lower()
-        if word in _FIRST_WORDS or word[:-2] in _FIRST_WORDS:  # word or word's
+        if word in first_words or word[:-2] in first_words:  # word or word's
             i += _lexicon_match(text, tokens, i, found)
         else:
             i += 1
@@ -622,29 +266,29 @@ def _lexicons(text: str, found: _Found) -> None:
 
 def _lexicon_match(text: str, tokens: list[re.Match[str]], i: int, found: _Found) -> int:
     """The longest alias starting at token i (words apart by blanks only); tokens used."""
-    first = tokens[i]
+    first, lexicon = tokens[i], found.lexicon
     if first.start() > 0 and text[first.start() - 1] in _GLUE_BEFORE:
         return 1
     candidates: list[tuple[int, str, int]] = []  # (words, text matched, end)
     words: list[str] = []
-    for n in range(1, min(_MAX_ALIAS_WORDS, len(tokens) - i) + 1):
+    for n in range(1, min(lexicon.max_words, len(tokens) - i) + 1):
         tok = tokens[i + n - 1]
         if n > 1 and text[tokens[i + n - 2].end() : tok.start()].strip():
             break
         word = tok.group()
         base = _base(word)  # "Google's" is Google
         phrase = " ".join([*words, base])
-        if phrase.lower() in _LEXICON and text[tok.end() : tok.end() + 1] not in _GLUE_AFTER:
+        if phrase.lower() in lexicon.terms and text[tok.end() : tok.end() + 1] not in _GLUE_AFTER:
             candidates.append((n, phrase, tok.start() + len(base)))
         words.append(word)
-        if base != word or " ".join(words).lower() not in _ALIAS_PREFIXES:
+        if base != word or " ".join(words).lower() not in lexicon.prefixes:
             break
     for n, matched, end in reversed(candidates):
-        term, mode = _LEXICON[matched.lower()]
-        if mode == _UPPER and matched != matched.upper():
+        term, mode = lexicon.terms[matched.lower()]
+        if mode == UPPER and matched != matched.upper():
             continue
         # "Go ahead", "Slack off": a capital that only starts a sentence proves nothing.
-        if mode == _CAPITALISED and (
+        if mode == CAPITALISED and (
             not matched[:1].isupper() or _at_sentence_start(text, first.start())
         ):
             continue
@@ -673,7 +317,7 @@ def _travel_places(text: str, found: _Found) -> None:
                 found.add(PLACES, " ".join(words), start, end)
 
 
-def _people(text: str, found: _Found) -> None:
+def _speakers(text: str, found: _Found) -> None:
     for m in _SPEAKER_RE.finditer(text):
         words = m.group(1).split()
         if all(_is_capitalised(w) and not _is_common(w) for w in words) and found.free(
@@ -681,6 +325,8 @@ def _people(text: str, found: _Found) -> None:
         ):
             found.add(PEOPLE, " ".join(words), m.start(1), m.end(1))
 
+
+def _people(text: str, found: _Found) -> None:
     run: list[tuple[str, int, int, bool]] = []  # (word, start, end, starts a sentence)
 
     def flush() -> None:
@@ -721,9 +367,36 @@ def _people(text: str, found: _Found) -> None:
         del found.entities[key]
 
 
-def extract_entities(text: str) -> list[Entity]:
-    """Entities mentioned in text, one per (kind, slug), sorted by (kind, slug)."""
-    found = _Found()
-    for rule in (_projects, _organizations, _lexicons, _travel_places, _people):
-        rule(text, found)
+@dataclass(frozen=True, slots=True)
+class EntityRules:
+    """What extraction uses besides the fixed rules: the lexicon, and whether a ``Name:``
+    prefix at a line start names a person (chat transcripts; ``Profile.speaker_names``)."""
+
+    lexicon: Lexicon
+    speaker_names: bool = True
+
+
+def builtin_rules(profile: Profile) -> EntityRules:
+    """The profile's rules over the shipped lexicon (a deployment's: engram_platform)."""
+    return EntityRules(builtin_lexicon(profile.concepts), profile.speaker_names)
+
+
+def conversation_rules() -> EntityRules:
+    return builtin_rules(PROFILES[CONVERSATION])
+
+
+def extract_entities(text: str, rules: EntityRules | None = None) -> list[Entity]:
+    """Entities mentioned in text, one per (kind, slug), sorted by (kind, slug).
+
+    Without rules, the conversation profile's (``conversation_rules``).
+    """
+    rules = rules or conversation_rules()
+    found = _Found(rules.lexicon)
+    _projects(text, found)
+    _organizations(text, found)
+    _lexicons(text, found)
+    _travel_places(text, found)
+    if rules.speaker_names:
+        _speakers(text, found)
+    _people(text, found)
     return [found.entities[k] for k in sorted(found.entities)]

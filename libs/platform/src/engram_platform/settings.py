@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from engram_core.profiles import PROFILES
 
 # Most items (memories, ids, updates) one store RPC takes: vector's fixed limit and the
 # default `max_batch` of lexical and graph. Workers that batch writes stay under it.
@@ -16,6 +18,16 @@ STORE_MAX_ITEMS = 1000
 # them (limit x filters), so a reply stays a few MB. The gateway's context step keeps under.
 SEARCH_MANY_MAX_FILTERS = 32
 SEARCH_MANY_MAX_HITS = 4000
+
+
+def _known_profile(name: str) -> str:
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}; known: {', '.join(sorted(PROFILES))}")
+    return name
+
+
+ProfileName = Annotated[str, AfterValidator(_known_profile)]
+"""A setting that names a profile (engram_core.profiles); an unknown one fails the start."""
 
 
 def engram_home() -> Path:

@@ -268,6 +268,7 @@ def open_maintenance(
     configured = [settings.embed, *([settings.next_embed] if settings.next_embed else [])]
     write_s, embed_s = settings.write_timeout_s, settings.rebuild.embed_timeout_s
     embedders = Embedders(configured)
+    rules = settings.entities.rules()
 
     async def live_embedder() -> Embedder:
         return embedders.get(await _live_model(vector))
@@ -277,23 +278,25 @@ def open_maintenance(
             return embedders.get(model)
 
         bound = vector.in_generation(generation)
-        return VectorTarget(bound, embedder, write_timeout_s=write_s, embed_timeout_s=embed_s)
+        return VectorTarget(
+            bound, embedder, write_timeout_s=write_s, embed_timeout_s=embed_s, rules=rules
+        )
 
     def lexical_target(generation: str, model: str) -> LexicalTarget:
         return LexicalTarget(
-            lexical.in_generation(generation), apply_timeout_s=settings.write_timeout_s
+            lexical.in_generation(generation), apply_timeout_s=settings.write_timeout_s, rules=rules
         )
 
     live_vector = VectorTarget(
-        vector, live_embedder, write_timeout_s=write_s, embed_timeout_s=embed_s
+        vector, live_embedder, write_timeout_s=write_s, embed_timeout_s=embed_s, rules=rules
     )
-    live_lexical = LexicalTarget(lexical, apply_timeout_s=settings.write_timeout_s)
+    live_lexical = LexicalTarget(lexical, apply_timeout_s=settings.write_timeout_s, rules=rules)
     return Maintenance(
         state=state,
         targets={
             "vector": live_vector,
             "lexical": live_lexical,
-            "graph": GraphTarget(graph, apply_timeout_s=settings.write_timeout_s),
+            "graph": GraphTarget(graph, apply_timeout_s=settings.write_timeout_s, rules=rules),
         },
         graph=graph,
         generational={

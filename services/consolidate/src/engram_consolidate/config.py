@@ -22,6 +22,7 @@ from engram_core.clusters import ClusterSettings
 from engram_core.forgetting import ForgetSettings
 from engram_core.relevance import DecaySettings, descriptions
 from engram_embed.factory import EmbedSettings
+from engram_platform.lexicons import EntitySettings
 from engram_platform.settings import (
     STORE_MAX_ITEMS,
     CacheSettings,
@@ -321,6 +322,11 @@ class Settings(WorkerSettings):
         None,
         description="A second embedder Rebuild{vector, embedding_model} may name: the model "
         "being rolled in (built on first use only).",
+    )
+    entities: EntitySettings = Field(
+        default_factory=EntitySettings,
+        description="Entity extraction of Sync and Rebuild's replays: ingest's, or a replayed "
+        "memory gets other entity tags than ingest gave it.",
     )
 
     @model_validator(mode="after")

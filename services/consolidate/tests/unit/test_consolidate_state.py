@@ -50,6 +50,8 @@ from engram_consolidate.service.state_apply import (
     Positioned,
     VectorTarget,
 )
+from engram_core.entities import EntityRules
+from engram_core.lexicon import builtin_lexicon
 from engram_core.log_events import (
     MemoryRemoved,
     MemoryWritten,
@@ -743,3 +745,20 @@ async def test_rebuild_resumes_after_a_crash_without_a_second_generation(
     # Pages 1 and 2 were embedded before the crash (2 in flight); the resumed run found
     # page 2 in the new generation and did not embed it again.
     assert sum(len(c) for c in embedder.calls) == 7
+
+
+async def test_replays_extract_entities_with_the_rules_they_are_given() -> None:
+    # Sync and Rebuild must give a memory the entities ingest gave it, so they take
+    # ingest's rules: here the default profile's (no speaker prefix, no chat topics).
+    rules = EntityRules(builtin_lexicon("concepts"), speaker_names=False)
+    memory = replace(mem(1, "Caroline: we use Docker for the adoption forms"), version=3)
+    text, graph = FakeTextIndex(), FakeGraphStore()
+    await LexicalTarget(text, rules=rules).apply(T, [memory])
+    await GraphTarget(graph, rules=rules).apply(T, [memory])
+    (held,) = await text.get(T, [mid(1)])
+    assert held.entities == ("tools:docker",)
+    (in_graph,) = await graph.get(T, [mid(1)])
+    assert in_graph.entities == ("tools:docker",)
+    await LexicalTarget(text).apply(T, [replace(memory, version=4)])
+    (held,) = await text.get(T, [mid(1)])
+    assert held.entities == ("concepts:adoption", "people:caroline", "tools:docker")

@@ -20,6 +20,7 @@ from engram_core.errors import InvalidArgument, Unavailable
 from engram_core.filters import matches
 from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation, ScanPage
 from engram_core.ordering import Sort, best
+from engram_core.profiles import profile_named
 from engram_core.tags import tag_prefixes
 from engram_gateway import server
 from engram_gateway.auth import Authenticator
@@ -247,6 +248,7 @@ class FakeRanker:
         timeout: float | None = None,
         focus: scoring.Focus | None = None,
         recency_bias: scoring.RecencyBias | None = None,
+        profile: str = "",
     ) -> list[scoring.ScoredCandidate]:
         self.calls.append(
             {
@@ -256,6 +258,7 @@ class FakeRanker:
                 "limit": limit,
                 "focus": focus,
                 "recency_bias": recency_bias,
+                "profile": profile,
             }
         )
         if self.fail is not None:
@@ -269,7 +272,14 @@ class FakeRanker:
                 focus=focus or scoring.Focus(),
                 recency_bias=recency_bias,
             ),
-            scoring.Params(fusion=fusion or scoring.Fusion.WEIGHTED, limit=limit),
+            scoring.Params(
+                fusion=fusion or scoring.Fusion.WEIGHTED,
+                limit=limit,
+                # As the scoring service does: the profile's weights over the defaults.
+                weights=scoring.Weights().with_overrides(
+                    profile_named(profile).weight_overrides if profile else {}
+                ),
+            ),
         )
 
 

@@ -129,6 +129,7 @@ def _focus(**kw: Any) -> common_pb2.Focus:
         (gateway_pb2.RecallRequest(query="q", mode=9), "mode"),  # type: ignore[arg-type]
         (gateway_pb2.RecallRequest(query="q", min_sequence=10**9), "min_sequence"),
         (gateway_pb2.RecallRequest(query="q", recency_bias=8), "recency_bias"),  # type: ignore[arg-type]
+        (gateway_pb2.RecallRequest(query="q", profile="chat"), "profile"),
         (gateway_pb2.RecallRequest(query="q", focus=_focus(ids=["nope"])), "focus.ids[0]"),
         (gateway_pb2.RecallRequest(query="q", focus=_focus(ids=["a"] * 101)), "focus.ids"),
         (gateway_pb2.RecallRequest(query="q", focus=_focus(tags=["ok", "a b"])), "focus.tags[1]"),
@@ -146,6 +147,13 @@ async def test_recall_names_the_field(client: Any, request_: Any, field: str) ->
     assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert client.field_of(exc.value) == field
     assert client.harness.vector.calls == []
+
+
+@pytest.mark.parametrize("profile", ["default", "conversation", ""])
+async def test_recall_takes_a_known_profile(client: Any, profile: str) -> None:
+    request_ = gateway_pb2.RecallRequest(query="q", profile=profile)
+    reply = await client.stub.Recall(request_, metadata=client.auth(), timeout=5)
+    assert "vector" in reply.streams
 
 
 @pytest.mark.parametrize(

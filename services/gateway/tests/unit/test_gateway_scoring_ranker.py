@@ -76,3 +76,12 @@ async def test_results_carry_the_gateways_own_memories(
     for sent, c in zip(request.candidates, candidates, strict=True):
         assert sent.memory == memory_to_proto(c.memory, scored_only=True)
         assert {f.name for f, _ in sent.memory.ListFields()} <= SCORED_FIELDS
+
+
+async def test_the_profile_reaches_the_rank_request(
+    ranker: tuple[ScoringRanker, ReversingScorer],
+) -> None:
+    rank, scorer = ranker
+    await rank.rank("q", [Candidate(memory("a"))], None, 10, (), profile="default")
+    await rank.rank("q", [Candidate(memory("a"))], None, 10, ())
+    assert [r.profile for r in scorer.seen] == ["default", ""]

@@ -37,6 +37,7 @@ def build(
     graph: GraphWriter | None = None,
 ) -> Ingest:
     """The applier over the given or configured parts. The local model(s) load here."""
+    entity_rules = settings.entities.rules()  # a bad lexicon file fails here, first
     channels = Channels(settings.max_message_bytes, settings.client_tls)
     if next_embedder is None and settings.next_embed is not None:
         next_embedder = make_embedder(settings.next_embed)
@@ -51,5 +52,6 @@ def build(
         next_embedder,
         write_bytes=settings.max_message_bytes // 2,
         endpoint_deliveries=settings.endpoint_deliveries,
+        entity_rules=entity_rules,
     )
     return Ingest(applier=applier, channels=channels)

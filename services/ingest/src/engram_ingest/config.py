@@ -1,7 +1,7 @@
 """Settings of the ingest worker (env prefix ENGRAM_INGEST_, nested with ``__``).
 
 E.g. ``ENGRAM_INGEST_NATS__URL=nats://10.0.0.5:4222``, ``ENGRAM_INGEST_EMBED__PROVIDER=openai``,
-``ENGRAM_INGEST_NEXT_EMBED__PROVIDER=hashing``.
+``ENGRAM_INGEST_NEXT_EMBED__PROVIDER=hashing``, ``ENGRAM_INGEST_ENTITIES__PROFILE=default``.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from engram_embed.factory import EmbedSettings
+from engram_platform.lexicons import EntitySettings
 from engram_platform.settings import STORE_MAX_ITEMS, MetricsSettings, WorkerSettings, metrics_on
 
 
@@ -27,6 +28,10 @@ class Settings(WorkerSettings):
         description="A second embedder, for a rebuild of vector onto another model: when "
         "vector refuses a batch for its embedding_model, ingest switches to the other "
         "embedder, re-embeds and retries at once, and keeps it (built at start).",
+    )
+    entities: EntitySettings = Field(
+        default_factory=EntitySettings,
+        description="Entity extraction: profile and lexicon files (consolidate needs the same).",
     )
     embed_timeout_s: float = Field(30.0, gt=0, description="Deadline of one embedder call.")
     ack_wait_s: float = Field(

@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -40,6 +41,7 @@ from engram_ingest.service import (
 )
 from engram_ingest.service.chunks import request_bytes
 from engram_platform.convert import entity_to_proto, memory_to_proto
+from engram_platform.lexicons import EntitySettings
 
 if TYPE_CHECKING:
     from conftest import FakeVector, Stores
@@ -97,6 +99,19 @@ async def test_version_is_the_sequence_and_entities_become_tags(stores: Stores) 
     assert stores.vector.memory("t1", ID_A) == m
     assert stores.vector.vectors[("t1", ID_A)] == stores.embedder.embed_one(event.memory.content)
     assert [e.key for e in stores.graph.mentions[("t1", ID_A)]] == list(m.entities)
+
+
+async def test_the_entity_profile_and_lexicon_dir_come_from_the_settings(
+    stores: Stores, tmp_path: Path
+) -> None:
+    (tmp_path / "tools.txt").write_text("Zephyr\n", encoding="utf-8")
+    settings = Settings(entities=EntitySettings(profile="default", lexicon_dir=tmp_path))
+    content = "Melanie: we flash Zephyr boards and talk about adoption"
+    await stores.applier(settings).apply([written(1, content=content)])
+    m = stores.lexical.memory("t1", ID_A)
+    assert m is not None
+    # No speaker rule, no chat-topic concept, and the directory's tools.
+    assert m.entities == ("tools:zephyr",)
 
 
 async def test_a_redelivered_event_changes_nothing(stores: Stores) -> None:

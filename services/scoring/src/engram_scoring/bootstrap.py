@@ -6,6 +6,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from engram_core.model import utcnow
+from engram_core.profiles import profile_named
 from engram_core.scoring import Normalisation, Params, RecencyBias, RecencyMode
 from engram_scoring.config import Settings
 from engram_scoring.service import Limits, Ranker
@@ -30,4 +31,4 @@ def build_ranker(settings: Settings, clock: Callable[[], datetime] = utcnow) -> 
         max_limit=settings.max_limit,
         max_candidates=settings.max_candidates,
     )
-    return Ranker(defaults, limits, clock)
+    return Ranker(defaults, limits, clock, profile_named(settings.profile))

@@ -11,8 +11,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
 
-from engram_core import scoring
-from engram_platform.settings import MetricsSettings, ServiceSettings, metrics_on
+from engram_core import profiles, scoring
+from engram_platform.settings import MetricsSettings, ProfileName, ServiceSettings, metrics_on
 
 _W = scoring.Weights()
 
@@ -90,6 +90,11 @@ class Settings(ServiceSettings):
 
     weights: WeightSettings = Field(
         default_factory=WeightSettings, description="Default weights; a request may override any."
+    )
+    profile: ProfileName = Field(
+        profiles.CONVERSATION,
+        description="Profile of a request that names none: its weight overrides apply over "
+        "`weights` (default: label and context 0; conversation: none).",
     )
     recency_mode: Literal["linear", "half_life"] = Field(
         "linear", description="Recency as a linear fall over a window, or an exponential half-life."

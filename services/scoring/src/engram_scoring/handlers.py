@@ -62,7 +62,7 @@ class ScoringHandlers(scoring_pb2_grpc.ScoringServiceServicer):
     ) -> scoring_pb2.RankResponse:
         # Cheap checks first: a bad knob should not cost decoding thousands of memories.
         fusion = fusion_from_proto(request.fusion)
-        params = self._ranker.params(fusion, request.limit, dict(request.weights))
+        params = self._ranker.params(fusion, request.limit, dict(request.weights), request.profile)
         self._ranker.check_count(len(request.candidates))
         if not 0 <= request.now_unix_ms <= MAX_TIMESTAMP_SECONDS * 1000:
             raise InvalidArgument("now_unix_ms", "must be within 0 (server clock)..year 9999")

@@ -63,6 +63,30 @@ def test_request_knobs_on_top_of_defaults() -> None:
     assert (p.fusion, p.limit, p.weights.exact, p.weights.vector) == (Fusion.RRF, 50, 1.0, 0.35)
 
 
+def test_profile_overrides_go_over_the_configured_weights_and_under_the_request() -> None:
+    ranker = build_ranker(Settings(weights=WeightSettings(label=0.6, context=0.7, exact=0.5)))
+    configured = ranker.params(None, 0, {}).weights
+    assert (configured.label, configured.context, configured.exact) == (0.6, 0.7, 0.5)
+    assert ranker.params(None, 0, {}, "conversation").weights == configured
+    off = ranker.params(None, 0, {}, "default").weights
+    assert (off.label, off.context, off.exact) == (0.0, 0.0, 0.5)
+    mine = ranker.params(None, 0, {"context": 0.2}, "default").weights
+    assert (mine.label, mine.context) == (0.0, 0.2)
+
+
+def test_the_profile_setting_is_the_one_of_a_request_that_names_none() -> None:
+    ranker = build_ranker(Settings(profile="default"))
+    assert ranker.params(None, 0, {}).weights == ranker.params(None, 0, {}, "default").weights
+    assert ranker.params(None, 0, {}).weights.context == 0.0
+    assert ranker.params(None, 0, {}, "conversation").weights == Weights()
+
+
+def test_an_unknown_profile_setting_fails_the_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENGRAM_SCORING_PROFILE", "chat")
+    with pytest.raises(ValueError, match="unknown profile 'chat'"):
+        Settings()
+
+
 @pytest.mark.parametrize(
     ("limit", "weights", "field"),
     [(51, {}, "limit"), (-1, {}, "limit"), (5, {"nope": 1.0}, "weights")],
@@ -72,6 +96,12 @@ def test_bad_request_knobs(limit: int, weights: dict[str, float], field: str) ->
     with pytest.raises(InvalidArgument) as err:
         ranker.params(None, limit, weights)
     assert err.value.field == field
+
+
+def test_an_unknown_request_profile_names_the_field() -> None:
+    with pytest.raises(InvalidArgument) as err:
+        build_ranker(Settings()).params(None, 0, {}, "chat")
+    assert err.value.field == "profile"
 
 
 def test_server_clock_is_used_when_no_now_is_given() -> None:

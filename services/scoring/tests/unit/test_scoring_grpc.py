@@ -140,6 +140,7 @@ async def test_weight_override_changes_the_order(
         ),
         ({"recency_bias": 7}, "recency_bias"),
         ({"candidates": [_with_neighbour("y", 0)]}, "candidates[0].neighbours[y]"),
+        ({"profile": "chat"}, "profile"),
     ],
 )
 async def test_invalid_argument_names_the_field(
@@ -200,3 +201,38 @@ async def test_neighbours_reach_the_context_step_over_grpc(
     )
     assert [r.memory.id for r in reply.results] == ["q", "a", "o"]
     assert reply.results[1].components["context"] == 1.0
+
+
+async def test_the_profile_picks_the_weights_a_request_does_not_set(
+    stub: scoring_pb2_grpc.ScoringServiceAsyncStub,
+) -> None:
+    q = candidate(memory("q", "what did you paint", 0), keyword=(8.0, 1))
+    a = candidate(memory("a", "a sunset", 0), keyword=(1.0, 3))
+    o = candidate(memory("o", "paint the fence", 0), keyword=(2.0, 2))
+    q.neighbours["a"] = 1
+    a.neighbours["q"] = 1
+    # Only keyword and context differ between them.
+    zero = {n: 0.0 for n in ("vector", "metadata", "recency", "importance", "confidence")}
+    ask: dict[str, Any] = {
+        "candidates": [q, a, o],
+        "limit": 3,
+        "query": "paint",
+        "weights": {**zero, "exact": 0},
+    }
+    # No profile: the service's (conversation): the answer after the question gains context.
+    unset = await stub.Rank(request(**ask))
+    assert [r.memory.id for r in unset.results] == ["q", "a", "o"]
+    said = await stub.Rank(request(**ask, profile="conversation"))
+    assert [(r.memory.id, r.score) for r in said.results] == [
+        (r.memory.id, r.score) for r in unset.results
+    ]
+    # Default: no context weight, so the timeline neighbour gains nothing...
+    plain = await stub.Rank(request(**ask, profile="default"))
+    assert [r.memory.id for r in plain.results] == ["q", "o", "a"]
+    assert {r.memory.id: r.components["context"] for r in plain.results}["a"] == 1.0
+    # ...unless the request's own weights say so: they go on top of the profile's.
+    mine = {**ask, "weights": {**ask["weights"], "context": 0.4}}
+    again = await stub.Rank(request(**mine, profile="default"))
+    assert [(r.memory.id, r.score) for r in again.results] == [
+        (r.memory.id, r.score) for r in unset.results
+    ]

@@ -15,6 +15,7 @@ from typing import Protocol, TypeVar
 
 from engram_consolidate.service.state import MemoryRecord, RelationRecord, StateRecord
 from engram_core.enrich import enrich
+from engram_core.entities import EntityRules
 from engram_core.errors import DeadlineExceeded, Internal
 from engram_core.model import (
     AccessUpdate,
@@ -183,10 +184,13 @@ async def bounded(awaitable: Awaitable[T], timeout_s: float, what: str) -> T:
         raise DeadlineExceeded(f"{what} took longer than {timeout_s}s") from exc
 
 
-def restored(memories: Sequence[Memory]) -> list[tuple[Memory, list[Entity]]]:
-    """Memories from their states as ingest applies them: entities and tags again, the
-    version the state's, the model name the state carries (vector re-embeds instead)."""
-    return [enrich(m, m.version, m.embedding_model) for m in memories]
+def restored(
+    memories: Sequence[Memory], rules: EntityRules | None = None
+) -> list[tuple[Memory, list[Entity]]]:
+    """Memories from their states as ingest applies them: entities and tags again (with
+    ingest's rules), the version the state's, the model name the state carries (vector
+    re-embeds instead)."""
+    return [enrich(m, m.version, m.embedding_model, rules) for m in memories]
 
 
 class IndexTarget:
@@ -213,6 +217,7 @@ class VectorTarget(IndexTarget):
     name: str = "vector"
     write_timeout_s: float = 10.0
     embed_timeout_s: float = 60.0
+    rules: EntityRules | None = None  # entity extraction; None: the conversation profile's
 
     @property
     def apply_timeout_s(self) -> float:
@@ -226,7 +231,7 @@ class VectorTarget(IndexTarget):
         if not todo:
             return UpsertResult(0, len(memories))
         embedder = await self.embedder()
-        ready = [enrich(m, m.version, embedder.model_name)[0] for m in todo]
+        ready = [enrich(m, m.version, embedder.model_name, self.rules)[0] for m in todo]
         vectors = await embedder.embed([m.content for m in ready])
         if len(vectors) != len(ready):
             raise Internal(f"embedder returned {len(vectors)} vectors for {len(ready)} texts")
@@ -239,11 +244,12 @@ class LexicalTarget(IndexTarget):
     index: TextIndexLike
     name: str = "lexical"
     apply_timeout_s: float = 10.0
+    rules: EntityRules | None = None
 
     async def apply(self, tenant: str, memories: Sequence[Memory]) -> UpsertResult:
         if not memories:
             return UpsertResult(0, 0)
-        return await self.index.upsert(tenant, [m for m, _ in restored(memories)])
+        return await self.index.upsert(tenant, [m for m, _ in restored(memories, self.rules)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +258,7 @@ class GraphTarget:
     name: str = "graph"
     apply_timeout_s: float = 10.0
     reader: ScanBacked | None = None  # the graph has no get: see ScanBacked
+    rules: EntityRules | None = None
 
     @property
     def store(self) -> Readable:
@@ -264,7 +271,7 @@ class GraphTarget:
     async def apply(self, tenant: str, memories: Sequence[Memory]) -> UpsertResult:
         if not memories:
             return UpsertResult(0, 0)
-        return await self.graph.upsert(tenant, restored(memories))
+        return await self.graph.upsert(tenant, restored(memories, self.rules))
 
 
 async def tombstones(writer: Writable, tenant: str, records: Sequence[MemoryRecord]) -> int:

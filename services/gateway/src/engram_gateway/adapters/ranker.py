@@ -24,6 +24,7 @@ class ScoringRanker:
         timeout: float | None = None,
         focus: Focus | None = None,
         recency_bias: RecencyBias | None = None,
+        profile: str = "",
     ) -> list[ScoredCandidate]:
         results = await self._client.rank(
             query,
@@ -34,6 +35,7 @@ class ScoringRanker:
             timeout=timeout,
             focus=focus_to_proto(focus) if focus else None,
             recency_bias=recency_bias_to_proto(recency_bias),
+            profile=profile,
         )
         # The scoring service was sent a slim copy of each memory (SCORED_FIELDS); put the
         # gateway's own, complete memory back instead of decoding the reply's (the saving

@@ -110,6 +110,7 @@ class RankerPort(Protocol):
         timeout: float | None = None,
         focus: Focus | None = None,
         recency_bias: RecencyBias | None = None,
+        profile: str = "",  # "" = the scoring service's default profile
     ) -> list[ScoredCandidate]: ...
 
 

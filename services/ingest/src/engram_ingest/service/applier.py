@@ -57,6 +57,7 @@ from itertools import groupby
 from typing import Any, TypeVar
 
 from engram_core.enrich import enrich
+from engram_core.entities import EntityRules
 from engram_core.errors import (
     DeadlineExceeded,
     EngramError,
@@ -110,6 +111,7 @@ class Applier:
         next_embedder: Embedder | None = None,
         write_bytes: int = DEFAULT_WRITE_BYTES,
         endpoint_deliveries: int = 20,
+        entity_rules: EntityRules | None = None,
     ) -> None:
         self._embedder = embedder
         self._other = next_embedder  # the one to switch to when vector wants another model
@@ -120,6 +122,7 @@ class Applier:
         self._initial_relevance = initial_relevance  # None: new memories keep the score sent
         self._write_bytes = write_bytes  # most estimated bytes in one store write
         self._endpoint_deliveries = endpoint_deliveries
+        self._entity_rules = entity_rules  # None: the conversation profile's
         # Tenant -> the sequence of its latest deletion this applier applied: an event of the
         # tenant from before it (a retry redelivered after the deletion) is moot, not a
         # resurrection. Per replica; a Sync removes what another replica let through.
@@ -255,7 +258,7 @@ class Applier:
         }
 
     def _ready(self, event: MemoryWritten, vector: list[float], model: str) -> Ready:
-        enriched, entities = enrich(event.memory, event.sequence, model)
+        enriched, entities = enrich(event.memory, event.sequence, model, self._entity_rules)
         if event.created:
             enriched = self._with_initial_relevance(enriched)
         return enriched, entities, vector

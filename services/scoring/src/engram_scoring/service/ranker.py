@@ -8,6 +8,7 @@ from datetime import datetime
 
 from engram_core.errors import InvalidArgument
 from engram_core.model import utcnow
+from engram_core.profiles import CONVERSATION, PROFILES, Profile, profile_named
 from engram_core.scoring import (
     Candidate,
     Focus,
@@ -33,20 +34,35 @@ class Ranker:
         defaults: Params,
         limits: Limits,
         clock: Callable[[], datetime] = utcnow,
+        profile: Profile = PROFILES[CONVERSATION],
     ) -> None:
         self.defaults = defaults
         self.limits = limits
+        self.profile = profile  # a request's when it names none
         self._clock = clock
+        # Per profile, the configured weights with its overrides; a request's go on top.
+        self._weights = {
+            name: defaults.weights.with_overrides(p.weight_overrides)
+            for name, p in PROFILES.items()
+        }
 
-    def params(self, fusion: Fusion | None, limit: int, weights: Mapping[str, float]) -> Params:
-        """The defaults with the request's knobs applied; limit 0 means the default."""
+    def params(
+        self,
+        fusion: Fusion | None,
+        limit: int,
+        weights: Mapping[str, float],
+        profile: str = "",
+    ) -> Params:
+        """The defaults with the request's knobs applied; limit 0 means the default, and
+        profile "" the configured one."""
         if limit < 0 or limit > self.limits.max_limit:
             raise InvalidArgument("limit", f"must be in 1..{self.limits.max_limit} (0 = default)")
+        base = self._weights[profile_named(profile).name if profile else self.profile.name]
         return replace(
             self.defaults,
             fusion=fusion or self.defaults.fusion,
             limit=limit or self.limits.default_limit,
-            weights=self.defaults.weights.with_overrides(weights),
+            weights=base.with_overrides(weights),
         )
 
     def check_count(self, n: int) -> None:

@@ -357,6 +357,7 @@ class RecallRequest(_message.Message):
     FOCUS_FIELD_NUMBER: _builtins.int
     RECENCY_BIAS_FIELD_NUMBER: _builtins.int
     EMBEDDING_FIELD_NUMBER: _builtins.int
+    PROFILE_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     limit: _builtins.int
     """1..100, default 10"""
@@ -415,6 +416,12 @@ class RecallRequest(_message.Message):
     recency_bias: _common_pb2.RecencyBias.ValueType
     """Newer results gain a bonus: off | on | auto (when the query asks for the latest);
     unset = the server default (auto). Unknown → INVALID_ARGUMENT naming `recency_bias`.
+    """
+    profile: _builtins.str
+    """What the memories are (gateway README, "Profiles"): "default" (facts, decisions,
+    preferences, code context) or "conversation" (chat turns: timeline context, the
+    question before, speaker labels); empty = the gateway's setting. Unknown →
+    INVALID_ARGUMENT naming `profile`.
     """
     @_builtins.property
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
@@ -490,10 +497,11 @@ class RecallRequest(_message.Message):
         focus: _common_pb2.Focus | None = ...,
         recency_bias: _common_pb2.RecencyBias.ValueType = ...,
         embedding: _abc.Iterable[_builtins.float] | None = ...,
+        profile: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_decompose", b"_decompose", "_hyde", b"_hyde", "_rerank", b"_rerank", "decompose", b"decompose", "expansion", b"expansion", "focus", b"focus", "graph_rerank", b"graph_rerank", "hyde", b"hyde", "rerank", b"rerank"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_decompose", b"_decompose", "_hyde", b"_hyde", "_rerank", b"_rerank", "decompose", b"decompose", "diversify_by", b"diversify_by", "embedding", b"embedding", "end", b"end", "exclude_tags", b"exclude_tags", "exclude_types", b"exclude_types", "expansion", b"expansion", "focus", b"focus", "fusion", b"fusion", "graph_rerank", b"graph_rerank", "hyde", b"hyde", "include_archived", b"include_archived", "limit", b"limit", "max_per_group", b"max_per_group", "min_score", b"min_score", "min_sequence", b"min_sequence", "mode", b"mode", "per_query_limit", b"per_query_limit", "queries", b"queries", "query", b"query", "recency_bias", b"recency_bias", "rerank", b"rerank", "sort", b"sort", "start", b"start", "state_mode", b"state_mode", "tag_match", b"tag_match", "tag_mode", b"tag_mode", "tags", b"tags", "time_query", b"time_query", "timezone", b"timezone", "token_budget", b"token_budget", "types", b"types"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_decompose", b"_decompose", "_hyde", b"_hyde", "_rerank", b"_rerank", "decompose", b"decompose", "diversify_by", b"diversify_by", "embedding", b"embedding", "end", b"end", "exclude_tags", b"exclude_tags", "exclude_types", b"exclude_types", "expansion", b"expansion", "focus", b"focus", "fusion", b"fusion", "graph_rerank", b"graph_rerank", "hyde", b"hyde", "include_archived", b"include_archived", "limit", b"limit", "max_per_group", b"max_per_group", "min_score", b"min_score", "min_sequence", b"min_sequence", "mode", b"mode", "per_query_limit", b"per_query_limit", "profile", b"profile", "queries", b"queries", "query", b"query", "recency_bias", b"recency_bias", "rerank", b"rerank", "sort", b"sort", "start", b"start", "state_mode", b"state_mode", "tag_match", b"tag_match", "tag_mode", b"tag_mode", "tags", b"tags", "time_query", b"time_query", "timezone", b"timezone", "token_budget", b"token_budget", "types", b"types"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__decompose: _TypeAlias = _typing.Literal["decompose"]  # noqa: Y015
     _WhichOneofArgType__decompose: _TypeAlias = _typing.Literal["_decompose", b"_decompose"]  # noqa: Y015

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from engram.common.v1 import common_pb2 as engram_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65ngram/scoring/v1/scoring.proto\x12\x11\x65ngram.scoring.v1\x1a\x1d\x65ngram/common/v1/common.proto\"\xc7\x02\n\tCandidate\x12(\n\x06memory\x18\x01 \x01(\x0b\x32\x18.engram.common.v1.Memory\x12:\n\x07streams\x18\x02 \x03(\x0b\x32).engram.scoring.v1.Candidate.StreamsEntry\x12\x10\n\x08relation\x18\x03 \x01(\x01\x12@\n\nneighbours\x18\x04 \x03(\x0b\x32,.engram.scoring.v1.Candidate.NeighboursEntry\x1aM\n\x0cStreamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12,\n\x05value\x18\x02 \x01(\x0b\x32\x1d.engram.common.v1.StreamScore:\x02\x38\x01\x1a\x31\n\x0fNeighboursEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\xfc\x02\n\x0bRankRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x30\n\ncandidates\x18\x02 \x03(\x0b\x32\x1c.engram.scoring.v1.Candidate\x12)\n\x06\x66usion\x18\x03 \x01(\x0e\x32\x19.engram.scoring.v1.Fusion\x12\r\n\x05limit\x18\x04 \x01(\x05\x12<\n\x07weights\x18\x05 \x03(\x0b\x32+.engram.scoring.v1.RankRequest.WeightsEntry\x12\x12\n\nquery_tags\x18\x06 \x03(\t\x12\x13\n\x0bnow_unix_ms\x18\x07 \x01(\x03\x12&\n\x05\x66ocus\x18\x08 \x01(\x0b\x32\x17.engram.common.v1.Focus\x12\x33\n\x0crecency_bias\x18\t \x01(\x0e\x32\x1d.engram.common.v1.RecencyBias\x1a.\n\x0cWeightsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"?\n\x0cRankResponse\x12/\n\x07results\x18\x01 \x03(\x0b\x32\x1e.engram.common.v1.ScoredMemory*E\n\x06\x46usion\x12\x16\n\x12\x46USION_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x46USION_WEIGHTED\x10\x01\x12\x0e\n\nFUSION_RRF\x10\x02\x32Y\n\x0eScoringService\x12G\n\x04Rank\x12\x1e.engram.scoring.v1.RankRequest\x1a\x1f.engram.scoring.v1.RankResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65ngram/scoring/v1/scoring.proto\x12\x11\x65ngram.scoring.v1\x1a\x1d\x65ngram/common/v1/common.proto\"\xc7\x02\n\tCandidate\x12(\n\x06memory\x18\x01 \x01(\x0b\x32\x18.engram.common.v1.Memory\x12:\n\x07streams\x18\x02 \x03(\x0b\x32).engram.scoring.v1.Candidate.StreamsEntry\x12\x10\n\x08relation\x18\x03 \x01(\x01\x12@\n\nneighbours\x18\x04 \x03(\x0b\x32,.engram.scoring.v1.Candidate.NeighboursEntry\x1aM\n\x0cStreamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12,\n\x05value\x18\x02 \x01(\x0b\x32\x1d.engram.common.v1.StreamScore:\x02\x38\x01\x1a\x31\n\x0fNeighboursEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\x8d\x03\n\x0bRankRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x30\n\ncandidates\x18\x02 \x03(\x0b\x32\x1c.engram.scoring.v1.Candidate\x12)\n\x06\x66usion\x18\x03 \x01(\x0e\x32\x19.engram.scoring.v1.Fusion\x12\r\n\x05limit\x18\x04 \x01(\x05\x12<\n\x07weights\x18\x05 \x03(\x0b\x32+.engram.scoring.v1.RankRequest.WeightsEntry\x12\x12\n\nquery_tags\x18\x06 \x03(\t\x12\x13\n\x0bnow_unix_ms\x18\x07 \x01(\x03\x12&\n\x05\x66ocus\x18\x08 \x01(\x0b\x32\x17.engram.common.v1.Focus\x12\x33\n\x0crecency_bias\x18\t \x01(\x0e\x32\x1d.engram.common.v1.RecencyBias\x12\x0f\n\x07profile\x18\n \x01(\t\x1a.\n\x0cWeightsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"?\n\x0cRankResponse\x12/\n\x07results\x18\x01 \x03(\x0b\x32\x1e.engram.common.v1.ScoredMemory*E\n\x06\x46usion\x12\x16\n\x12\x46USION_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x46USION_WEIGHTED\x10\x01\x12\x0e\n\nFUSION_RRF\x10\x02\x32Y\n\x0eScoringService\x12G\n\x04Rank\x12\x1e.engram.scoring.v1.RankRequest\x1a\x1f.engram.scoring.v1.RankResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,8 +38,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CANDIDATE_NEIGHBOURSENTRY']._serialized_options = b'8\001'
   _globals['_RANKREQUEST_WEIGHTSENTRY']._loaded_options = None
   _globals['_RANKREQUEST_WEIGHTSENTRY']._serialized_options = b'8\001'
-  _globals['_FUSION']._serialized_start=863
-  _globals['_FUSION']._serialized_end=932
+  _globals['_FUSION']._serialized_start=880
+  _globals['_FUSION']._serialized_end=949
   _globals['_CANDIDATE']._serialized_start=86
   _globals['_CANDIDATE']._serialized_end=413
   _globals['_CANDIDATE_STREAMSENTRY']._serialized_start=285
@@ -47,11 +47,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CANDIDATE_NEIGHBOURSENTRY']._serialized_start=364
   _globals['_CANDIDATE_NEIGHBOURSENTRY']._serialized_end=413
   _globals['_RANKREQUEST']._serialized_start=416
-  _globals['_RANKREQUEST']._serialized_end=796
-  _globals['_RANKREQUEST_WEIGHTSENTRY']._serialized_start=750
-  _globals['_RANKREQUEST_WEIGHTSENTRY']._serialized_end=796
-  _globals['_RANKRESPONSE']._serialized_start=798
-  _globals['_RANKRESPONSE']._serialized_end=861
-  _globals['_SCORINGSERVICE']._serialized_start=934
-  _globals['_SCORINGSERVICE']._serialized_end=1023
+  _globals['_RANKREQUEST']._serialized_end=813
+  _globals['_RANKREQUEST_WEIGHTSENTRY']._serialized_start=767
+  _globals['_RANKREQUEST_WEIGHTSENTRY']._serialized_end=813
+  _globals['_RANKRESPONSE']._serialized_start=815
+  _globals['_RANKRESPONSE']._serialized_end=878
+  _globals['_SCORINGSERVICE']._serialized_start=951
+  _globals['_SCORINGSERVICE']._serialized_end=1040
 # @@protoc_insertion_point(module_scope)

@@ -151,12 +151,17 @@ class RankRequest(_message.Message):
     NOW_UNIX_MS_FIELD_NUMBER: _builtins.int
     FOCUS_FIELD_NUMBER: _builtins.int
     RECENCY_BIAS_FIELD_NUMBER: _builtins.int
+    PROFILE_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     fusion: Global___Fusion.ValueType
     limit: _builtins.int
     now_unix_ms: _builtins.int
     """"now" for recency; 0 means the server clock"""
     recency_bias: _common_pb2.RecencyBias.ValueType
+    profile: _builtins.str
+    """Profile whose weight overrides apply over the configured weights, before `weights`:
+    "default" (label and context off) or "conversation"; empty = the service's setting.
+    """
     @_builtins.property
     def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___Candidate]: ...
     @_builtins.property
@@ -183,10 +188,11 @@ class RankRequest(_message.Message):
         now_unix_ms: _builtins.int = ...,
         focus: _common_pb2.Focus | None = ...,
         recency_bias: _common_pb2.RecencyBias.ValueType = ...,
+        profile: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["focus", b"focus"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates", b"candidates", "focus", b"focus", "fusion", b"fusion", "limit", b"limit", "now_unix_ms", b"now_unix_ms", "query", b"query", "query_tags", b"query_tags", "recency_bias", b"recency_bias", "weights", b"weights"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates", b"candidates", "focus", b"focus", "fusion", b"fusion", "limit", b"limit", "now_unix_ms", b"now_unix_ms", "profile", b"profile", "query", b"query", "query_tags", b"query_tags", "recency_bias", b"recency_bias", "weights", b"weights"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

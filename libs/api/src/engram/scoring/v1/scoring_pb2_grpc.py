@@ -47,7 +47,7 @@ class ScoringServiceServicer:
     """
 
     def Rank(self, request, context):
-        """Codes: OK, INVALID_ARGUMENT (fusion, weights, limit, focus, recency_bias).
+        """Codes: OK, INVALID_ARGUMENT (fusion, weights, limit, focus, recency_bias, profile).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -34,7 +34,7 @@ class ScoringServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> ScoringServiceAsyncStub: ...
     Rank: _grpc.UnaryUnaryMultiCallable[_scoring_pb2.RankRequest, _scoring_pb2.RankResponse]
-    """Codes: OK, INVALID_ARGUMENT (fusion, weights, limit, focus, recency_bias)."""
+    """Codes: OK, INVALID_ARGUMENT (fusion, weights, limit, focus, recency_bias, profile)."""
 
 @_typing.type_check_only
 class ScoringServiceAsyncStub(ScoringServiceStub):
@@ -42,7 +42,7 @@ class ScoringServiceAsyncStub(ScoringServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     Rank: _aio.UnaryUnaryMultiCallable[_scoring_pb2.RankRequest, _scoring_pb2.RankResponse]  # type: ignore[assignment]
-    """Codes: OK, INVALID_ARGUMENT (fusion, weights, limit, focus, recency_bias)."""
+    """Codes: OK, INVALID_ARGUMENT (fusion, weights, limit, focus, recency_bias, profile)."""
 
 class ScoringServiceServicer(metaclass=_abc_1.ABCMeta):
     """Ranks merged candidates. Stateless and pure: the same request gives the same answer."""
@@ -53,6 +53,6 @@ class ScoringServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _scoring_pb2.RankRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_scoring_pb2.RankResponse, _abc.Awaitable[_scoring_pb2.RankResponse]]:
-        """Codes: OK, INVALID_ARGUMENT (fusion, weights, limit, focus, recency_bias)."""
+        """Codes: OK, INVALID_ARGUMENT (fusion, weights, limit, focus, recency_bias, profile)."""
 
 def add_ScoringServiceServicer_to_server(servicer: ScoringServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
