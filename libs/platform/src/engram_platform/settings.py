@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -16,6 +17,24 @@ STORE_MAX_ITEMS = 1000
 # them (limit x filters), so a reply stays a few MB. The gateway's context step keeps under.
 SEARCH_MANY_MAX_FILTERS = 32
 SEARCH_MANY_MAX_HITS = 4000
+
+C = TypeVar("C")
+
+
+def as_config(model: BaseModel, cls: type[C], /, **given: Any) -> C:
+    """The config dataclass ``cls`` of a nested settings model: each of its fields takes the
+    model's value of the same name, or the one ``given`` (a value the model holds in another
+    form). A field neither has is an error, so a model and its config cannot drift apart
+    unnoticed; model fields the dataclass lacks (a step's budget) are left out."""
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls.__name__} is not a dataclass")
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    fields = type(model).model_fields
+    missing = sorted(n for n in names if n not in fields and n not in given)
+    if missing:
+        raise TypeError(f"{type(model).__name__} has no {', '.join(missing)} for {cls.__name__}")
+    values = {n: getattr(model, n) for n in names if n not in given}
+    return cls(**values, **given)
 
 
 def engram_home() -> Path:
