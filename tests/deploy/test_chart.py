@@ -14,17 +14,15 @@ import shutil
 import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram_platform.devstack import GRPC_SERVICES, SERVICE_NAMES, START_ORDER, DevStack
 from engram_platform.grpc_client import open_channel
 from engram_platform.nats_server import free_ports, start_nats, wait_for_port
-from engram_platform.settings import ServiceSettings
+from engram_platform.settings import ServiceSettings, is_setting
 from engram_testing.helm_chart import (
     BASE,
     CHART,
@@ -38,25 +36,6 @@ from engram_testing.helm_chart import (
 
 COMPONENTS = START_ORDER
 SERVERS = GRPC_SERVICES
-
-
-def is_setting(model: type[BaseModel], path: str) -> bool:
-    """Whether ``CACHE__REDIS__URL`` names a field of ``model`` (through nested models)."""
-    head, _, rest = path.lower().partition("__")
-    field = model.model_fields.get(head)
-    if field is None:
-        return False
-    if not rest:
-        return True
-    nested = [
-        t for t in _types(field.annotation) if isinstance(t, type) and issubclass(t, BaseModel)
-    ]
-    return any(is_setting(t, rest) for t in nested)
-
-
-def _types(annotation: Any) -> list[Any]:
-    args = getattr(annotation, "__args__", None)
-    return [annotation] if not args else [t for a in args for t in _types(a)]
 
 
 def settings_env(values: Mapping[str, str], prefix: str) -> dict[str, str]:
