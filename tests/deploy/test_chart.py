@@ -14,6 +14,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,6 +114,33 @@ def test_settings_blocks_become_prefixed_variables() -> None:
     assert values["ENGRAM_GATEWAY_DEFAULT_LIMIT"] == "7"
     assert values["ENGRAM_GATEWAY_RERANKER__ENABLED"] == "true"
     assert is_setting(settings_class("gateway"), "RERANKER__ENABLED")
+
+
+def test_nested_settings_values_become_the_nested_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out = render(
+        "gateway.settings.context.seeds=0",
+        "gateway.settings.context.thread=tag:session",
+        "gateway.settings.streams.vector_budget.cap_s=1.5",
+        "gateway.settings.default_limit=7",
+        "consolidate.settings.forget.protect_tags={keep,pinned}",
+    )
+    gateway = settings_env(out.values("gateway"), "ENGRAM_GATEWAY_")
+    assert gateway["ENGRAM_GATEWAY_CONTEXT__SEEDS"] == "0"
+    assert gateway["ENGRAM_GATEWAY_STREAMS__VECTOR_BUDGET__CAP_S"] == "1.5"
+    consolidate = settings_env(out.values("consolidate"), "ENGRAM_CONSOLIDATE_")
+    assert consolidate["ENGRAM_CONSOLIDATE_FORGET__PROTECT_TAGS"] == '["keep","pinned"]'
+    for key in list(os.environ):
+        if key.startswith("ENGRAM_"):
+            monkeypatch.delenv(key)
+    for key, value in (gateway | consolidate).items():
+        monkeypatch.setenv(key, value)
+    g: Any = settings_class("gateway")()
+    assert (g.context.seeds, g.context.thread, g.default_limit) == (0, "tag:session", 7)
+    assert g.streams.vector_budget.cap_s == 1.5
+    c: Any = settings_class("consolidate")()
+    assert set(c.forget.protect_tags) == {"keep", "pinned"}
 
 
 def test_callers_reach_each_store_through_its_headless_service() -> None:
