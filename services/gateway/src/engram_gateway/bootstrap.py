@@ -165,6 +165,90 @@ def build_authenticator(settings: Settings) -> Authenticator:
     return auth
 
 
+@dataclass(frozen=True, slots=True)
+class _Shared:
+    """What the writer, the reader and the tenant eraser share."""
+
+    lookup: Lookup
+    recall_cache: RecallCache
+    access: AccessRecorder
+    clock: Callable[[], datetime]
+    ids: Callable[[], str]
+
+
+def _writer(settings: Settings, event_log: EventLog, cache: Cache, shared: _Shared) -> Writer:
+    config = WriteConfig(
+        limits=settings.limits(),
+        idempotency_ttl_s=settings.idempotency_ttl_s,
+        publish_concurrency=settings.publish_concurrency,
+        backend_timeout_s=settings.backend_timeout_s,
+        publish_timeout_s=settings.publish_timeout_s,
+    )
+    return Writer(
+        event_log, cache, shared.lookup, shared.recall_cache, config, shared.clock, shared.ids
+    )
+
+
+def _reader(
+    settings: Settings, backends: Backends, event_log: EventLog, shared: _Shared, models: Models
+) -> Reader:
+    watermarks = WatermarkCache(
+        event_log.watermark,
+        settings.watermark_cache_ms / 1000.0,
+        decided=event_log.tenant_decided,
+        tenant_last=event_log.tenant_last_sequence,
+    )
+    admission = AdmissionConfig(
+        settings.recall_concurrency,
+        settings.recall_queue,
+        settings.recall_tenant_queue,
+        tenant_label=settings.metrics_tenant_label,
+    )
+    return Reader(
+        backends.vector,
+        backends.lexical,
+        backends.graph,
+        backends.ranker,
+        event_log,
+        shared.lookup,
+        shared.recall_cache,
+        watermarks,
+        shared.access,
+        read_config(settings, settings.limits()),
+        shared.clock,
+        models=models.query,
+        admission=Admission(admission),
+        decomposer=models.decomposer_over(
+            RuleDecomposer(settings.candidates.decompose_max_parts),
+            settings.decompose_model.timeout_s,
+        ),
+    )
+
+
+def _tenants(
+    settings: Settings,
+    backends: Backends,
+    event_log: EventLog,
+    cache: Cache,
+    shared: _Shared,
+    tenant_log: TenantLog | None,
+    purge: TenantPurge | None,
+) -> TenantEraser:
+    return TenantEraser(
+        event_log,
+        (backends.vector, backends.lexical, backends.graph),
+        cache,
+        shared.recall_cache,
+        shared.clock,
+        shared.ids,
+        settings.backend_timeout_s,
+        # Outlives both the log's duplicate window and the keys remembered after it.
+        max(settings.nats.duplicate_window_s, settings.idempotency_ttl_s),
+        tenant_log,
+        purge,
+    )
+
+
 def build_gateway(
     settings: Settings,
     backends: Backends,
@@ -183,56 +267,10 @@ def build_gateway(
     configured), their clients living as long as the process. Without `tenant_log` Stats
     shows a tenant no log positions and no dead-letter count."""
     models = models if models is not None else build_models(settings)
-    limits = settings.limits()
-    lookup = Lookup(backends.vector, backends.lexical)
     recall_cache = RecallCache(cache, codec or ProtoRecallCodec(), settings.recall_cache_ttl_s)
-    access = AccessRecorder(event_log, clock, ids)
-    writer = Writer(
-        event_log,
-        cache,
-        lookup,
-        recall_cache,
-        WriteConfig(
-            limits=limits,
-            idempotency_ttl_s=settings.idempotency_ttl_s,
-            publish_concurrency=settings.publish_concurrency,
-            backend_timeout_s=settings.backend_timeout_s,
-            publish_timeout_s=settings.publish_timeout_s,
-        ),
-        clock,
-        ids,
-    )
-    reader = Reader(
-        backends.vector,
-        backends.lexical,
-        backends.graph,
-        backends.ranker,
-        event_log,
-        lookup,
-        recall_cache,
-        WatermarkCache(
-            event_log.watermark,
-            settings.watermark_cache_ms / 1000.0,
-            decided=event_log.tenant_decided,
-            tenant_last=event_log.tenant_last_sequence,
-        ),
-        access,
-        read_config(settings, limits),
-        clock,
-        models=models.query,
-        admission=Admission(
-            AdmissionConfig(
-                settings.recall_concurrency,
-                settings.recall_queue,
-                settings.recall_tenant_queue,
-                tenant_label=settings.metrics_tenant_label,
-            )
-        ),
-        decomposer=models.decomposer_over(
-            RuleDecomposer(settings.candidates.decompose_max_parts),
-            settings.decompose_model.timeout_s,
-        ),
-    )
+    lookup = Lookup(backends.vector, backends.lexical)
+    shared = _Shared(lookup, recall_cache, AccessRecorder(event_log, clock, ids), clock, ids)
+    reader = _reader(settings, backends, event_log, shared, models)
     rate_limit = TenantRateLimit(
         limiter or MemoryRateLimiter(),
         RateLimitConfig(
@@ -243,23 +281,11 @@ def build_gateway(
     )
     stats = StatsView(reader, tenant_log, settings.backend_timeout_s)
     lister = Lister(backends.vector, backends.graph, settings.backend_timeout_s)
-    tenants = TenantEraser(
-        event_log,
-        (backends.vector, backends.lexical, backends.graph),
-        cache,
-        recall_cache,
-        clock,
-        ids,
-        settings.backend_timeout_s,
-        # Outlives both the log's duplicate window and the keys remembered after it.
-        max(settings.nats.duplicate_window_s, settings.idempotency_ttl_s),
-        tenant_log,
-        purge,
-    )
+    tenants = _tenants(settings, backends, event_log, cache, shared, tenant_log, purge)
     return Gateway(
-        writer=writer,
+        writer=_writer(settings, event_log, cache, shared),
         reader=reader,
-        access=access,
+        access=shared.access,
         rate_limit=rate_limit,
         stats=stats,
         lister=lister,
