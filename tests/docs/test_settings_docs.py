@@ -14,7 +14,7 @@ from pydantic_settings import SettingsConfigDict
 
 from engram_platform.devstack import START_ORDER
 from engram_platform.settings import ServiceSettings
-from engram_testing.settings_docs import BEGIN, END, settings_table, with_table
+from engram_testing.settings_docs import BEGIN, END, rows, settings_table, with_table
 
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "gen_settings_docs.py"
 
@@ -32,6 +32,13 @@ def _tool() -> ModuleType:
 def test_the_readme_holds_the_generated_settings_reference(service: str) -> None:
     committed, generated = _tool().generated(service)
     assert committed == generated, f"services/{service}/README.md is stale: run `make docs`"
+
+
+@pytest.mark.parametrize("service", START_ORDER)
+def test_every_setting_has_a_description(service: str) -> None:
+    settings = _tool().settings_of(service)
+    prefix = str(settings.model_config["env_prefix"])
+    assert [r.variable for r in rows(settings, prefix) if not r.description] == []
 
 
 class Step(BaseModel):
