@@ -11,7 +11,7 @@ PACKAGES := engram_core engram_platform engram_embed engram_clients engram_clien
   $(addprefix engram_,gateway vector lexical graph scoring ingest consolidate)
 
 .DEFAULT_GOAL := help
-.PHONY: help uv sync proto proto-check proto-lock lint typecheck test test-integration test-chart test-faults helm kubeconform image-root image-pin sbom run run-servers up-servers down-servers models default-model bench bench-quality clean
+.PHONY: help uv sync proto proto-check proto-lock docs lint typecheck test test-integration test-chart test-faults helm kubeconform image-root image-pin sbom run run-servers up-servers down-servers models default-model bench bench-quality clean
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -38,6 +38,9 @@ proto-check: ## fail when libs/api drifts from proto/, or the API changed and pr
 
 proto-lock: sync ## record a deliberate API change (breaking or not) in proto/api-lock.json
 	@$(PY) -m engram_testing.proto_surface --write
+
+docs: sync ## write each service README's settings reference from its settings models (a test fails when one is stale)
+	@$(PY) tools/gen_settings_docs.py
 
 lint: sync ## ruff check + format check + import rules (DESIGN §7)
 	@$(UV) run --frozen --no-sync ruff check .

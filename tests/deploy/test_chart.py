@@ -17,14 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram_platform.devstack import GRPC_SERVICES, SERVICE_NAMES, START_ORDER, DevStack
 from engram_platform.grpc_client import open_channel
 from engram_platform.nats_server import free_ports, start_nats, wait_for_port
-from engram_platform.settings import ServiceSettings
+from engram_platform.settings import ServiceSettings, is_setting
 from engram_testing.helm_chart import (
     BASE,
     CHART,
@@ -38,25 +37,6 @@ from engram_testing.helm_chart import (
 
 COMPONENTS = START_ORDER
 SERVERS = GRPC_SERVICES
-
-
-def is_setting(model: type[BaseModel], path: str) -> bool:
-    """Whether ``CACHE__REDIS__URL`` names a field of ``model`` (through nested models)."""
-    head, _, rest = path.lower().partition("__")
-    field = model.model_fields.get(head)
-    if field is None:
-        return False
-    if not rest:
-        return True
-    nested = [
-        t for t in _types(field.annotation) if isinstance(t, type) and issubclass(t, BaseModel)
-    ]
-    return any(is_setting(t, rest) for t in nested)
-
-
-def _types(annotation: Any) -> list[Any]:
-    args = getattr(annotation, "__args__", None)
-    return [annotation] if not args else [t for a in args for t in _types(a)]
 
 
 def settings_env(values: Mapping[str, str], prefix: str) -> dict[str, str]:
@@ -134,6 +114,33 @@ def test_settings_blocks_become_prefixed_variables() -> None:
     assert values["ENGRAM_GATEWAY_DEFAULT_LIMIT"] == "7"
     assert values["ENGRAM_GATEWAY_RERANKER__ENABLED"] == "true"
     assert is_setting(settings_class("gateway"), "RERANKER__ENABLED")
+
+
+def test_nested_settings_values_become_the_nested_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out = render(
+        "gateway.settings.context.seeds=0",
+        "gateway.settings.context.thread=tag:session",
+        "gateway.settings.streams.vector_budget.cap_s=1.5",
+        "gateway.settings.default_limit=7",
+        "consolidate.settings.forget.protect_tags={keep,pinned}",
+    )
+    gateway = settings_env(out.values("gateway"), "ENGRAM_GATEWAY_")
+    assert gateway["ENGRAM_GATEWAY_CONTEXT__SEEDS"] == "0"
+    assert gateway["ENGRAM_GATEWAY_STREAMS__VECTOR_BUDGET__CAP_S"] == "1.5"
+    consolidate = settings_env(out.values("consolidate"), "ENGRAM_CONSOLIDATE_")
+    assert consolidate["ENGRAM_CONSOLIDATE_FORGET__PROTECT_TAGS"] == '["keep","pinned"]'
+    for key in list(os.environ):
+        if key.startswith("ENGRAM_"):
+            monkeypatch.delenv(key)
+    for key, value in (gateway | consolidate).items():
+        monkeypatch.setenv(key, value)
+    g: Any = settings_class("gateway")()
+    assert (g.context.seeds, g.context.thread, g.default_limit) == (0, "tag:session", 7)
+    assert g.streams.vector_budget.cap_s == 1.5
+    c: Any = settings_class("consolidate")()
+    assert set(c.forget.protect_tags) == {"keep", "pinned"}
 
 
 def test_callers_reach_each_store_through_its_headless_service() -> None:

@@ -151,10 +151,7 @@ Call with (list $ "vector"). */}}
 {{- end }}
 {{- end }}
 {{- end }}
-{{- range $key, $value := $block.settings }}
-- name: {{ $p }}{{ upper $key }}
-  value: {{ $value | toString | quote }}
-{{- end }}
+{{- include "engram.settingsEnv" (list $p $block.settings) }}
 {{- with $block.extraEnv }}
 {{ toYaml . }}
 {{- end }}
@@ -186,4 +183,19 @@ Call with (list $ "vector"). */}}
 {{- $rows = append $rows (list "tls" "/etc/engram/tls" (dict "name" . "keys" (list $v.tls.certKey $v.tls.keyKey $v.tls.caKey))) }}
 {{- end }}
 {{- toJson $rows }}
+{{- end }}
+
+{{/* A settings block as variables: a nested map's keys joined with __, as the services'
+nested settings read them ({context: {seeds: 0}} -> <prefix>CONTEXT__SEEDS); lists as JSON.
+Call with (list "ENGRAM_GATEWAY_" $block.settings). */}}
+{{- define "engram.settingsEnv" -}}
+{{- $prefix := index . 0 }}
+{{- range $key, $value := index . 1 }}
+{{- if kindIs "map" $value }}
+{{- include "engram.settingsEnv" (list (printf "%s%s__" $prefix (upper $key)) $value) }}
+{{- else }}
+- name: {{ $prefix }}{{ upper $key }}
+  value: {{ (kindIs "slice" $value | ternary (toJson $value) (toString $value)) | quote }}
+{{- end }}
+{{- end }}
 {{- end }}

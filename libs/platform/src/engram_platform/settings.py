@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import typing
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -18,6 +21,53 @@ STORE_MAX_ITEMS = 1000
 # them (limit x filters), so a reply stays a few MB. The gateway's context step keeps under.
 SEARCH_MANY_MAX_FILTERS = 32
 SEARCH_MANY_MAX_HITS = 4000
+
+C = TypeVar("C")
+
+
+def as_config(model: BaseModel, cls: type[C], /, **given: Any) -> C:
+    """The config dataclass ``cls`` of a nested settings model: each of its fields takes the
+    model's value of the same name, or the one ``given`` (a value the model holds in another
+    form). A field neither has is an error, so a model and its config cannot drift apart
+    unnoticed; model fields the dataclass lacks (a step's budget) are left out."""
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls.__name__} is not a dataclass")
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    fields = type(model).model_fields
+    missing = sorted(n for n in names if n not in fields and n not in given)
+    if missing:
+        raise TypeError(f"{type(model).__name__} has no {', '.join(missing)} for {cls.__name__}")
+    values = {n: getattr(model, n) for n in names if n not in given}
+    return cls(**values, **given)
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    args = typing.get_args(annotation)
+    if args:
+        return [m for a in args for m in _models_in(a)]
+    return (
+        [annotation] if isinstance(annotation, type) and issubclass(annotation, BaseModel) else []
+    )
+
+
+def is_setting(model: type[BaseModel], path: str) -> bool:
+    """Whether ``CACHE__REDIS__URL`` (a variable without its prefix) names a field of
+    ``model``, through its nested models."""
+    head, _, rest = path.lower().partition("__")
+    field = model.model_fields.get(head)
+    if field is None:
+        return False
+    return not rest or any(is_setting(m, rest) for m in _models_in(field.annotation))
+
+
+def unknown_variables(settings: type[BaseSettings], names: Iterable[str]) -> list[str]:
+    """The ``names`` that carry the settings' env prefix but name none of its fields."""
+    prefix = str(settings.model_config.get("env_prefix", "")).upper()
+    return sorted(
+        n
+        for n in names
+        if n.upper().startswith(prefix) and not is_setting(settings, n[len(prefix) :])
+    )
 
 
 def _known_profile(name: str) -> str:
@@ -182,6 +232,20 @@ class ServiceSettings(BaseSettings):
     metrics: MetricsSettings = Field(
         default_factory=MetricsSettings, description="Metrics export; Prometheus by default."
     )
+
+    @model_validator(mode="after")
+    def _every_variable_is_a_setting(self) -> ServiceSettings:
+        # pydantic-settings drops a variable that names no field: a mistyped or renamed
+        # setting would leave the service running on the default, unnoticed.
+        if self.model_config.get("env_prefix") == ServiceSettings.model_config["env_prefix"]:
+            return self  # the base class: its prefix is every service's
+        unknown = unknown_variables(type(self), os.environ)
+        if unknown:
+            raise ValueError(
+                f"{', '.join(unknown)}: no such setting (renamed? see the service README's "
+                "settings reference)"
+            )
+        return self
 
 
 class NatsSettings(BaseModel):

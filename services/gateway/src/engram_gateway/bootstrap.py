@@ -36,15 +36,13 @@ from engram_gateway.adapters.ranker import ScoringRanker
 from engram_gateway.adapters.recall_codec import ProtoRecallCodec
 from engram_gateway.adapters.tenant_purge import NatsTenantPurge
 from engram_gateway.auth import Authenticator
-from engram_gateway.config import Budget as BudgetSettings
 from engram_gateway.config import ChatModelSettings, Settings
+from engram_gateway.recall_config import read_config
 from engram_gateway.service import (
-    Budget,
     FeedConfig,
     Gateway,
     Lister,
     RateLimitConfig,
-    ReadConfig,
     Reader,
     Subscriptions,
     TenantRateLimit,
@@ -54,10 +52,8 @@ from engram_gateway.service import (
 from engram_gateway.service.access import AccessRecorder
 from engram_gateway.service.admin import Admin, AdminConfig, ConsolidationControl
 from engram_gateway.service.admission import Admission, AdmissionConfig
-from engram_gateway.service.context import ContextConfig
 from engram_gateway.service.dead_letters import DeadLetters
 from engram_gateway.service.decompose import RuleDecomposer
-from engram_gateway.service.expand import ExpandConfig
 from engram_gateway.service.lookup import Lookup
 from engram_gateway.service.models import (
     FallbackDecomposer,
@@ -65,8 +61,6 @@ from engram_gateway.service.models import (
     QueryModels,
     RerankMode,
 )
-from engram_gateway.service.multiquery import CandidateConfig
-from engram_gateway.service.pagerank import GraphRerankConfig
 from engram_gateway.service.ports import (
     EventLog,
     GraphPort,
@@ -76,8 +70,6 @@ from engram_gateway.service.ports import (
     RecallCodec,
     VectorPort,
 )
-from engram_gateway.service.postrank import parse_group_by
-from engram_gateway.service.reads import PostRank
 from engram_gateway.service.recall_cache import RecallCache
 from engram_gateway.service.stats import StatsView, TenantLog
 from engram_gateway.service.tenants import TenantEraser, TenantPurge
@@ -95,10 +87,6 @@ class Backends:
     lexical: LexicalPort
     graph: GraphPort
     ranker: RankerPort
-
-
-def _budget(b: BudgetSettings) -> Budget:
-    return Budget(fraction=b.fraction, cap_s=b.cap_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +165,90 @@ def build_authenticator(settings: Settings) -> Authenticator:
     return auth
 
 
+@dataclass(frozen=True, slots=True)
+class _Shared:
+    """What the writer, the reader and the tenant eraser share."""
+
+    lookup: Lookup
+    recall_cache: RecallCache
+    access: AccessRecorder
+    clock: Callable[[], datetime]
+    ids: Callable[[], str]
+
+
+def _writer(settings: Settings, event_log: EventLog, cache: Cache, shared: _Shared) -> Writer:
+    config = WriteConfig(
+        limits=settings.limits(),
+        idempotency_ttl_s=settings.idempotency_ttl_s,
+        publish_concurrency=settings.publish_concurrency,
+        backend_timeout_s=settings.backend_timeout_s,
+        publish_timeout_s=settings.publish_timeout_s,
+    )
+    return Writer(
+        event_log, cache, shared.lookup, shared.recall_cache, config, shared.clock, shared.ids
+    )
+
+
+def _reader(
+    settings: Settings, backends: Backends, event_log: EventLog, shared: _Shared, models: Models
+) -> Reader:
+    watermarks = WatermarkCache(
+        event_log.watermark,
+        settings.watermark_cache_ms / 1000.0,
+        decided=event_log.tenant_decided,
+        tenant_last=event_log.tenant_last_sequence,
+    )
+    admission = AdmissionConfig(
+        settings.recall_concurrency,
+        settings.recall_queue,
+        settings.recall_tenant_queue,
+        tenant_label=settings.metrics_tenant_label,
+    )
+    return Reader(
+        backends.vector,
+        backends.lexical,
+        backends.graph,
+        backends.ranker,
+        event_log,
+        shared.lookup,
+        shared.recall_cache,
+        watermarks,
+        shared.access,
+        read_config(settings, settings.limits()),
+        shared.clock,
+        models=models.query,
+        admission=Admission(admission),
+        decomposer=models.decomposer_over(
+            RuleDecomposer(settings.candidates.decompose_max_parts),
+            settings.decompose_model.timeout_s,
+        ),
+    )
+
+
+def _tenants(
+    settings: Settings,
+    backends: Backends,
+    event_log: EventLog,
+    cache: Cache,
+    shared: _Shared,
+    tenant_log: TenantLog | None,
+    purge: TenantPurge | None,
+) -> TenantEraser:
+    return TenantEraser(
+        event_log,
+        (backends.vector, backends.lexical, backends.graph),
+        cache,
+        shared.recall_cache,
+        shared.clock,
+        shared.ids,
+        settings.backend_timeout_s,
+        # Outlives both the log's duplicate window and the keys remembered after it.
+        max(settings.nats.duplicate_window_s, settings.idempotency_ttl_s),
+        tenant_log,
+        purge,
+    )
+
+
 def build_gateway(
     settings: Settings,
     backends: Backends,
@@ -195,110 +267,10 @@ def build_gateway(
     configured), their clients living as long as the process. Without `tenant_log` Stats
     shows a tenant no log positions and no dead-letter count."""
     models = models if models is not None else build_models(settings)
-    limits = settings.limits()
-    lookup = Lookup(backends.vector, backends.lexical)
     recall_cache = RecallCache(cache, codec or ProtoRecallCodec(), settings.recall_cache_ttl_s)
-    access = AccessRecorder(event_log, clock, ids)
-    writer = Writer(
-        event_log,
-        cache,
-        lookup,
-        recall_cache,
-        WriteConfig(
-            limits=limits,
-            idempotency_ttl_s=settings.idempotency_ttl_s,
-            publish_concurrency=settings.publish_concurrency,
-            backend_timeout_s=settings.backend_timeout_s,
-            publish_timeout_s=settings.publish_timeout_s,
-        ),
-        clock,
-        ids,
-    )
-    reader = Reader(
-        backends.vector,
-        backends.lexical,
-        backends.graph,
-        backends.ranker,
-        event_log,
-        lookup,
-        recall_cache,
-        WatermarkCache(
-            event_log.watermark,
-            settings.watermark_cache_ms / 1000.0,
-            decided=event_log.tenant_decided,
-            tenant_last=event_log.tenant_last_sequence,
-        ),
-        access,
-        ReadConfig(
-            limits=limits,
-            max_pool=settings.max_pool,
-            tag_pool_factor=settings.tag_pool_factor,
-            relation_pool=settings.relation_pool,
-            relation_system_edges=settings.relation_system_edges,
-            hybrid_graph_stream=settings.hybrid_graph_stream,
-            vector_budget=_budget(settings.vector_budget),
-            lexical_budget=_budget(settings.lexical_budget),
-            graph_budget=_budget(settings.graph_budget),
-            relations_budget=_budget(settings.relations_budget),
-            scoring_budget=_budget(settings.scoring_budget),
-            backend_timeout_s=settings.backend_timeout_s,
-            min_sequence_poll_s=settings.min_sequence_poll_ms / 1000.0,
-            context=ContextConfig(
-                seeds=settings.context_seeds,
-                distance=settings.context_distance,
-                window_s=settings.context_window_s,
-                limit=settings.context_limit,
-                thread=parse_group_by(settings.context_thread_by, "CONTEXT_THREAD_BY"),
-            ),
-            context_budget=_budget(settings.context_budget),
-            dense_without_people=settings.dense_without_people,
-            post=PostRank(
-                near_duplicates=settings.near_duplicates,
-                near_duplicate_threshold=settings.near_duplicate_threshold,
-                shingle_size=settings.shingle_size,
-                floor_ratio=settings.floor_ratio,
-                max_gap=settings.floor_max_gap,
-                min_keep=settings.floor_min_keep,
-                default_max_per_group=settings.default_max_per_group,
-                chars_per_token=settings.chars_per_token,
-                overfetch=settings.recall_overfetch,
-            ),
-            default_timezone=settings.default_timezone,
-            supersession_max_hops=settings.supersession_max_hops,
-            escalation_floor=settings.escalation_floor,
-            expand=ExpandConfig(
-                seeds=settings.expand_seeds,
-                per_seed=settings.expand_per_seed,
-                limit=settings.expand_limit,
-                entity_factor=settings.expand_entity_factor,
-            ),
-            graph_rerank=GraphRerankConfig(
-                alpha=settings.graph_alpha,
-                seeds=settings.graph_seeds,
-                pool=settings.graph_pool,
-                damping=settings.graph_damping,
-                entity_weight=settings.graph_entity_weight,
-            ),
-            expand_budget=_budget(settings.expand_budget),
-            candidates=CandidateConfig(
-                max_queries=settings.max_queries,
-                decompose=settings.decompose,
-            ),
-        ),
-        clock,
-        models=models.query,
-        admission=Admission(
-            AdmissionConfig(
-                settings.recall_concurrency,
-                settings.recall_queue,
-                settings.recall_tenant_queue,
-                tenant_label=settings.metrics_tenant_label,
-            )
-        ),
-        decomposer=models.decomposer_over(
-            RuleDecomposer(settings.decompose_max_parts), settings.decompose_model.timeout_s
-        ),
-    )
+    lookup = Lookup(backends.vector, backends.lexical)
+    shared = _Shared(lookup, recall_cache, AccessRecorder(event_log, clock, ids), clock, ids)
+    reader = _reader(settings, backends, event_log, shared, models)
     rate_limit = TenantRateLimit(
         limiter or MemoryRateLimiter(),
         RateLimitConfig(
@@ -309,23 +281,11 @@ def build_gateway(
     )
     stats = StatsView(reader, tenant_log, settings.backend_timeout_s)
     lister = Lister(backends.vector, backends.graph, settings.backend_timeout_s)
-    tenants = TenantEraser(
-        event_log,
-        (backends.vector, backends.lexical, backends.graph),
-        cache,
-        recall_cache,
-        clock,
-        ids,
-        settings.backend_timeout_s,
-        # Outlives both the log's duplicate window and the keys remembered after it.
-        max(settings.nats.duplicate_window_s, settings.idempotency_ttl_s),
-        tenant_log,
-        purge,
-    )
+    tenants = _tenants(settings, backends, event_log, cache, shared, tenant_log, purge)
     return Gateway(
-        writer=writer,
+        writer=_writer(settings, event_log, cache, shared),
         reader=reader,
-        access=access,
+        access=shared.access,
         rate_limit=rate_limit,
         stats=stats,
         lister=lister,

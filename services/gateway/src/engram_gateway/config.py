@@ -2,7 +2,8 @@
 
 e.g. ``ENGRAM_GATEWAY_NATS__URL=nats://127.0.0.1:4222``,
 ``ENGRAM_GATEWAY_TOKENS=dev-token=default:read+write+admin``,
-``ENGRAM_GATEWAY_VECTOR_BUDGET__CAP_S=1.5``, ``ENGRAM_GATEWAY_CACHE__BACKEND=redis``.
+``ENGRAM_GATEWAY_STREAMS__VECTOR_BUDGET__CAP_S=1.5``, ``ENGRAM_GATEWAY_CONTEXT__SEEDS=0``,
+``ENGRAM_GATEWAY_CACHE__BACKEND=redis``.
 """
 
 from __future__ import annotations
@@ -13,27 +14,24 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from engram_core.errors import InvalidArgument
 from engram_core.limits import MAX_CONTENT_BYTES, MAX_METADATA_BYTES
 from engram_core.validation import Limits
-from engram_gateway.service.postrank import parse_group_by
+from engram_gateway.recall_settings import (
+    CandidatesSettings,
+    ContextSettings,
+    ExpandSettings,
+    GraphRerankSettings,
+    PostRankSettings,
+    RelationsSettings,
+    ScoringStepSettings,
+    StreamsSettings,
+)
 from engram_platform.settings import (
-    SEARCH_MANY_MAX_FILTERS,
-    SEARCH_MANY_MAX_HITS,
     CacheSettings,
     ClientTlsSettings,
     NatsSettings,
     ServiceSettings,
 )
-
-
-class Budget(BaseModel):
-    """A backend call's share of the caller's remaining time: min(cap_s, fraction × remaining)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    fraction: float = Field(0.5, gt=0, le=1, description="Share of the remaining deadline.")
-    cap_s: float = Field(2.0, gt=0, description="Upper bound in seconds, whatever the deadline.")
 
 
 class ModelEndpoint(BaseModel):
@@ -193,151 +191,43 @@ class Settings(ServiceSettings):
     )
     max_query_bytes: int = Field(4096, gt=0, description="Longest recall query (UTF-8 bytes).")
     default_limit: int = Field(10, ge=1, le=100, description="Recall results when limit is 0.")
-    max_pool: int = Field(200, ge=1, description="Most candidates fetched per stream.")
-    tag_pool_factor: int = Field(
-        2,
-        ge=1,
-        description="The vector stream's pool × this when the request's tags scope the search "
-        "(a filtered approximate search finds fewer good neighbours); at most max_pool.",
-    )
-    relation_pool: int = Field(
-        50, ge=0, description="Top candidates whose relations feed the relation component."
-    )
-    relation_system_edges: bool = Field(
-        False,
-        description="Let edges consolidation drew (origin system: SIMILAR_TO, PRECEDED_BY…) "
-        "feed the relation component too; off, only edges agents made count.",
-    )
-    hybrid_graph_stream: bool = Field(
-        False,
-        description="Search the graph service for memories mentioning the query's entities "
-        "in the default hybrid mode with weighted fusion too. Off: the scoring service's "
-        "graph weight is 0 by default, so that stream changes no ranking, and at 100k it "
-        "cost a third of each recall's CPU. Turn it on with ENGRAM_SCORING_WEIGHTS__GRAPH > "
-        "0. The graph and hybrid_graph modes and fusion=rrf always search it.",
-    )
-    context_seeds: int = Field(
-        5,
-        ge=0,
-        le=SEARCH_MANY_MAX_FILTERS,
-        description="Best candidates whose timeline neighbours are read (hybrid); 0 = off.",
-    )
-    context_distance: int = Field(
-        2, ge=1, description="Neighbours up to this many steps away on the timeline."
-    )
-    context_window_s: float = Field(
-        3600.0, ge=0, description="Neighbours are read this far either side of a seed."
-    )
-    context_limit: int = Field(
-        64,
-        ge=1,
-        le=SEARCH_MANY_MAX_HITS // SEARCH_MANY_MAX_FILTERS,
-        description="Most memories read per seed window (all windows are one vector call).",
-    )
-    context_thread_by: str = Field(
-        "",
-        description="One timeline per thread, keyed as diversify_by is (tag:<prefix>, "
-        "metadata:<key>): memories are neighbours only within one. '' = the tenant's one.",
-    )
-    dense_without_people: bool = Field(
-        True, description="Leave the people a query names out of the text the vector embeds."
-    )
-
-    # Recall filters and post-ranking (service/postrank.py); off by default except duplicate
-    # ids and duplicate content, so a plain recall ranks as before.
     default_timezone: str = Field(
         "", description="IANA zone (or ±hh:mm) for a time_query whose request names none; '' = UTC."
     )
-    supersession_max_hops: int = Field(
-        4, ge=0, description="Rounds of relation fetches that extend supersession chains."
-    )
-    near_duplicates: bool = Field(
-        True, description="Drop results whose content nearly duplicates a better one."
-    )
-    near_duplicate_threshold: float = Field(
-        0.0,
-        ge=0,
-        le=1,
-        description="Shingle Jaccard at which two results count as one; 0 = the same words.",
-    )
-    shingle_size: int = Field(3, ge=1, description="Words per shingle (near duplicates).")
-    floor_ratio: float = Field(
-        0.0, ge=0, le=1, description="Cut results under this share of the top score; 0 = off."
-    )
-    floor_max_gap: float = Field(
-        0.0, ge=0, le=1, description="Cut the tail after a drop > this share of the top; 0 = off."
-    )
-    floor_min_keep: int = Field(1, ge=1, description="Results the floor never cuts.")
-    default_max_per_group: int = Field(
-        2, ge=1, description="max_per_group when a request sets diversify_by but not it."
-    )
-    chars_per_token: float = Field(
-        4.0, gt=0, description="ASCII characters per token in the token-budget estimate."
-    )
-    recall_overfetch: int = Field(
-        3, ge=1, description="Results asked of scoring per limit when post-ranking may cut."
-    )
-    escalation_floor: float = Field(
-        0.0,
-        ge=0,
-        le=1,
-        description="Best score (weighted; RRF: share of the best possible) under which the "
-        "pool is doubled once and the recall re-run; 0 = off.",
-    )
 
-    # Candidate generation: multi-query, decomposition, trending.
-    max_queries: int = Field(
-        8, ge=1, le=32, description="Most sub-queries per recall (query, queries, decomposed)."
+    # The recall's steps, one nested model each (recall_settings.py).
+    streams: StreamsSettings = Field(
+        default_factory=StreamsSettings,
+        description="The retrieval streams (vector, lexical, graph): pools and deadlines.",
     )
-    decompose: bool = Field(
-        False,
-        description="Split questions into entity/topic sub-queries when a request leaves "
-        "decompose unset.",
+    relations: RelationsSettings = Field(
+        default_factory=RelationsSettings,
+        description="Relations among the top candidates (relation component, supersession).",
     )
-    decompose_max_parts: int = Field(
-        4, ge=1, le=16, description="Most sub-queries the rule-based decomposer adds."
+    context: ContextSettings = Field(
+        default_factory=ContextSettings,
+        description="Timeline neighbours of the best candidates (hybrid mode).",
     )
-
-    # After ranking: expansion (service/expand.py) and the hybrid_graph rerank (pagerank.py).
-    expand_seeds: int = Field(
-        5, ge=1, le=100, description="Best results (at most limit) whose links are expanded."
+    candidates: CandidatesSettings = Field(
+        default_factory=CandidatesSettings,
+        description="Multi-query and decomposition: candidates beyond the one query.",
     )
-    expand_per_seed: int = Field(
-        3, ge=1, le=100, description="Neighbours per seed when a request's expand_per_seed is 0."
+    scoring: ScoringStepSettings = Field(
+        default_factory=ScoringStepSettings,
+        description="The scoring call that fuses and ranks; tier escalation.",
     )
-    expand_limit: int = Field(
-        10, ge=1, le=100, description="Expanded results in all when a request's expand_limit is 0."
+    postrank: PostRankSettings = Field(
+        default_factory=PostRankSettings,
+        description="Filters after ranking: duplicates, score floor, diversity, token budget.",
     )
-    expand_entity_factor: float = Field(
-        0.5,
-        ge=0,
-        le=1,
-        description="An entity-expanded memory scores this × the score of the best seed "
-        "sharing an entity with it (a flat share).",
+    expand: ExpandSettings = Field(
+        default_factory=ExpandSettings,
+        description="Expansion after ranking: related and entity-sharing memories.",
     )
-    graph_alpha: float = Field(
-        0.1,
-        ge=0,
-        le=1,
-        description="hybrid_graph: PageRank's weight in the blend when a request's "
-        "graph_rerank.alpha is 0.",
+    graph_rerank: GraphRerankSettings = Field(
+        default_factory=GraphRerankSettings,
+        description="The hybrid_graph mode's personalised-PageRank rerank.",
     )
-    graph_seeds: int = Field(
-        10, ge=1, description="hybrid_graph: best results the PageRank walk restarts from."
-    )
-    graph_pool: int = Field(
-        50, ge=2, le=100, description="hybrid_graph: results asked of scoring and reranked."
-    )
-    graph_damping: float = Field(
-        0.85, gt=0, lt=1, description="hybrid_graph: chance the walk follows an edge."
-    )
-    graph_entity_weight: float = Field(
-        0.5,
-        ge=0,
-        description="hybrid_graph: weight of a memory–entity edge for the rarest shared "
-        "entity (rarer in the pool = heavier; one every result mentions = 0).",
-    )
-
     # Query-side models (service/models.py): none configured, none run.
     hyde: HydeSettings = Field(
         default_factory=HydeSettings,
@@ -355,31 +245,6 @@ class Settings(ServiceSettings):
     # Deadlines
     default_deadline_s: float = Field(
         10.0, gt=0, description="Budget of a call that carries no deadline."
-    )
-    vector_budget: Budget = Field(
-        default_factory=Budget, description="Vector search share of the deadline."
-    )
-    lexical_budget: Budget = Field(
-        default_factory=Budget, description="Lexical search share of the deadline."
-    )
-    graph_budget: Budget = Field(
-        default_factory=Budget, description="Graph search share of the deadline."
-    )
-    relations_budget: Budget = Field(
-        default_factory=lambda: Budget(fraction=0.3, cap_s=0.5),
-        description="Relations among the top candidates.",
-    )
-    context_budget: Budget = Field(
-        default_factory=lambda: Budget(fraction=0.3, cap_s=0.5),
-        description="Reading the timeline neighbours of the best candidates.",
-    )
-    expand_budget: Budget = Field(
-        default_factory=lambda: Budget(fraction=0.3, cap_s=0.5),
-        description="Graph reads after ranking: expansion, the hybrid_graph rerank.",
-    )
-    scoring_budget: Budget = Field(
-        default_factory=lambda: Budget(fraction=0.5, cap_s=1.0),
-        description="Scoring's share of what is left after retrieval.",
     )
     backend_timeout_s: float = Field(
         2.0,
@@ -459,14 +324,6 @@ class Settings(ServiceSettings):
         description="Label admission refusals (rate limit, full recall queue) with the "
         "tenant: one series per tenant, so only for a bounded number of tenants.",
     )
-
-    @model_validator(mode="after")
-    def _context_thread_by_parses(self) -> Settings:
-        try:
-            parse_group_by(self.context_thread_by, "CONTEXT_THREAD_BY")
-        except InvalidArgument as e:
-            raise ValueError(str(e)) from e
-        return self
 
     @model_validator(mode="after")
     def _rate_limit_admits_one_per_window(self) -> Settings:

@@ -464,6 +464,8 @@ class Harness:
 
 
 def make_settings(**kw: Any) -> Settings:
+    unknown = sorted(set(kw) - set(Settings.model_fields))
+    assert not unknown, f"not gateway settings (the settings ignore them): {unknown}"
     base: dict[str, Any] = {"port": 0, "tokens": TOKENS, "watermark_cache_ms": 0.0}
     base.update(kw)
     return Settings(**base)

@@ -134,7 +134,7 @@ async def test_decompose_defaults_to_the_setting(new_harness: Any) -> None:
     _dancers(off)
     await _recall(off, question)
     assert len(_lexical_queries(off)) == 1
-    on = new_harness(decompose=True)
+    on = new_harness(candidates={"decompose": True})
     _dancers(on)
     await _recall(on, question)
     assert len(_lexical_queries(on)) == 3

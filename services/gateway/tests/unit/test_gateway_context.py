@@ -195,7 +195,7 @@ def _search_many_windows(h: Any) -> list[list[tuple[datetime, datetime]]]:
 
 
 async def test_a_full_window_is_read_again_narrower(new_harness: Any) -> None:
-    h = new_harness(context_limit=8)
+    h = new_harness(context={"limit": 8})
     seed(h)
     h.vector.whole_windows = True  # a window read gives the first `limit` stored in it
     # Twenty notes in the hour before the question, stored first: the hour's read is full of
@@ -223,7 +223,7 @@ async def test_a_full_window_is_read_again_narrower(new_harness: Any) -> None:
 async def test_memories_a_full_window_shows_side_by_side_are_not_made_neighbours(
     new_harness: Any,
 ) -> None:
-    h = new_harness(context_limit=2)
+    h = new_harness(context={"limit": 2})
     h.vector.whole_windows = True
     minute = timedelta(minutes=1)
     far = "0190f3a4-7b1c-7d2e-8f00-0000000000c1"  # two minutes after the question
@@ -248,7 +248,7 @@ async def test_a_window_full_at_its_narrowest_is_left_out_and_the_span_says_so(
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     monkeypatch.setattr(reads, "_tracer", provider.get_tracer("test"))
-    h = new_harness(context_limit=2)
+    h = new_harness(context={"limit": 2})
     h.vector.whole_windows = True
     seed(h)  # the question and its answer at one instant, and another day's memory
     h.world.put(h.memory("0190f3a4-7b1c-7d2e-8f00-0000000000a3", "Brb", timestamp=T0))

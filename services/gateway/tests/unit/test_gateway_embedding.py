@@ -67,6 +67,6 @@ async def test_tags_widen_the_vector_pool_only(harness: Any) -> None:
     # The main searches (the context step's window searches carry a time window).
     pools = [a[2] for op, a in h.vector.calls if op == "search" and a[1].start is None]
     lexical = [a[2] for op, a in h.lexical.calls if op == "search"]
-    # limit 10: pool 40; scoped by tags, the vector stream asks for TAG_POOL_FACTOR (2) × 40.
+    # limit 10: pool 40; scoped by tags, the vector stream's is streams.tag_pool_factor (2) × 40.
     assert pools == [40, 80]
     assert lexical == [40, 40]

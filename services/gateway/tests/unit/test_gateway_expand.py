@@ -324,7 +324,7 @@ def test_the_cache_codec_keeps_the_marks() -> None:
 async def test_hybrid_graph_lifts_a_result_sharing_a_rare_entity_with_the_seeds(
     new_harness: Any,
 ) -> None:
-    h = new_harness(graph_seeds=2)
+    h = new_harness(graph_rerank={"seeds": 2})
     kyoto = ("places:kyoto",)
     h.world.put(
         h.memory(_id(1), "tea garden kyoto trip", entities=kyoto),

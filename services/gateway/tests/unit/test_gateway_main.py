@@ -25,7 +25,7 @@ from engram_platform.nats_server import NatsServer, free_port, start_nats
 def test_settings_come_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENGRAM_GATEWAY_NATS__URL", "nats://10.0.0.1:4222")
     monkeypatch.setenv("ENGRAM_GATEWAY_TOKENS", "dev-token=default:read+write+admin")
-    monkeypatch.setenv("ENGRAM_GATEWAY_VECTOR_BUDGET__CAP_S", "0.75")
+    monkeypatch.setenv("ENGRAM_GATEWAY_STREAMS__VECTOR_BUDGET__CAP_S", "0.75")
     monkeypatch.setenv("ENGRAM_GATEWAY_LEXICAL_ADDR", "127.0.0.1:6000")
     monkeypatch.setenv("ENGRAM_GATEWAY_MAX_CONTENT_BYTES", "1024")
     s = Settings()
@@ -33,8 +33,8 @@ def test_settings_come_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.nats.url == "nats://10.0.0.1:4222"
     assert s.tokens.get_secret_value() == "dev-token=default:read+write+admin"
     assert "dev-token" not in repr(s)
-    assert s.vector_budget.cap_s == 0.75
-    assert s.vector_budget.fraction == 0.5
+    assert s.streams.vector_budget.cap_s == 0.75
+    assert s.streams.vector_budget.fraction == 0.5
     assert s.lexical_addr == "127.0.0.1:6000"
     assert s.limits().max_content_bytes == 1024
 
@@ -51,12 +51,12 @@ def test_idempotency_must_outlive_the_duplicate_window() -> None:
 
 @pytest.mark.parametrize(
     ("setting", "value"),
-    [("context_seeds", 33), ("context_limit", 126)],  # past vector SearchMany's caps
+    [("seeds", 33), ("limit", 126)],  # past vector SearchMany's caps
 )
 def test_context_reads_stay_within_one_vector_call(setting: str, value: int) -> None:
     with pytest.raises(ValidationError, match=setting):
-        Settings(**{setting: value})
-    Settings(**{setting: value - 1})
+        Settings(context={setting: value})
+    Settings(context={setting: value - 1})
 
 
 @pytest.mark.parametrize(

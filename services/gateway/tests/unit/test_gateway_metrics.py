@@ -76,7 +76,7 @@ async def test_a_slow_stream_counts_as_a_timeout(
     new_harness: Any, service_metrics: ServiceMetrics
 ) -> None:
     m = service_metrics
-    h = new_harness(lexical_budget={"fraction": 0.5, "cap_s": 0.05})
+    h = new_harness(streams={"lexical_budget": {"fraction": 0.5, "cap_s": 0.05}})
     _tea(h)
     h.lexical.delay = 1.0
     slow = m.value(DEGRADED, stream="lexical", reason="timeout")
@@ -99,7 +99,7 @@ async def test_an_escalated_recall_is_counted(
     new_harness: Any, service_metrics: ServiceMetrics
 ) -> None:
     m = service_metrics
-    h = new_harness(escalation_floor=0.99, max_pool=400)
+    h = new_harness(scoring={"escalation_floor": 0.99}, streams={"max_pool": 400})
     _tea(h)
     # More tea than the first pool holds, so widening it can find something new.
     h.world.put(*(h.memory(f"0190f3a4-7b1c-7d2e-8f00-0000000002{i:02x}", "tea") for i in range(9)))

@@ -241,7 +241,7 @@ async def test_rerank_reads_a_memory_after_the_end_of_a_question_stored_before_i
 async def test_rerank_reads_no_question_a_full_window_puts_before_a_memory(
     new_harness: Any,
 ) -> None:
-    h = new_harness(context_seeds=0, context_limit=2)  # only the rerank reads windows
+    h = new_harness(context={"seeds": 0, "limit": 2})  # only the rerank reads windows
     _, reranker = _wire(h, ModelsConfig())
     h.vector.whole_windows = True  # a window read gives the first `limit` stored in it
     h.world.memories.clear()
@@ -265,7 +265,7 @@ async def test_rerank_reads_the_question_before_a_memory_in_its_own_thread(
     t0 = datetime(2025, 1, 1, tzinfo=UTC)
     documents: dict[str, list[str]] = {}
     for thread_by in ("", "tag:conv"):
-        h = new_harness(context_seeds=0, context_thread_by=thread_by)
+        h = new_harness(context={"seeds": 0, "thread": thread_by})
         _, reranker = _wire(h, ModelsConfig())
         h.vector.whole_windows = True
         h.world.memories.clear()
@@ -283,9 +283,9 @@ async def test_rerank_reads_the_question_before_a_memory_in_its_own_thread(
 
 
 def test_a_thread_key_is_checked_when_the_settings_load() -> None:
-    with pytest.raises(ValidationError, match="CONTEXT_THREAD_BY"):
-        Settings(context_thread_by="tag:")
-    assert Settings(context_thread_by="tag:session").context_thread_by == "tag:session"
+    with pytest.raises(ValidationError, match="thread"):
+        Settings(context={"thread": "tag:"})
+    assert Settings(context={"thread": "tag:session"}).context.thread == "tag:session"
 
 
 async def test_rerank_without_preceding_chars_reads_no_timeline(new_harness: Any) -> None:
@@ -317,7 +317,7 @@ async def test_rerank_in_a_mode_without_vectors_reads_each_memory_alone(harness:
 
 async def test_a_failed_timeline_read_reranks_each_memory_alone(harness: Any) -> None:
     h = harness
-    _, reranker = _wire(h, ModelsConfig(), context_seeds=0)  # only the rerank reads windows
+    _, reranker = _wire(h, ModelsConfig(), context={"seeds": 0})  # only the rerank reads windows
     _question_then_answer(h)
     plain = h.vector.search_many
 
@@ -336,7 +336,7 @@ async def test_a_failed_timeline_read_reranks_each_memory_alone(harness: Any) ->
 async def test_rerank_reads_the_windows_of_a_long_head_in_calls_the_store_takes(
     new_harness: Any,
 ) -> None:
-    h = new_harness(context_seeds=0)  # only the rerank reads windows
+    h = new_harness(context={"seeds": 0})  # only the rerank reads windows
     _, reranker = _wire(h, ModelsConfig(rerank_top_n=40))
     h.vector.whole_windows = True
     h.world.memories.clear()  # not _wire's three
@@ -361,7 +361,7 @@ async def test_rerank_reads_the_windows_of_a_long_head_in_calls_the_store_takes(
 
 
 async def test_rerank_asks_scoring_for_its_whole_top_n(new_harness: Any) -> None:
-    h = new_harness(near_duplicates=False)
+    h = new_harness(postrank={"near_duplicates": False})
     _wire(h, ModelsConfig(rerank_top_n=30))
     await _recall(h, limit=2, include_archived=True)  # nothing cuts, nothing widens it
     assert h.ranker.calls[-1]["limit"] == 2
@@ -401,7 +401,7 @@ async def test_hyde_with_queries_alone_answers_the_first_of_them(harness: Any) -
 
 async def test_hyde_runs_once_when_the_recall_escalates(harness: Any) -> None:
     h = harness
-    hyde, _ = _wire(h, escalation_floor=0.99, max_pool=400)
+    hyde, _ = _wire(h, scoring={"escalation_floor": 0.99}, streams={"max_pool": 400})
     # More tea than the first pool holds, so widening it can find something new.
     h.world.put(*(h.memory(f"0190f3a4-7b1c-7d2e-8f00-0000000001{i:02x}", "tea") for i in range(9)))
     result = await _recall(h, hyde=True, limit=1)

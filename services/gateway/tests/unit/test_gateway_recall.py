@@ -25,7 +25,7 @@ from engram_gateway.service.ports import Envelope
 def harness(new_harness: Any) -> Any:
     """All three streams searched, as with a graph weight (`hybrid_graph_stream`): these
     tests are about how the streams are merged, cut, degraded and fetched."""
-    return new_harness(hybrid_graph_stream=True)
+    return new_harness(streams={"hybrid_graph_stream": True})
 
 
 A = "0190f3a4-7b1c-7d2e-8f00-00000000000a"
@@ -133,7 +133,9 @@ async def test_a_failing_backend_degrades_the_answer(client: Any) -> None:
 
 
 async def test_a_slow_backend_is_cut_at_its_budget(new_harness: Any) -> None:
-    h = new_harness(graph_budget={"fraction": 0.5, "cap_s": 0.1}, hybrid_graph_stream=True)
+    h = new_harness(
+        streams={"graph_budget": {"fraction": 0.5, "cap_s": 0.1}, "hybrid_graph_stream": True}
+    )
     seed(h)
     h.graph.delay = 5.0
     started = time.perf_counter()
@@ -183,7 +185,7 @@ async def test_relation_component_sums_edges_between_candidates(client: Any) -> 
     [
         ({}, RecallMode.HYBRID, "user"),  # the relation component and the state step
         ({}, RecallMode.HYBRID_GRAPH, ""),  # the graph rerank walks consolidation's edges too
-        ({"relation_system_edges": True}, RecallMode.HYBRID, ""),
+        ({"relations": {"system_edges": True}}, RecallMode.HYBRID, ""),
     ],
 )
 async def test_recall_asks_for_the_edges_it_reads(

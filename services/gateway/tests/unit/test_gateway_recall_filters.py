@@ -22,7 +22,7 @@ from engram_gateway.service.ports import RecallResult
 def harness(new_harness: Any) -> Any:
     """All three streams searched, as with a graph weight (`hybrid_graph_stream`): these
     tests are about filters reaching every backend."""
-    return new_harness(hybrid_graph_stream=True)
+    return new_harness(streams={"hybrid_graph_stream": True})
 
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -281,12 +281,12 @@ async def test_a_default_recall_shows_the_same_content_once(new_harness: Any) ->
     assert len(result.results) == 2
     assert _id(3) in _ids(result)
     assert result.cut["near_duplicate"] == 1
-    every = await _recall(stocked(near_duplicates=False), "green tea")
+    every = await _recall(stocked(postrank={"near_duplicates": False}), "green tea")
     assert sorted(_ids(every)) == [_id(1), _id(2), _id(3)]
 
 
 async def test_overfetch_never_asks_scoring_beyond_its_max_limit(new_harness: Any) -> None:
-    h = new_harness(near_duplicates=False)
+    h = new_harness(postrank={"near_duplicates": False})
     _corpus(h)
     await _recall(h, "green tea", limit=100, min_score=0.01)
     assert h.ranker.calls[-1]["limit"] == 100
@@ -306,7 +306,7 @@ def _lexical_pools(h: Any) -> list[int]:
 
 
 async def test_weak_evidence_widens_the_pool_once(new_harness: Any) -> None:
-    h = new_harness(escalation_floor=0.99)
+    h = new_harness(scoring={"escalation_floor": 0.99})
     _corpus(h)  # four "tea" memories: limit 1 → pool 4, which the lexical stream fills
     result = await _recall(h, "green tea", limit=1)
     assert result.escalated
@@ -321,7 +321,7 @@ async def test_no_escalation_by_default_or_when_no_stream_is_full(
     assert not plain.escalated
     assert _lexical_pools(harness) == [4]
 
-    h = new_harness(escalation_floor=0.99)
+    h = new_harness(scoring={"escalation_floor": 0.99})
     _corpus(h)
     wide = await _recall(h, "green tea", limit=2)  # pool 8 > the 4 matches: nothing more
     assert not wide.escalated

@@ -116,7 +116,7 @@ async def test_every_stream_is_searched_where_the_graph_stream_counts(
 ) -> None:
     """With the setting on (a deployment that gives the graph weight), with RRF (stream
     weight 1) and in hybrid_graph, hybrid searches all three streams."""
-    h = new_harness(hybrid_graph_stream=setting)
+    h = new_harness(streams={"hybrid_graph_stream": setting})
     seed(h)
     result = await h.recall("sarah tea", mode=mode, fusion=fusion)
     assert list(result.streams) == ["vector", "lexical", "graph"]

@@ -14,7 +14,7 @@ seeds' windows are read again, ``NARROWING`` times narrower, up to ``NARROWINGS`
 (``reads.Reader._windows``); a window still full is not used.
 
 Where many agents write to one tenant at once, the memory stored just before another may be
-of another conversation. With ``thread`` (``CONTEXT_THREAD_BY``, e.g. ``tag:session``) each
+of another conversation. With ``thread`` (``CONTEXT__THREAD``, e.g. ``tag:session``) each
 thread has its own timeline: memories are neighbours only within one (those without the
 key share one).
 
