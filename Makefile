@@ -105,16 +105,16 @@ test-chart: sync helm kubeconform image-root ## render deploy/helm/engram, check
 	  $(UV) run --frozen --no-sync pytest -m chart -q tests/deploy
 
 run: sync default-model ## start NATS and the seven services on embedded backends
-	@$(PY) -m engram_platform.devstack
+	@$(PY) -m engram_testing.devstack
 
 up-servers: sync ## start OpenSearch, Neo4j, Redis and NATS here (Maven/Debian/PyPI), detached
-	@$(PY) -m engram_platform.localservers up
+	@$(PY) -m engram_testing.localservers up
 
 down-servers: sync ## stop the servers that up-servers started
-	@$(PY) -m engram_platform.localservers down
+	@$(PY) -m engram_testing.localservers down
 
 run-servers: sync default-model ## start the servers, then the seven services on them
-	@$(PY) -m engram_platform.devstack --servers
+	@$(PY) -m engram_testing.devstack --servers
 
 bench: sync default-model ## speed and scale benchmark (BENCHMARKS.md §2)
 	@$(PY) bench/perf.py

@@ -19,7 +19,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from engram.gateway.v1 import admin_pb2, gateway_pb2
 from engram_embed.paths import MODEL_NAME
-from engram_platform.devstack import DevStack, start_stack
+from engram_testing.devstack import DevStack, start_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"

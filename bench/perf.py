@@ -43,7 +43,7 @@ from engram_embed.factory import EmbedSettings, make_embedder
 from engram_embed.paths import MODEL_NAME, MODELS
 from engram_lexical.adapters.tantivy_index import TantivyTextIndex
 from engram_platform.convert import ts_to_proto
-from engram_platform.devstack import DEV_TOKEN, DevStack
+from engram_testing.devstack import DEV_TOKEN, DevStack
 from engram_vector.adapters.edge import EdgeVectorIndex
 
 AUTH = auth(DEV_TOKEN)

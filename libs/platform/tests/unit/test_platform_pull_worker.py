@@ -27,7 +27,6 @@ from nats.js.api import StreamConfig
 from engram_core.outcomes import Result
 from engram_platform import jetstream as jsm
 from engram_platform import logs, worker_metrics
-from engram_platform.nats_server import NatsServer, free_ports, start_nats
 from engram_platform.pull_worker import (
     DELIVERIES_HEADER,
     ORIGINAL_SEQUENCE_HEADER,
@@ -44,6 +43,7 @@ from engram_platform.pull_worker import (
 from engram_platform.settings import NatsSettings, WorkerSettings
 from engram_testing import waiting
 from engram_testing.metrics import ServiceMetrics
+from engram_testing.nats_server import NatsServer, free_ports, start_nats
 
 STREAM = "PULLTEST"
 DURABLE = "pulltest-worker"

@@ -18,8 +18,8 @@ import pytest
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
 from engram_platform import jetstream as jsm
-from engram_platform.devstack import DEV_ADMIN_TOKEN, DEV_TOKEN, DevStack
 from engram_platform.settings import NatsSettings
+from engram_testing.devstack import DEV_ADMIN_TOKEN, DEV_TOKEN, DevStack
 from engram_testing.e2e import AUTH, CLUSTER_AUTH, Stub, wait_kept
 
 Metadata = tuple[tuple[str, str], ...]

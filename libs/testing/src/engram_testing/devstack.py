@@ -21,11 +21,12 @@ from engram.graph.v1 import graph_pb2
 from engram.lexical.v1 import lexical_pb2
 from engram.scoring.v1 import scoring_pb2
 from engram.vector.v1 import vector_pb2
-from engram_platform import health, localservers
+from engram_platform import health
 from engram_platform.grpc_server import worker_health_name
 from engram_platform.health import SERVING
-from engram_platform.nats_server import NatsServer, free_ports, start_nats
 from engram_platform.settings import engram_home
+from engram_testing import localservers
+from engram_testing.nats_server import NatsServer, free_ports, start_nats
 
 GRPC_SERVICES = ("vector", "lexical", "graph", "scoring", "gateway")
 WORKERS = ("ingest", "consolidate")
