@@ -117,10 +117,10 @@ run-servers: sync default-model ## start the servers, then the seven services on
 	@$(PY) -m engram_testing.devstack --servers
 
 bench: sync default-model ## speed and scale benchmark (BENCHMARKS.md §2)
-	@$(PY) bench/perf.py
+	@$(PY) -m bench.perf
 
 bench-quality: sync models ## retrieval quality on LoCoMo: bm25 / vector / hybrid / hybrid_graph (BENCHMARKS.md §1)
-	@$(PY) bench/quality.py
+	@$(PY) -m bench.quality
 
 clean: ## remove local data under .engram (keeps the model)
 	@rm -rf $(ENGRAM_HOME)/data

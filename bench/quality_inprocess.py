@@ -9,9 +9,9 @@ the figures match `make bench-quality` while one run takes about a minute, not f
 The filled stores are kept under bench/results/inproc-store-<model> (git-ignored) and reused
 until ``--rebuild`` (needed after a change to what the stores index); query embeddings are
 kept in a file cache beside them. Settings come from the environment exactly as the
-services read them (``ENGRAM_SCORING_WEIGHTS__GRAPH=0.1 python bench/quality_inprocess.py``).
+services read them (``ENGRAM_SCORING_WEIGHTS__GRAPH=0.1 python -m bench.quality_inprocess``).
 
-    uv run python bench/quality_inprocess.py [--modes bm25,vector,hybrid,hybrid_graph,hybrid_rerank]
+    uv run python -m bench.quality_inprocess [--modes bm25,vector,hybrid,hybrid_graph,hybrid_rerank]
         [--rebuild]
         [--embed-model all-MiniLM-L6-v2]
         [--fleet | --interleaved] [--scoped]
@@ -38,7 +38,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from quality import (
+from bench.common import LOCOMO, RESULTS, model_path
+from bench.quality import (
     KS,
     LIMIT,
     RERANK_MODE,
@@ -53,8 +54,6 @@ from quality import (
     speaker_tag,
     table,
 )
-
-from common import LOCOMO, RESULTS, model_path
 from engram_core import validation as v
 from engram_core.ids import new_id
 from engram_core.log_events import MemoryWritten
