@@ -1,4 +1,4 @@
-"""End to end through the public API: the query-side models (issue #4) — HyDE, LLM
+"""End to end through the public API: the query-side models — HyDE, LLM
 decomposition and an HTTP cross-encoder against a fake model server, and the local
 cross-encoder `make models` builds.
 

@@ -39,7 +39,9 @@ class WeightSettings(BaseModel):
     importance: float = Field(_W.importance, ge=0, description="The memory's importance.")
     confidence: float = Field(_W.confidence, ge=0, description="The memory's confidence.")
     relevance: float = Field(
-        _W.relevance, ge=0, description="relevance_score written by consolidation (off until #5)."
+        _W.relevance,
+        ge=0,
+        description="relevance_score written by consolidation's decay pass (0: off).",
     )
     graph: float = Field(_W.graph, ge=0, description="Graph stream score, normalised.")
     time: float = Field(
