@@ -8,7 +8,7 @@ import json
 import os
 import sys
 from contextlib import AbstractContextManager, nullcontext
-from typing import IO, Any, TypeVar
+from typing import IO, Any, TypeAlias, TypeVar
 
 import grpc
 from google.protobuf import json_format
@@ -20,6 +20,8 @@ from engram_clients import transfer
 from engram_platform.tls_flags import add_tls_flags, flag_credentials, flag_options
 
 _DEFAULT_LIMIT = 5
+# What add_subparsers returns: each _add_* function adds its commands to it.
+_Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,6 +30,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--token", default=os.environ.get("ENGRAM_TOKEN", "dev-token"))
     add_tls_flags(p)
     sub = p.add_subparsers(dest="cmd", required=True)
+    for add in (_add_store, _add_recall, _add_by_id, _add_repair, _add_transfer, _add_consolidate):
+        add(sub)
+    return p
+
+
+def _add_store(sub: _Commands) -> None:
     s = sub.add_parser("store", help="store one memory")
     s.add_argument("content", nargs="?", help="the text (or `content` in --memory)")
     s.add_argument("--type", default="")
@@ -41,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
         help='more MemoryInput fields, e.g. \'{"metadata": {"ticket": "OPS-12"}, '
         '"timestamp": "2024-05-08T13:56:00Z"}\'',
     )
+
+
+def _add_recall(sub: _Commands) -> None:
     r = sub.add_parser(
         "recall",
         help="recall (hybrid unless --mode says otherwise)",
@@ -69,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="JSON",
         help='more fields, e.g. \'{"expand_relations": true, "state_mode": "STATE_MODE_ALL"}\'',
     )
+
+
+def _add_by_id(sub: _Commands) -> None:
     for name in ("get", "delete", "related"):
         sub.add_parser(name, help=f"{name} by id").add_argument("id")
     a = sub.add_parser("associate", help="relate two memories")
@@ -78,6 +92,10 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--strength", type=float, default=0.5)
     t = sub.add_parser("stats", help="counts per store, dead letters and the watermark")
     t.add_argument("--tenant", default="", help="another tenant (a token of tenant '*')")
+
+
+def _add_repair(sub: _Commands) -> None:
+    """The admin commands that check and repair the stores: sync, rebuild, dead letters."""
     y = sub.add_parser("sync", help="check the stores against the log and repair them (admin)")
     y.add_argument("--store", action="append", choices=_STORES, default=[])
     y.add_argument("--dry-run", action="store_true")
@@ -103,6 +121,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     for parser in (dl, dr):
         parser.add_argument("--tenant", default="", help="another tenant (a token of tenant '*')")
+
+
+def _add_transfer(sub: _Commands) -> None:
     e = sub.add_parser(
         "export", help="the tenant's memories and their relations as JSONL (stdout or -o)"
     )
@@ -113,6 +134,9 @@ def _parser() -> argparse.ArgumentParser:
     i = sub.add_parser("import", help="store an export's memories and relations (re-runnable)")
     i.add_argument("file", help="a file `engram export` wrote ('-' = stdin)")
     i.add_argument("--batch-size", type=int, default=100, help="memories per StoreBatch")
+
+
+def _add_consolidate(sub: _Commands) -> None:
     c = sub.add_parser(
         "consolidate",
         help="run consolidation passes now, or show each pass's last run and progress (admin)",
@@ -127,7 +151,6 @@ def _parser() -> argparse.ArgumentParser:
         "runs (exit 1 if one failed)",
     )
     c.add_argument("--poll", type=float, default=2.0, help="seconds between two looks (--wait)")
-    return p
 
 
 def _channel(args: argparse.Namespace) -> grpc.aio.Channel:
