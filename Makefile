@@ -40,8 +40,8 @@ lint: sync ## ruff check + format check + import rules (DESIGN §7)
 	@$(UV) run --frozen --no-sync ruff format --check .
 	@$(UV) run --frozen --no-sync lint-imports
 
-typecheck: sync ## mypy --strict on libs and services
-	@$(UV) run --frozen --no-sync mypy $(addprefix -p ,$(PACKAGES))
+typecheck: sync ## mypy --strict on libs, services and bench
+	@$(UV) run --frozen --no-sync mypy $(addprefix -p ,$(PACKAGES)) -p bench
 
 models: sync ## build the embedding and reranker models in EMBED_MODELS (ONNX) once into $(ENGRAM_HOME)/models
 	@$(PY) -m engram_embed.build $(addprefix --model ,$(EMBED_MODELS))

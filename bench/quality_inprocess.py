@@ -144,19 +144,19 @@ class FileCache(MemoryCache):
     def __init__(self, path: Path) -> None:
         super().__init__(1_000_000)
         self._path = path
-        self._data: dict[str, bytes] = pickle.loads(path.read_bytes()) if path.exists() else {}
+        self._kept: dict[str, bytes] = pickle.loads(path.read_bytes()) if path.exists() else {}
         self._dirty = False
 
     async def get(self, key: str) -> bytes | None:
-        return self._data.get(key)
+        return self._kept.get(key)
 
     async def set(self, key: str, value: bytes, ttl_s: float) -> None:
-        self._data[key] = value
+        self._kept[key] = value
         self._dirty = True
 
     async def close(self) -> None:
         if self._dirty:
-            self._path.write_bytes(pickle.dumps(self._data))
+            self._path.write_bytes(pickle.dumps(self._kept))
 
 
 FLEET = "fleet"  # the one tenant of --fleet
@@ -256,7 +256,7 @@ def build_reader(services: dict[str, Any], rerank: bool = False) -> Any:
         ranker=LocalRanker(scoring_bootstrap.build_ranker(ScoringSettings())),
     )
     # The local cross-encoder loads only when a mode asks for it (env settings still apply).
-    reranker = {"reranker": {"backend": "local"}} if rerank else {}
+    reranker: dict[str, Any] = {"reranker": {"backend": "local"}} if rerank else {}
     settings = GatewaySettings(recall_cache_ttl_s=0, **reranker)
     gateway = gateway_bootstrap.build_gateway(settings, backends, NullLog(), MemoryCache(1000))  # type: ignore[arg-type]
     return gateway.reader
