@@ -47,8 +47,8 @@ lint: sync ## ruff check + format check + import rules (DESIGN §7)
 	@$(UV) run --frozen --no-sync ruff format --check .
 	@$(UV) run --frozen --no-sync lint-imports
 
-typecheck: sync ## mypy --strict on libs and services
-	@$(UV) run --frozen --no-sync mypy $(addprefix -p ,$(PACKAGES))
+typecheck: sync ## mypy --strict on libs, services and bench
+	@$(UV) run --frozen --no-sync mypy $(addprefix -p ,$(PACKAGES)) -p bench
 
 models: sync ## build the embedding and reranker models in EMBED_MODELS (ONNX) once into $(ENGRAM_HOME)/models
 	@$(PY) -m engram_embed.build $(addprefix --model ,$(EMBED_MODELS))
@@ -112,22 +112,22 @@ test-chart: sync helm kubeconform image-root ## render deploy/helm/engram, check
 	  $(UV) run --frozen --no-sync pytest -m chart -q tests/deploy
 
 run: sync default-model ## start NATS and the seven services on embedded backends
-	@$(PY) -m engram_platform.devstack
+	@$(PY) -m engram_testing.devstack
 
 up-servers: sync ## start OpenSearch, Neo4j, Redis and NATS here (Maven/Debian/PyPI), detached
-	@$(PY) -m engram_platform.localservers up
+	@$(PY) -m engram_testing.localservers up
 
 down-servers: sync ## stop the servers that up-servers started
-	@$(PY) -m engram_platform.localservers down
+	@$(PY) -m engram_testing.localservers down
 
 run-servers: sync default-model ## start the servers, then the seven services on them
-	@$(PY) -m engram_platform.devstack --servers
+	@$(PY) -m engram_testing.devstack --servers
 
 bench: sync default-model ## speed and scale benchmark (BENCHMARKS.md §2)
-	@$(PY) bench/perf.py
+	@$(PY) -m bench.perf
 
 bench-quality: sync models ## retrieval quality on LoCoMo: bm25 / vector / hybrid / hybrid_graph (BENCHMARKS.md §1)
-	@$(PY) bench/quality.py
+	@$(PY) -m bench.quality
 
 clean: ## remove local data under .engram (keeps the model)
 	@rm -rf $(ENGRAM_HOME)/data

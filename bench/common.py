@@ -1,8 +1,8 @@
 """What the benchmarks share: paths, the model, starting the embedded stack, the watermark,
 the consolidation passes.
 
-The bench scripts run as ``python bench/<name>.py``, which puts this directory first on
-``sys.path``, so they import this module as ``common``.
+The bench scripts are modules of the ``bench`` package, run from the repository root as
+``python -m bench.<name>``, so that the import rules (.importlinter) cover them too.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from engram.gateway.v1 import admin_pb2, gateway_pb2
 from engram_embed.paths import MODEL_NAME
-from engram_platform.devstack import DevStack, start_stack
+from engram_testing.devstack import DevStack, start_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"

@@ -24,7 +24,7 @@ from typing import Any
 
 import grpc
 
-from common import (
+from bench.common import (
     LOCOMO,
     RESULTS,
     auth,
@@ -41,10 +41,12 @@ from engram_core.model import Filter
 from engram_core.scoring import Candidate, Params, Query, StreamScore, rank
 from engram_embed.factory import EmbedSettings, make_embedder
 from engram_embed.paths import MODEL_NAME, MODELS
-from engram_lexical.adapters.tantivy_index import TantivyTextIndex
+from engram_lexical import bootstrap as lexical_bootstrap
+from engram_lexical.config import Settings as LexicalSettings
 from engram_platform.convert import ts_to_proto
-from engram_platform.devstack import DEV_TOKEN, DevStack
-from engram_vector.adapters.edge import EdgeVectorIndex
+from engram_testing.devstack import DEV_TOKEN, DevStack
+from engram_vector import bootstrap as vector_bootstrap
+from engram_vector.config import Settings as VectorSettings
 
 AUTH = auth(DEV_TOKEN)
 NAMES = [
@@ -243,10 +245,17 @@ def du_mb(path: Path) -> float:
 
 
 async def floor(home: Path, model_dir: Path, queries: list[str]) -> float:
-    """Median ms of the same recall work in one process: embed, vector, BM25, scoring."""
-    embedder = make_embedder(EmbedSettings(model_dir=model_dir))
-    vectors = await EdgeVectorIndex.open(home / "data" / "vector")
-    text = TantivyTextIndex(home / "data" / "lexical")
+    """Median ms of the same recall work in one process: embed, vector, BM25, scoring.
+
+    The stores are opened the way the services open them (their bootstrap, from settings),
+    so the floor reads what the stack wrote, whatever layout the stores keep on disk."""
+    embed = EmbedSettings(model_dir=model_dir)
+    embedder = make_embedder(embed)
+    data = home / "data"
+    vectors = await vector_bootstrap.build_service(
+        VectorSettings(data_dir=data, embed=embed), embedder=embedder
+    )
+    text = lexical_bootstrap.build_service(LexicalSettings(data_dir=data))
     flt = Filter(exclude_types=("MetaPattern",))
     timings = []
     try:
@@ -254,7 +263,8 @@ async def floor(home: Path, model_dir: Path, queries: list[str]) -> float:
             started = time.perf_counter()
             [vec] = await embedder.embed([q])
             v_hits, t_hits = await asyncio.gather(
-                vectors.search("default", vec, flt, 40), text.search("default", q, flt, 40)
+                vectors.search("default", flt, 40, vector=vec),
+                text.search("default", q, flt, 40),
             )
             merged: dict[str, Candidate] = {}
             for stream, hits in (("vector", v_hits), ("keyword", t_hits)):

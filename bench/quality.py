@@ -28,7 +28,15 @@ from typing import Any
 
 import grpc
 
-from common import LOCOMO, RESULTS, auth, model_path, new_home, start_bench_stack, wait_watermark
+from bench.common import (
+    LOCOMO,
+    RESULTS,
+    auth,
+    model_path,
+    new_home,
+    start_bench_stack,
+    wait_watermark,
+)
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram_embed.paths import MODEL_NAME, MODELS, RERANKER

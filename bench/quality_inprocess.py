@@ -9,9 +9,9 @@ the figures match `make bench-quality` while one run takes about a minute, not f
 The filled stores are kept under bench/results/inproc-store-<model> (git-ignored) and reused
 until ``--rebuild`` (needed after a change to what the stores index); query embeddings are
 kept in a file cache beside them. Settings come from the environment exactly as the
-services read them (``ENGRAM_SCORING_WEIGHTS__GRAPH=0.1 python bench/quality_inprocess.py``).
+services read them (``ENGRAM_SCORING_WEIGHTS__GRAPH=0.1 python -m bench.quality_inprocess``).
 
-    uv run python bench/quality_inprocess.py [--modes bm25,vector,hybrid,hybrid_graph,hybrid_rerank]
+    uv run python -m bench.quality_inprocess [--modes bm25,vector,hybrid,hybrid_graph,hybrid_rerank]
         [--rebuild]
         [--embed-model all-MiniLM-L6-v2]
         [--fleet | --interleaved] [--scoped]
@@ -38,7 +38,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from quality import (
+from bench.common import LOCOMO, RESULTS, model_path
+from bench.quality import (
     KS,
     LIMIT,
     RERANK_MODE,
@@ -53,8 +54,6 @@ from quality import (
     speaker_tag,
     table,
 )
-
-from common import LOCOMO, RESULTS, model_path
 from engram_core import validation as v
 from engram_core.ids import new_id
 from engram_core.log_events import MemoryWritten
@@ -146,19 +145,19 @@ class FileCache(MemoryCache):
     def __init__(self, path: Path) -> None:
         super().__init__(1_000_000)
         self._path = path
-        self._data: dict[str, bytes] = pickle.loads(path.read_bytes()) if path.exists() else {}
+        self._kept: dict[str, bytes] = pickle.loads(path.read_bytes()) if path.exists() else {}
         self._dirty = False
 
     async def get(self, key: str) -> bytes | None:
-        return self._data.get(key)
+        return self._kept.get(key)
 
     async def set(self, key: str, value: bytes, ttl_s: float) -> None:
-        self._data[key] = value
+        self._kept[key] = value
         self._dirty = True
 
     async def close(self) -> None:
         if self._dirty:
-            self._path.write_bytes(pickle.dumps(self._data))
+            self._path.write_bytes(pickle.dumps(self._kept))
 
 
 FLEET = "fleet"  # the one tenant of --fleet
@@ -258,7 +257,7 @@ def build_reader(services: dict[str, Any], rerank: bool = False) -> Any:
         ranker=LocalRanker(scoring_bootstrap.build_ranker(ScoringSettings())),
     )
     # The local cross-encoder loads only when a mode asks for it (env settings still apply).
-    reranker = {"reranker": {"backend": "local"}} if rerank else {}
+    reranker: dict[str, Any] = {"reranker": {"backend": "local"}} if rerank else {}
     settings = GatewaySettings(recall_cache_ttl_s=0, **reranker)
     gateway = gateway_bootstrap.build_gateway(settings, backends, NullLog(), MemoryCache(1000))  # type: ignore[arg-type]
     return gateway.reader

@@ -7,7 +7,7 @@ use (README, Retrieval quality): this gives the reference turn R@10 (0.574) and,
 session hit@5 (`s_h@5`), 0.860 against the reference's 0.862; read as the share of gold
 sessions (`s_r@5`), 0.785.
 
-    uv run python bench/reference_bm25.py [locomo_dev.json]
+    uv run python -m bench.reference_bm25 [locomo_dev.json]
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from quality import SESSION_K, Answer, aggregate, load, table
-
-from common import LOCOMO
+from bench.common import LOCOMO
+from bench.quality import SESSION_K, Answer, aggregate, load, table
 
 MODE = "bm25"
 _WORD = re.compile(r"\w+")

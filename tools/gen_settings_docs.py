@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic_settings import BaseSettings
 
-from engram_platform.devstack import START_ORDER
+from engram_testing.devstack import START_ORDER
 from engram_testing.settings_docs import settings_table, with_table
 
 REPO = Path(__file__).resolve().parents[1]

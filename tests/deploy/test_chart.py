@@ -20,10 +20,9 @@ import pytest
 
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from engram_platform.devstack import GRPC_SERVICES, SERVICE_NAMES, START_ORDER, DevStack
 from engram_platform.grpc_client import open_channel
-from engram_platform.nats_server import free_ports, start_nats, wait_for_port
 from engram_platform.settings import ServiceSettings, is_setting
+from engram_testing.devstack import GRPC_SERVICES, SERVICE_NAMES, START_ORDER, DevStack
 from engram_testing.helm_chart import (
     BASE,
     CHART,
@@ -34,6 +33,7 @@ from engram_testing.helm_chart import (
     run_helm,
     set_args,
 )
+from engram_testing.nats_server import free_ports, start_nats, wait_for_port
 
 COMPONENTS = START_ORDER
 SERVERS = GRPC_SERVICES

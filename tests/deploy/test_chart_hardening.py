@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 import trustme
 
-from engram_platform.devstack import SERVICE_NAMES, START_ORDER
-from engram_platform.nats_server import free_ports
+from engram_testing.devstack import SERVICE_NAMES, START_ORDER
 from engram_testing.helm_chart import (
     CUSTOM_KINDS,
     EXAMPLES,
@@ -26,6 +25,7 @@ from engram_testing.helm_chart import (
     render,
     render_error,
 )
+from engram_testing.nats_server import free_ports
 
 pytestmark = pytest.mark.chart
 

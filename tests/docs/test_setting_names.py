@@ -8,7 +8,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from engram_platform.devstack import START_ORDER
+from engram_testing.devstack import START_ORDER
 from engram_platform.settings import ServiceSettings, is_setting
 
 REPO = Path(__file__).resolve().parents[2]

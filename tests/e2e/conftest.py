@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from engram_platform.devstack import DevStack, start_stack
+from engram_testing.devstack import DevStack, start_stack
 from engram_testing.e2e import gateway_tokens, model_env
 from engram_testing.e2e_tenants import with_gone
 

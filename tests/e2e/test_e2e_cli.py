@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from engram_platform.devstack import DEV_TOKEN, DevStack
+from engram_testing.devstack import DEV_TOKEN, DevStack
 
 CLI = [sys.executable, "-m", "engram_clients.cli"]
 

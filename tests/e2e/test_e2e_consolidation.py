@@ -26,8 +26,8 @@ from engram_clients.vector import VectorClient
 from engram_core import relevance
 from engram_core.model import Memory
 from engram_platform.convert import memory_from_proto, ts_from_proto
-from engram_platform.devstack import DevStack
 from engram_platform.grpc_client import open_channel
+from engram_testing.devstack import DevStack
 from engram_testing.e2e import AUTH, wait_for_watermark
 
 TENANT = "default"  # the dev token's

@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from engram.gateway.v1 import admin_pb2_grpc, gateway_pb2_grpc
-from engram_platform.devstack import DevStack
+from engram_testing.devstack import DevStack
 from engram_testing.e2e_tenants import Api, check_tenant_deletion
 
 GONE = "tenant-gone"

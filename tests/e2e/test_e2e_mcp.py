@@ -15,7 +15,7 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
-from engram_platform.devstack import DEV_TOKEN, DevStack
+from engram_testing.devstack import DEV_TOKEN, DevStack
 
 TOOLS = {
     "store_memory", "recall_memory", "get_memory", "update_memory", "delete_memory",

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from engram_platform.devstack import START_ORDER, DevStack
+from engram_testing.devstack import START_ORDER, DevStack
 from engram_testing.e2e import AUTH, recall, wait_for_watermark
 
 CONTENT = "Ottilie keeps the spare keys of the Lisbon office in the blue cabinet"

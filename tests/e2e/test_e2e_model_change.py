@@ -22,8 +22,8 @@ import pytest
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 from engram_clients.vector import VectorClient
-from engram_platform.devstack import DevStack, start_stack
 from engram_platform.grpc_client import open_channel
+from engram_testing.devstack import DevStack, start_stack
 from engram_testing.e2e import AUTH, CLUSTER_AUTH, model_env, wait_for_watermark, wait_kept
 
 pytestmark = pytest.mark.timeout(600)  # its own stack: start, two rebuilds, an ingest restart

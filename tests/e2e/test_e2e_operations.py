@@ -28,8 +28,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 from engram_platform import jetstream as jsm
-from engram_platform.devstack import START_ORDER, DevStack
 from engram_platform.settings import NatsSettings
+from engram_testing.devstack import START_ORDER, DevStack
 from engram_testing.e2e import AUTH, Stub, recall
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from grpc_status import rpc_status
 
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram_client import AsyncEngram, Engram, InvalidArgument, Progress
-from engram_platform.devstack import DEV_ADMIN_TOKEN, DEV_TOKEN, DevStack
+from engram_testing.devstack import DEV_ADMIN_TOKEN, DEV_TOKEN, DevStack
 
 README = Path(__file__).parents[2] / "libs" / "sdk" / "README.md"
 _BLOCK = re.compile(r"```python\n(.*?)```", re.S)

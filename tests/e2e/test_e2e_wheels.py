@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from engram_platform.devstack import DEV_TOKEN, DevStack
+from engram_testing.devstack import DEV_TOKEN, DevStack
 
 ROOT = Path(__file__).parents[2]
 CHECKS = Path(__file__).with_name("wheel_checks.py")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engram_platform.devstack import DevStack
+from engram_testing.devstack import DevStack
 from engram_testing.faults import Figures, start_fault_stack
 
 _FIGURES = Figures()

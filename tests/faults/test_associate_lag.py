@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from engram_platform.devstack import DevStack
+from engram_testing.devstack import DevStack
 from engram_testing.faults import AUTH_A, Figures, Stub, store_one
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]

@@ -16,7 +16,7 @@ from google.protobuf.message import Message
 
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import admin_pb2, gateway_pb2, gateway_pb2_grpc
-from engram_platform.devstack import DevStack
+from engram_testing.devstack import DevStack
 from engram_testing.faults import AUTH_A, Figures, read_back_s, store_one
 from engram_testing.fuzz import Mutator
 

@@ -17,7 +17,7 @@ import pytest
 
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from engram_platform.devstack import DevStack
+from engram_testing.devstack import DevStack
 from engram_testing.faults import (
     AUTH_A,
     AUTH_B,

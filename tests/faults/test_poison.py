@@ -17,8 +17,8 @@ from nats.errors import TimeoutError as NatsTimeout
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram_platform import jetstream as jsm
-from engram_platform.devstack import DevStack
 from engram_platform.settings import NatsSettings
+from engram_testing.devstack import DevStack
 from engram_testing.faults import (
     AUTH_A,
     AUTH_B,

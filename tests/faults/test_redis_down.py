@@ -14,9 +14,9 @@ import grpc
 import pytest
 
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from engram_platform.devstack import DevStack
-from engram_platform.nats_server import free_port, wait_for_port
+from engram_testing.devstack import DevStack
 from engram_testing.faults import AUTH_A, Figures, Stub, read_back_s, start_fault_stack, store_one
+from engram_testing.nats_server import free_port, wait_for_port
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 

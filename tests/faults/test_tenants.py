@@ -12,7 +12,7 @@ from google.protobuf.message import Message
 
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
-from engram_platform.devstack import DevStack
+from engram_testing.devstack import DevStack
 from engram_testing.faults import (
     AUTH_A,
     AUTH_B,

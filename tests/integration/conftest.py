@@ -1,7 +1,7 @@
 """Real servers for the integration suites: OpenSearch, Neo4j, Redis and NATS.
 
 Every test under tests/integration/ is marked ``integration``. A server that is not
-running on its port (see `engram_platform.localservers`; ``ENGRAM_SERVERS_<NAME>_PORT``
+running on its port (see `engram_testing.localservers`; ``ENGRAM_SERVERS_<NAME>_PORT``
 moves it) is started here from the package registries and stopped at the end of the
 session; one already running (`make up-servers`) is used and left running. A server
 that cannot start fails the tests that need it, naming it and its log; nothing skips.
@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from engram_platform import localservers
 from engram_platform.settings import engram_home
+from engram_testing import localservers
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker

@@ -18,8 +18,8 @@ from nats.js import JetStreamContext
 from engram_consolidate.adapters.checkpoints import BUCKET, open_bucket
 from engram_core.errors import Unavailable
 from engram_platform import jetstream as jsm
-from engram_platform.nats_server import NatsServer, free_ports, start_nats
 from engram_platform.settings import NatsSettings
+from engram_testing.nats_server import NatsServer, free_ports, start_nats
 from engram_testing.waiting import until
 
 NODES = 3

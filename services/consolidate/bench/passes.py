@@ -41,8 +41,8 @@ from engram.gateway.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2, gateway_pb
 from engram_clients.lexical import LexicalClient
 from engram_clients.vector import VectorClient
 from engram_platform.convert import ts_to_proto
-from engram_platform.devstack import DEV_TOKEN, DevStack, start_stack
 from engram_platform.grpc_client import open_channel
+from engram_testing.devstack import DEV_TOKEN, DevStack, start_stack
 from engram_testing.e2e import model_env, wait_kept
 
 AUTH = (("authorization", f"Bearer {DEV_TOKEN}"),)

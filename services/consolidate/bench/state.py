@@ -44,12 +44,12 @@ from engram_embed.hashing import HashingEmbedder
 from engram_platform import jetstream as jsm
 from engram_platform.convert import memory_to_proto
 from engram_platform.coordination import MemoryLease
-from engram_platform.nats_server import start_nats
 from engram_platform.settings import NatsSettings
 from engram_testing.fakes.generations import fake_text_generations
 from engram_testing.fakes.graph import FakeGraphStore
 from engram_testing.fakes.lexical import FakeTextIndex
 from engram_testing.fakes.vector import FakeVectorIndex
+from engram_testing.nats_server import start_nats
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 T = "bench"

@@ -33,8 +33,8 @@ from engram_ingest.consumer import IngestConsumer
 from engram_ingest.service import Event, MemoryWritten, Result
 from engram_platform import jetstream as jsm
 from engram_platform.convert import memory_to_proto
-from engram_platform.nats_server import start_nats
 from engram_platform.settings import NatsSettings
+from engram_testing.nats_server import start_nats
 
 SENTENCES = [
     "Caroline: I went to a LGBTQ support group yesterday and it was powerful.",

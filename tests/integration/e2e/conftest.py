@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from engram_platform import localservers
-from engram_platform.devstack import DevStack, start_stack
+from engram_testing import localservers
+from engram_testing.devstack import DevStack, start_stack
 from engram_testing.e2e import ServerStack, gateway_tokens, model_env
 from engram_testing.e2e_tenants import gone_tenant, with_gone
 

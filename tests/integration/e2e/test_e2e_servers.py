@@ -11,7 +11,6 @@ from redis.asyncio import Redis
 
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2
-from engram_platform.nats_server import free_port
 from engram_testing.e2e import (
     AUTH,
     GatewayEndToEnd,
@@ -23,6 +22,7 @@ from engram_testing.e2e import (
 from engram_testing.e2e_candidates import CandidateGenerationEndToEnd
 from engram_testing.e2e_expansion import ExpansionEndToEnd
 from engram_testing.e2e_transfer import TransferEndToEnd
+from engram_testing.nats_server import free_port
 
 
 def _get_json(url: str) -> dict[str, object]:

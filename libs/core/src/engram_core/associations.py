@@ -1,4 +1,4 @@
-"""Associations (issue #5): which edges the consolidation worker proposes, and which of
+"""Associations: which edges the consolidation worker proposes, and which of
 those it may write. Pure: neighbours, candidates, existing edges and ``now`` come in.
 
 Rules, each edge with ``origin = "system"`` and a strength in [0, 1]:

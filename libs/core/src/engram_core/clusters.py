@@ -1,4 +1,4 @@
-"""Clusters (issue #5): near-duplicates and themes → one MetaPattern memory each. Pure.
+"""Clusters: near-duplicates and themes → one MetaPattern memory each. Pure.
 
 1. ``find_clusters`` groups memories from the neighbour lists the caller got from the
    vector service — (id, neighbour, cosine) triples, so the cost is that of the pairs,

@@ -1,4 +1,4 @@
-"""Forgetting (issue #5): keep, archive or delete one memory, and why. Pure.
+"""Forgetting: keep, archive or delete one memory, and why. Pure.
 
 Rules, first match wins (with ``archive_below`` unset — the default — every memory is
 kept, reason ``off``):

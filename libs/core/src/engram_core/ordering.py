@@ -1,4 +1,4 @@
-"""The order of a listing without text (trending, issue #4): the memories passing a filter,
+"""The order of a listing without text (trending): the memories passing a filter,
 best first by a stored value. Every `TextIndex.top` adapter answers in this order; `best` is
 its reference (the fake's whole implementation), `ordered` the stores' tie-breaker over what
 their own filter let through.

@@ -1,4 +1,4 @@
-"""``relevance_score``: the decay pass's formula (issue #5). Pure: ``now`` is an argument.
+"""``relevance_score``: the decay pass's formula. Pure: ``now`` is an argument.
 
 Per memory, with ``age_days`` from ``timestamp`` and ``idle_days`` from the last access
 (a memory never accessed counts as touched at its ``timestamp``)::

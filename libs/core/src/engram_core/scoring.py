@@ -103,9 +103,9 @@ class Weights:
     importance: float = 0.10
     confidence: float = 0.05
     relevance: float = 0.0
-    # Off until the graph stream scores discriminate: on LoCoMo its entity matches tie
-    # many turns (every turn naming the speaker), and at 0.25 hybrid turn R@10 fell
-    # from 0.625 to 0.512 (make bench-quality, 2026-11-30).
+    # Off until the graph stream scores discriminate: in a conversation its entity
+    # matches tie many turns (every turn naming the speaker), and weighted like the
+    # other streams it pushed the right turns down (services/scoring/README.md).
     graph: float = 0.0
     # A date the query names ("on 8 May, 2023", "in March 2024") and the memory's timestamp.
     time: float = 0.3

@@ -1,4 +1,4 @@
-"""``state_mode`` for recall (issue #4, Filters): which memories are *current*. Pure.
+"""``state_mode`` for recall: which memories are *current*. Pure.
 
 ``StateMode.CURRENT`` (the default) hides a memory that is
 

@@ -1,4 +1,4 @@
-"""``time_query`` phrases → an inclusive UTC window (issue #4, Filters). Pure: ``now`` is passed in.
+"""``time_query`` phrases → an inclusive UTC window. Pure: ``now`` is passed in.
 
 Every phrase resolves to a *period* ``[start, end]`` (both inclusive; ``end`` is the last
 microsecond of the period, like a bare date as ``end`` in ``check_time_range``):

@@ -1,4 +1,4 @@
-"""Validation of what clients send (issue 2 §9). Pure: no I/O, no clock, no randomness.
+"""Validation of what clients send. Pure: no I/O, no clock, no randomness.
 
 Every check raises ``InvalidArgument(field, reason)`` naming the offending field by its
 proto path, e.g. ``memory.importance`` or ``memories[3].tags[2]``; callers pass the path

@@ -9,9 +9,9 @@ the model's pooling — the [CLS] vector, L2-normalised — and names the output
 the model's retrieval instruction (recorded in the manifest); stored texts are embedded as
 they are.
 
-The int8 export is the default embedding model: on LoCoMo it finds more than MiniLM
-(hybrid turn R@10 0.804 against 0.796) and, on a CPU with int8 dot-product instructions
-(VNNI), embeds faster than MiniLM in fp32 (libs/embed/README.md).
+The int8 export is the default embedding model: it finds at least as much as MiniLM and,
+on a CPU with int8 dot-product instructions (VNNI), embeds faster than MiniLM in fp32
+(figures in libs/embed/README.md).
 """
 
 from __future__ import annotations

@@ -155,99 +155,150 @@ class _Graph:
         return self.op("LayerNormalization", [x, scale, bias], name, axis=-1, epsilon=eps)
 
 
+@dataclass(frozen=True)
+class _Consts:
+    """The graph's scalar and shape constants, by what they are for."""
+
+    one: str
+    sqrt2: str
+    half: str
+    scale: str
+    mask_bias: str
+    tiny_count: str
+    tiny_norm: str
+    split: str
+    merge: str
+    axis0: str
+    axis1: str
+    axis2: str
+    axes12: str
+    zero_i: str
+    one_i: str
+
+    @classmethod
+    def add(cls, g: _Graph, cfg: BertConfig) -> _Consts:
+        f32, i64 = np.float32, np.int64
+        head = cfg.hidden // cfg.heads
+        return cls(
+            one=g.const("one", np.array(1.0, f32)),
+            sqrt2=g.const("sqrt2", np.array(math.sqrt(2.0), f32)),
+            half=g.const("half", np.array(0.5, f32)),
+            scale=g.const("sqrt_head", np.array(math.sqrt(head), f32)),
+            mask_bias=g.const("mask_bias", np.array(MASK_BIAS, f32)),
+            tiny_count=g.const("tiny_count", np.array(1e-9, f32)),
+            tiny_norm=g.const("tiny_norm", np.array(1e-12, f32)),
+            split=g.const("split_heads", np.array([0, 0, cfg.heads, head], i64)),
+            merge=g.const("merge_heads", np.array([0, 0, cfg.hidden], i64)),
+            axis0=g.const("axis0", np.array([0], i64)),
+            axis1=g.const("axis1", np.array([1], i64)),
+            axis2=g.const("axis2", np.array([2], i64)),
+            axes12=g.const("axes12", np.array([1, 2], i64)),
+            zero_i=g.const("zero_i64", np.array(0, i64)),
+            one_i=g.const("one_i64", np.array(1, i64)),
+        )
+
+
 def build_graph(src: Source) -> Any:
     """The ONNX model: token ids, mask and type ids in; unit-length mean-pooled vectors out."""
-    from onnx import TensorProto, helper
+    from onnx import TensorProto
 
-    cfg, w, eps = src.config, src.weights, src.config.eps
-    head = cfg.hidden // cfg.heads
     g = _Graph()
-    f32 = np.float32
-    one = g.const("one", np.array(1.0, f32))
-    sqrt2 = g.const("sqrt2", np.array(math.sqrt(2.0), f32))
-    half = g.const("half", np.array(0.5, f32))
-    scale = g.const("sqrt_head", np.array(math.sqrt(head), f32))
-    mask_bias = g.const("mask_bias", np.array(MASK_BIAS, f32))
-    tiny_count = g.const("tiny_count", np.array(1e-9, f32))
-    tiny_norm = g.const("tiny_norm", np.array(1e-12, f32))
-    split = g.const("split_heads", np.array([0, 0, cfg.heads, head], np.int64))
-    merge = g.const("merge_heads", np.array([0, 0, cfg.hidden], np.int64))
-    axis0 = g.const("axis0", np.array([0], np.int64))
-    axis1 = g.const("axis1", np.array([1], np.int64))
-    axis2 = g.const("axis2", np.array([2], np.int64))
-    axes12 = g.const("axes12", np.array([1, 2], np.int64))
-    zero_i = g.const("zero_i64", np.array(0, np.int64))
-    one_i = g.const("one_i64", np.array(1, np.int64))
+    c = _Consts.add(g, src.config)
+    x = _embeddings(g, src, c)
+    # (1 - mask) * -1e4, shaped (batch, 1, 1, seq) to add to every head's scores.
+    mask_f = g.op("Cast", ["attention_mask"], "mask", to=TensorProto.FLOAT)
+    ext = g.op("Unsqueeze", [mask_f, c.axes12], "mask")
+    bias = g.op("Mul", [g.op("Sub", [c.one, ext], "mask"), c.mask_bias], "mask")
+    for i in range(src.config.layers):
+        x = _attention(g, src, c, i, x, bias)
+        x = _feed_forward(g, src, c, i, x)
+    _pool(g, c, x, mask_f)
+    return _model(g, src.config)
 
-    # Embeddings: word + position + token type, then LayerNorm.
-    e = "embeddings"
+
+def _embeddings(g: _Graph, src: Source, c: _Consts) -> str:
+    """Word + position + token type, then LayerNorm."""
+    w, e = src.weights, "embeddings"
     word = g.op("Gather", [g.const(f"{e}.word", w[f"{e}.word_embeddings.weight"]), "input_ids"], e)
     ttype = g.op(
         "Gather",
         [g.const(f"{e}.type", w[f"{e}.token_type_embeddings.weight"]), "token_type_ids"],
         e,
     )
-    seq_len = g.op("Squeeze", [g.op("Shape", ["input_ids"], e, start=1, end=2), axis0], e)
-    positions = g.op("Range", [zero_i, seq_len, one_i], e)
+    seq_len = g.op("Squeeze", [g.op("Shape", ["input_ids"], e, start=1, end=2), c.axis0], e)
+    positions = g.op("Range", [c.zero_i, seq_len, c.one_i], e)
     pos = g.op("Gather", [g.const(f"{e}.pos", w[f"{e}.position_embeddings.weight"]), positions], e)
     x = g.op("Add", [g.op("Add", [word, ttype], e), pos], e)
-    x = g.layer_norm(x, w[f"{e}.LayerNorm.weight"], w[f"{e}.LayerNorm.bias"], f"{e}.ln", eps)
+    eps = src.config.eps
+    return g.layer_norm(x, w[f"{e}.LayerNorm.weight"], w[f"{e}.LayerNorm.bias"], f"{e}.ln", eps)
 
-    # (1 - mask) * -1e4, shaped (batch, 1, 1, seq) to add to every head's scores.
-    mask_f = g.op("Cast", ["attention_mask"], "mask", to=TensorProto.FLOAT)
-    ext = g.op("Unsqueeze", [mask_f, axes12], "mask")
-    bias = g.op("Mul", [g.op("Sub", [one, ext], "mask"), mask_bias], "mask")
 
-    for i in range(cfg.layers):
-        p, n = f"encoder.layer.{i}", f"l{i}"
-        a = f"{p}.attention"
-        q, k, v = (
-            g.op(
-                "Reshape",
-                [
-                    g.linear(x, w[f"{a}.self.{t}.weight"], w[f"{a}.self.{t}.bias"], f"{n}.{t}"),
-                    split,
-                ],
-                f"{n}.{t}",
-            )
-            for t in ("query", "key", "value")
+def _attention(g: _Graph, src: Source, c: _Consts, i: int, x: str, bias: str) -> str:
+    """Layer ``i``'s self-attention, its output projection, residual and LayerNorm."""
+    w, p, n = src.weights, f"encoder.layer.{i}", f"l{i}"
+    a = f"{p}.attention"
+    q, k, v = (
+        g.op(
+            "Reshape",
+            [
+                g.linear(x, w[f"{a}.self.{t}.weight"], w[f"{a}.self.{t}.bias"], f"{n}.{t}"),
+                c.split,
+            ],
+            f"{n}.{t}",
         )
-        # (batch, heads, seq, head); keys transposed once so scores are one MatMul.
-        q = g.op("Transpose", [q], f"{n}.q", perm=[0, 2, 1, 3])
-        k = g.op("Transpose", [k], f"{n}.k", perm=[0, 2, 3, 1])
-        v = g.op("Transpose", [v], f"{n}.v", perm=[0, 2, 1, 3])
-        scores = g.op("Div", [g.op("MatMul", [q, k], f"{n}.att"), scale], f"{n}.att")
-        probs = g.op("Softmax", [g.op("Add", [scores, bias], f"{n}.att")], f"{n}.att", axis=-1)
-        ctx = g.op("MatMul", [probs, v], f"{n}.ctx")
-        ctx = g.op("Transpose", [ctx], f"{n}.ctx", perm=[0, 2, 1, 3])
-        ctx = g.op("Reshape", [ctx, merge], f"{n}.ctx")
-        o = f"{a}.output"
-        y = g.linear(ctx, w[f"{o}.dense.weight"], w[f"{o}.dense.bias"], f"{n}.att_out")
-        y = g.op("Add", [y, x], f"{n}.res1")
-        x = g.layer_norm(y, w[f"{o}.LayerNorm.weight"], w[f"{o}.LayerNorm.bias"], f"{n}.ln1", eps)
+        for t in ("query", "key", "value")
+    )
+    # (batch, heads, seq, head); keys transposed once so scores are one MatMul.
+    q = g.op("Transpose", [q], f"{n}.q", perm=[0, 2, 1, 3])
+    k = g.op("Transpose", [k], f"{n}.k", perm=[0, 2, 3, 1])
+    v = g.op("Transpose", [v], f"{n}.v", perm=[0, 2, 1, 3])
+    scores = g.op("Div", [g.op("MatMul", [q, k], f"{n}.att"), c.scale], f"{n}.att")
+    probs = g.op("Softmax", [g.op("Add", [scores, bias], f"{n}.att")], f"{n}.att", axis=-1)
+    ctx = g.op("MatMul", [probs, v], f"{n}.ctx")
+    ctx = g.op("Transpose", [ctx], f"{n}.ctx", perm=[0, 2, 1, 3])
+    ctx = g.op("Reshape", [ctx, c.merge], f"{n}.ctx")
+    o = f"{a}.output"
+    y = g.linear(ctx, w[f"{o}.dense.weight"], w[f"{o}.dense.bias"], f"{n}.att_out")
+    y = g.op("Add", [y, x], f"{n}.res1")
+    eps = src.config.eps
+    return g.layer_norm(y, w[f"{o}.LayerNorm.weight"], w[f"{o}.LayerNorm.bias"], f"{n}.ln1", eps)
 
-        # GELU with erf, written out as x * 0.5 * (1 + erf(x / sqrt 2)): opset 17
-        # has no Gelu op, and onnxruntime fuses this exact pattern into one kernel.
-        t = f"{p}.intermediate.dense"
-        h = g.linear(x, w[f"{t}.weight"], w[f"{t}.bias"], f"{n}.ffn_in")
-        erf = g.op("Erf", [g.op("Div", [h, sqrt2], f"{n}.gelu")], f"{n}.gelu")
-        h = g.op("Mul", [h, g.op("Add", [erf, one], f"{n}.gelu")], f"{n}.gelu")
-        h = g.op("Mul", [h, half], f"{n}.gelu")
-        t = f"{p}.output"
-        y = g.linear(h, w[f"{t}.dense.weight"], w[f"{t}.dense.bias"], f"{n}.ffn_out")
-        y = g.op("Add", [y, x], f"{n}.res2")
-        x = g.layer_norm(y, w[f"{t}.LayerNorm.weight"], w[f"{t}.LayerNorm.bias"], f"{n}.ln2", eps)
 
-    # Mean over real tokens, then L2 normalise (sentence-transformers' Pooling + Normalize).
-    m3 = g.op("Unsqueeze", [mask_f, axis2], "pool")
-    summed = g.op("ReduceSum", [g.op("Mul", [x, m3], "pool"), axis1], "pool", keepdims=0)
+def _feed_forward(g: _Graph, src: Source, c: _Consts, i: int, x: str) -> str:
+    """Layer ``i``'s feed-forward block, residual and LayerNorm."""
+    w, p, n = src.weights, f"encoder.layer.{i}", f"l{i}"
+    # GELU with erf, written out as x * 0.5 * (1 + erf(x / sqrt 2)): opset 17
+    # has no Gelu op, and onnxruntime fuses this exact pattern into one kernel.
+    t = f"{p}.intermediate.dense"
+    h = g.linear(x, w[f"{t}.weight"], w[f"{t}.bias"], f"{n}.ffn_in")
+    erf = g.op("Erf", [g.op("Div", [h, c.sqrt2], f"{n}.gelu")], f"{n}.gelu")
+    h = g.op("Mul", [h, g.op("Add", [erf, c.one], f"{n}.gelu")], f"{n}.gelu")
+    h = g.op("Mul", [h, c.half], f"{n}.gelu")
+    t = f"{p}.output"
+    y = g.linear(h, w[f"{t}.dense.weight"], w[f"{t}.dense.bias"], f"{n}.ffn_out")
+    y = g.op("Add", [y, x], f"{n}.res2")
+    eps = src.config.eps
+    return g.layer_norm(y, w[f"{t}.LayerNorm.weight"], w[f"{t}.LayerNorm.bias"], f"{n}.ln2", eps)
+
+
+def _pool(g: _Graph, c: _Consts, x: str, mask_f: str) -> None:
+    """Mean over real tokens, then L2 normalise (sentence-transformers' Pooling +
+    Normalize), into the output ``sentence_embedding``."""
+    from onnx import helper
+
+    m3 = g.op("Unsqueeze", [mask_f, c.axis2], "pool")
+    summed = g.op("ReduceSum", [g.op("Mul", [x, m3], "pool"), c.axis1], "pool", keepdims=0)
     count = g.op(
-        "Max", [g.op("ReduceSum", [mask_f, axis1], "pool", keepdims=1), tiny_count], "pool"
+        "Max", [g.op("ReduceSum", [mask_f, c.axis1], "pool", keepdims=1), c.tiny_count], "pool"
     )
     mean = g.op("Div", [summed, count], "pool")
-    sq = g.op("ReduceSum", [g.op("Mul", [mean, mean], "norm"), axis1], "norm", keepdims=1)
-    norm = g.op("Max", [g.op("Sqrt", [sq], "norm"), tiny_norm], "norm")
+    sq = g.op("ReduceSum", [g.op("Mul", [mean, mean], "norm"), c.axis1], "norm", keepdims=1)
+    norm = g.op("Max", [g.op("Sqrt", [sq], "norm"), c.tiny_norm], "norm")
     g.nodes.append(helper.make_node("Div", [mean, norm], ["sentence_embedding"], name="output"))
+
+
+def _model(g: _Graph, cfg: BertConfig) -> Any:
+    from onnx import TensorProto, helper
 
     dims = ["batch", "sequence"]
     inputs = [
@@ -260,14 +311,13 @@ def build_graph(src: Source) -> Any:
         )
     ]
     graph = helper.make_graph(g.nodes, MINILM, inputs, outputs, initializer=g.inits)
-    model = helper.make_model(
+    return helper.make_model(
         graph,
         opset_imports=[helper.make_opsetid("", OPSET)],
         producer_name="engram_embed.build",
         producer_version=recipe(),
         ir_version=IR_VERSION,
     )
-    return model
 
 
 def recipe(model: str = MODEL_NAME) -> str:

@@ -169,6 +169,8 @@ def _write_tools(mcp: MCPServer[Any], gw: Gateway) -> None:
             return _refused(InvalidArgument(reason))
         return await _answer(gw.update(id, **fields), _written("Updated"))
 
+
+def _delete_and_link_tools(mcp: MCPServer[Any], gw: Gateway) -> None:
     @mcp.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
     async def delete_memory(id: Id) -> Annotated[CallToolResult, Written]:
         """Delete a memory for good: when it is wrong, private or asked to be forgotten."""
@@ -250,5 +252,6 @@ def _read_tools(mcp: MCPServer[Any], gw: Gateway) -> None:
 def build(gw: Gateway) -> MCPServer[Any]:
     mcp: MCPServer[Any] = MCPServer("engram", instructions=INSTRUCTIONS)
     _write_tools(mcp, gw)
+    _delete_and_link_tools(mcp, gw)
     _read_tools(mcp, gw)
     return mcp

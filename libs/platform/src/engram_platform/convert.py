@@ -34,7 +34,7 @@ _MICROSECOND = timedelta(microseconds=1)
 
 # Every recall converts a few hundred memories (each stream's hits, scoring's candidates and
 # results), so these run hot: plain arithmetic and a direct walk of the Struct instead of
-# Timestamp.FromDatetime/ToDatetime and json_format.MessageToDict (3-5x slower, measured).
+# Timestamp.FromDatetime/ToDatetime and json_format.MessageToDict (several times slower).
 
 
 def ts_to_proto(dt: datetime) -> timestamp_pb2.Timestamp:

@@ -77,6 +77,23 @@ class _StreamUnary(grpc.aio.StreamUnaryClientInterceptor):
 BALANCED_SCHEMES = ("dns:", "ipv4:", "ipv6:")
 
 
+def channel_options(target: str, max_message_bytes: int) -> list[tuple[str, str | int]]:
+    """The channel arguments of ``open_channel`` for ``target``."""
+    options: list[tuple[str, str | int]] = [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.keepalive_time_ms", 30_000),
+    ]
+    if target.startswith(BALANCED_SCHEMES):
+        options += [
+            ("grpc.lb_policy_name", "round_robin"),
+            # gRPC's default backoff grows to 120 s: a restarted replica would wait.
+            ("grpc.max_reconnect_backoff_ms", 1_000),
+            ("grpc.dns_min_time_between_resolutions_ms", 1_000),
+        ]
+    return options
+
+
 def open_channel(
     target: str,
     max_message_bytes: int = 8 * 1024 * 1024,
@@ -93,17 +110,7 @@ def open_channel(
     again at most every second, so a replica that restarts elsewhere takes calls at once.
     A plain ``host:port`` is one connection, made again by the first call after it was lost.
     """
-    options: list[tuple[str, str | int]] = [
-        ("grpc.max_receive_message_length", max_message_bytes),
-        ("grpc.max_send_message_length", max_message_bytes),
-        ("grpc.keepalive_time_ms", 30_000),
-    ]
-    if target.startswith(BALANCED_SCHEMES):
-        options += [
-            ("grpc.lb_policy_name", "round_robin"),
-            ("grpc.max_reconnect_backoff_ms", 1_000),
-            ("grpc.dns_min_time_between_resolutions_ms", 1_000),
-        ]
+    options = channel_options(target, max_message_bytes)
     interceptors = [_Unary(), _StreamUnary()]
     if credentials is None:
         return grpc.aio.insecure_channel(target, options=options, interceptors=interceptors)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from opentelemetry import trace
+from opentelemetry import metrics, trace
 from opentelemetry.trace import StatusCode as SpanStatus
 
 from engram_core.errors import EngramError, InvalidArgument
@@ -70,81 +70,98 @@ class _Interceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(details)
         if handler is None or details.method.startswith("/grpc."):
             return handler
-        rpc = details.method.rsplit("/", 1)[-1]
-        span_name = f"engram.{self._service}/{rpc}"
-        carrier = {str(k): str(v) for k, v in (details.invocation_metadata or ())}
-        tracer = self._tracer
-        duration = self._duration
-        deserializer = tolerant(handler.request_deserializer)
+        rpc = _Rpc(
+            method=details.method,
+            span_name=f"engram.{self._service}/{details.method.rsplit('/', 1)[-1]}",
+            carrier={str(k): str(v) for k, v in (details.invocation_metadata or ())},
+            tracer=self._tracer,
+            duration=self._duration,
+        )
+        return _wrapped(handler, rpc)
 
-        async def timed(call: Callable[[], Awaitable[Any]], context: Context) -> Any:
-            started = time.perf_counter()
-            code = grpc.StatusCode.OK
+
+@dataclass(frozen=True)
+class _Rpc:
+    """One call's bookkeeping: its server span, its duration, its errors as statuses."""
+
+    method: str
+    span_name: str
+    carrier: dict[str, str]
+    tracer: trace.Tracer
+    duration: metrics.Histogram
+
+    async def timed(self, call: Callable[[], Awaitable[Any]], context: Context) -> Any:
+        started = time.perf_counter()
+        code = grpc.StatusCode.OK
+        try:
+            return await self._guarded(call, context)
+        except asyncio.CancelledError:  # the caller went away or its deadline passed
+            code = grpc.StatusCode.CANCELLED
+            raise
+        finally:
+            # An abort, ours or the handler's, or a set_code left the status here.
+            code = context.code() or code
+            self.duration.record(elapsed_ms(started), rpc_attributes(self.method, code))
+
+    async def _guarded(self, call: Callable[[], Awaitable[Any]], context: Context) -> Any:
+        with self.tracer.start_as_current_span(
+            self.span_name, context=extract_context(self.carrier), kind=trace.SpanKind.SERVER
+        ) as span:
             try:
-                return await guard(call, context)
-            except asyncio.CancelledError:  # the caller went away or its deadline passed
-                code = grpc.StatusCode.CANCELLED
+                return await call()
+            except EngramError as err:
+                span.set_status(SpanStatus.ERROR, err.code)
+                metadata = trailing_metadata(err)
+                if metadata:
+                    context.set_trailing_metadata(metadata)
+                await context.abort(status_code(err), err.message)
+            except (asyncio.CancelledError, grpc.aio.AbortError):
                 raise
-            finally:
-                # An abort, ours or the handler's, or a set_code left the status here.
-                code = context.code() or code
-                duration.record(elapsed_ms(started), rpc_attributes(details.method, code))
+            except Exception as exc:  # the one place that turns surprises into INTERNAL
+                ref = uuid.uuid4().hex[:12]
+                log.exception("unhandled error in %s (ref %s)", self.method, ref)
+                span.record_exception(exc)
+                span.set_status(SpanStatus.ERROR, "INTERNAL")
+                await context.abort(grpc.StatusCode.INTERNAL, f"internal error (ref {ref})")
 
-        async def guard(call: Callable[[], Awaitable[Any]], context: Context) -> Any:
-            with tracer.start_as_current_span(
-                span_name, context=extract_context(carrier), kind=trace.SpanKind.SERVER
-            ) as span:
-                try:
-                    return await call()
-                except EngramError as err:
-                    span.set_status(SpanStatus.ERROR, err.code)
-                    metadata = trailing_metadata(err)
-                    if metadata:
-                        context.set_trailing_metadata(metadata)
-                    await context.abort(status_code(err), err.message)
-                except (asyncio.CancelledError, grpc.aio.AbortError):
-                    raise
-                except Exception as exc:  # the one place that turns surprises into INTERNAL
-                    ref = uuid.uuid4().hex[:12]
-                    log.exception("unhandled error in %s (ref %s)", details.method, ref)
-                    span.record_exception(exc)
-                    span.set_status(SpanStatus.ERROR, "INTERNAL")
-                    await context.abort(grpc.StatusCode.INTERNAL, f"internal error (ref {ref})")
 
-        if handler.unary_unary is not None:
-            inner_uu = handler.unary_unary
+def _wrapped(handler: Handler, rpc: _Rpc) -> Handler:
+    """``handler`` with every call going through ``rpc``, requests decoded tolerantly."""
+    deserializer = tolerant(handler.request_deserializer)
+    if handler.unary_unary is not None:
+        inner_uu = handler.unary_unary
 
-            async def unary_unary(request: Any, context: Context) -> Any:
-                return await timed(lambda: inner_uu(_decoded(request), context), context)  # type: ignore[arg-type]
+        async def unary_unary(request: Any, context: Context) -> Any:
+            return await rpc.timed(lambda: inner_uu(_decoded(request), context), context)  # type: ignore[arg-type]
 
-            return grpc.unary_unary_rpc_method_handler(
-                unary_unary, deserializer, handler.response_serializer
-            )
-        if handler.stream_unary is not None:
-            inner_su = handler.stream_unary
+        return grpc.unary_unary_rpc_method_handler(
+            unary_unary, deserializer, handler.response_serializer
+        )
+    if handler.stream_unary is not None:
+        inner_su = handler.stream_unary
 
-            async def stream_unary(requests: Any, context: Context) -> Any:
-                return await timed(lambda: inner_su(_decoded_stream(requests), context), context)  # type: ignore[arg-type]
+        async def stream_unary(requests: Any, context: Context) -> Any:
+            return await rpc.timed(lambda: inner_su(_decoded_stream(requests), context), context)  # type: ignore[arg-type]
 
-            return grpc.stream_unary_rpc_method_handler(
-                stream_unary, deserializer, handler.response_serializer
-            )
-        if handler.unary_stream is not None:
-            inner_us = handler.unary_stream
+        return grpc.stream_unary_rpc_method_handler(
+            stream_unary, deserializer, handler.response_serializer
+        )
+    if handler.unary_stream is not None:
+        inner_us = handler.unary_stream
 
-            async def unary_stream(request: Any, context: Context) -> None:
-                # Written message by message so an error part-way still maps to a status.
-                async def drain() -> None:
-                    messages: AsyncIterator[Any] = inner_us(_decoded(request), context)  # type: ignore[arg-type,assignment]
-                    async for message in messages:
-                        await context.write(message)
+        async def unary_stream(request: Any, context: Context) -> None:
+            # Written message by message so an error part-way still maps to a status.
+            async def drain() -> None:
+                messages: AsyncIterator[Any] = inner_us(_decoded(request), context)  # type: ignore[arg-type,assignment]
+                async for message in messages:
+                    await context.write(message)
 
-                await timed(drain, context)
+            await rpc.timed(drain, context)
 
-            return grpc.unary_stream_rpc_method_handler(
-                unary_stream, deserializer, handler.response_serializer
-            )
-        return handler
+        return grpc.unary_stream_rpc_method_handler(
+            unary_stream, deserializer, handler.response_serializer
+        )
+    return handler
 
 
 @dataclass

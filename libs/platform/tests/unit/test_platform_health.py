@@ -8,8 +8,8 @@ import pytest
 
 from engram_platform.grpc_server import start_server
 from engram_platform.health import main, status
-from engram_platform.nats_server import free_ports
 from engram_platform.settings import ServiceSettings
+from engram_testing.nats_server import free_ports
 
 NAME = "engram.test.v1.Thing"
 

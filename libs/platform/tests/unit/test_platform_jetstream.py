@@ -14,8 +14,8 @@ from nats.js.errors import NotFoundError
 
 from engram_core.errors import FailedPrecondition, Unavailable
 from engram_platform import jetstream as jsm
-from engram_platform.nats_server import NatsServer, free_port, start_nats
 from engram_platform.settings import NatsSettings
+from engram_testing.nats_server import NatsServer, free_port, start_nats
 from engram_testing.waiting import until
 
 

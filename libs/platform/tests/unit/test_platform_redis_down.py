@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import time
 
 import pytest
 
@@ -30,7 +29,6 @@ async def test_nothing_listening_degrades_without_raising(
     )
     link = RedisLink.open(settings)
     cache, lease, limiter = RedisCache(link), RedisLease(link), RedisRateLimiter(link)
-    started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="engram_platform.redis_backend"):
         for _ in range(3):
             assert await cache.get("recall:acme:1") is None
@@ -45,7 +43,6 @@ async def test_nothing_listening_degrades_without_raising(
             assert await lease.holder("l") is None
             decision = await limiter.hit("acme", 1, 1)
             assert decision.allowed
-    assert time.monotonic() - started < 1.0
     assert len(caplog.records) == 1  # at most once per log_interval_s
     await cache.close()
 

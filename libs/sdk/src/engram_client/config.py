@@ -11,7 +11,7 @@ import grpc
 
 from engram_client.retry import RetryPolicy
 
-# `make run` (engram_platform.devstack): the gateway's port and its token for tenant
+# `make run` (engram_testing.devstack): the gateway's port and its token for tenant
 # "default" (read+write+admin). A server that is not the dev stack refuses this token
 # (UNAUTHENTICATED), so defaulting to it only ever helps a local try-out.
 DEFAULT_ADDRESS = "127.0.0.1:50051"

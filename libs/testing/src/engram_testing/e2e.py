@@ -22,8 +22,8 @@ from engram.common.v1 import common_pb2
 from engram.events.v1 import events_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram_platform import jetstream as jsm
-from engram_platform.devstack import DEV_ADMIN_TOKEN, DEV_TOKEN, DevStack
 from engram_platform.settings import NatsSettings
+from engram_testing.devstack import DEV_ADMIN_TOKEN, DEV_TOKEN, DevStack
 
 AUTH = (("authorization", f"Bearer {DEV_TOKEN}"),)
 CLUSTER_AUTH = (("authorization", f"Bearer {DEV_ADMIN_TOKEN}"),)  # what spans tenants

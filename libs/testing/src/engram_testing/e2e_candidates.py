@@ -1,4 +1,4 @@
-"""End to end through the public API: candidate generation (issue #4) — several queries in
+"""End to end through the public API: candidate generation — several queries in
 one recall, decomposition, trending for an empty query, metadata fields found by the
 lexical stream.
 

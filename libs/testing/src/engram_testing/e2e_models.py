@@ -1,4 +1,4 @@
-"""End to end through the public API: the query-side models (issue #4) — HyDE, LLM
+"""End to end through the public API: the query-side models — HyDE, LLM
 decomposition and an HTTP cross-encoder against a fake model server, and the local
 cross-encoder `make models` builds.
 
@@ -25,9 +25,9 @@ import pytest
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram_embed.paths import RERANKER, default_model_dir
-from engram_platform.devstack import DevStack
-from engram_platform.nats_server import free_ports
+from engram_testing.devstack import DevStack
 from engram_testing.e2e import AUTH, Stub, recall
+from engram_testing.nats_server import free_ports
 
 # The fake cross-encoder's favourite word, and the fake chat model's answers.
 FAVOURITE = "zeppelin"

@@ -18,7 +18,7 @@ import pytest
 
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from engram_platform.devstack import DevStack
+from engram_testing.devstack import DevStack
 from engram_testing.e2e import AUTH, Stub, wait_for_watermark
 
 Kind = gateway_pb2.SubscribeResponse.Kind

@@ -18,8 +18,8 @@ import pytest
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import admin_pb2, admin_pb2_grpc, gateway_pb2
 from engram_platform import jetstream as jsm
-from engram_platform.devstack import DEV_ADMIN_TOKEN, DEV_TOKEN, DevStack
 from engram_platform.settings import NatsSettings
+from engram_testing.devstack import DEV_ADMIN_TOKEN, DEV_TOKEN, DevStack
 from engram_testing.e2e import AUTH, CLUSTER_AUTH, Stub, wait_kept
 
 Metadata = tuple[tuple[str, str], ...]
@@ -84,6 +84,22 @@ async def check_tenant_deletion(api: Api, gone: str) -> None:
     """Tenant ``gone`` (token GONE_TOKEN) stores and relates, is deleted, leaves nothing;
     the dev token's tenant keeps its memory."""
     gone_auth = (("authorization", f"Bearer {GONE_TOKEN}"),)
+    mine, ids, linked, before = await _fill_two_tenants(api, gone, gone_auth)
+    done = await _delete_tenant(api, gone, linked.sequence)
+    await _check_nothing_left(api, gone, gone_auth, ids, done.sequence)
+    await _check_kept(api, mine, before)
+    # The tenant can start over.
+    again = await api.memory.Store(
+        gateway_pb2.StoreRequest(memory=common_pb2.MemoryInput(content=NOTES[0])),
+        metadata=gone_auth,
+    )
+    assert await applied(api, gone_auth, again.sequence) == {"vector": 1, "lexical": 1, "graph": 1}
+
+
+async def _fill_two_tenants(
+    api: Api, gone: str, gone_auth: Metadata
+) -> tuple[gateway_pb2.StoreResponse, list[str], gateway_pb2.AssociateResponse, dict[str, int]]:
+    """A memory of the dev token's tenant; three and a relation of ``gone``, all applied."""
     mine = await api.memory.Store(
         gateway_pb2.StoreRequest(
             memory=common_pb2.MemoryInput(
@@ -106,7 +122,11 @@ async def check_tenant_deletion(api: Api, gone: str) -> None:
     before = await applied(api, AUTH, mine.sequence)
     await wait_kept(api.stack.nats_url, linked.sequence)
     assert await states_of(api, gone) == 4  # three memories and the relation
+    return mine, ids, linked, before
 
+
+async def _delete_tenant(api: Api, gone: str, after: int) -> admin_pb2.DeleteTenantResponse:
+    """A dry run counts what would go; a tenant token is refused; a cluster admin deletes."""
     request = admin_pb2.DeleteTenantRequest(tenant=gone, dry_run=True)
     dry = await api.admin.DeleteTenant(request, metadata=CLUSTER_AUTH)
     assert {c.store: c.count for c in dry.counts} == {
@@ -121,11 +141,16 @@ async def check_tenant_deletion(api: Api, gone: str) -> None:
 
     request = admin_pb2.DeleteTenantRequest(tenant=gone, confirm=gone)
     done = await api.admin.DeleteTenant(request, metadata=CLUSTER_AUTH)
-    assert done.sequence > linked.sequence
+    assert done.sequence > after
+    return done
 
-    assert await applied(api, gone_auth, done.sequence) == {"vector": 0, "lexical": 0, "graph": 0}
+
+async def _check_nothing_left(
+    api: Api, gone: str, gone_auth: Metadata, ids: list[str], sequence: int
+) -> None:
+    assert await applied(api, gone_auth, sequence) == {"vector": 0, "lexical": 0, "graph": 0}
     status = await api.admin.DeleteTenantStatus(
-        admin_pb2.DeleteTenantStatusRequest(tenant=gone, sequence=done.sequence),
+        admin_pb2.DeleteTenantStatusRequest(tenant=gone, sequence=sequence),
         metadata=CLUSTER_AUTH,
     )
     assert status.applied
@@ -134,16 +159,18 @@ async def check_tenant_deletion(api: Api, gone: str) -> None:
         "lexical": 0,
         "graph": 0,
     }
-    recall = gateway_pb2.RecallRequest(query="lighthouse", min_sequence=done.sequence)
+    recall = gateway_pb2.RecallRequest(query="lighthouse", min_sequence=sequence)
     assert list((await api.memory.Recall(recall, metadata=gone_auth)).results) == []
     for id_ in ids:
         with pytest.raises(grpc.aio.AioRpcError) as missing:
             await api.memory.Get(gateway_pb2.GetRequest(id=id_), metadata=gone_auth)
         assert missing.value.code() == grpc.StatusCode.NOT_FOUND
-    await wait_kept(api.stack.nats_url, done.sequence)
+    await wait_kept(api.stack.nats_url, sequence)
     assert await states_of(api, gone) == 0
 
-    # The first tenant keeps its memory, and its counts.
+
+async def _check_kept(api: Api, mine: gateway_pb2.StoreResponse, before: dict[str, int]) -> None:
+    """The other tenant keeps its memory, and its counts."""
     assert await applied(api, AUTH, mine.sequence) == before
     got = await api.memory.Get(gateway_pb2.GetRequest(id=mine.id), metadata=AUTH)
     assert got.memory.content.startswith("Ottilie")
@@ -151,10 +178,3 @@ async def check_tenant_deletion(api: Api, gone: str) -> None:
         gateway_pb2.RecallRequest(query="lighthouse keys", tags=[KEPT_TAG]), metadata=AUTH
     )
     assert mine.id in [r.memory.id for r in kept.results]
-
-    # The tenant can start over.
-    again = await api.memory.Store(
-        gateway_pb2.StoreRequest(memory=common_pb2.MemoryInput(content=NOTES[0])),
-        metadata=gone_auth,
-    )
-    assert await applied(api, gone_auth, again.sequence) == {"vector": 1, "lexical": 1, "graph": 1}

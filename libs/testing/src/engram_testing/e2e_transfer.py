@@ -18,7 +18,7 @@ from google.protobuf import struct_pb2, timestamp_pb2
 
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2
-from engram_platform.devstack import DEV_TOKEN, DevStack
+from engram_testing.devstack import DEV_TOKEN, DevStack
 from engram_testing.e2e import (
     AUTH,
     IMPORT_AUTH,

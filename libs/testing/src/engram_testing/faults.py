@@ -19,7 +19,7 @@ from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram.graph.v1 import graph_pb2, graph_pb2_grpc
 from engram.lexical.v1 import lexical_pb2, lexical_pb2_grpc
 from engram.vector.v1 import vector_pb2, vector_pb2_grpc
-from engram_platform.devstack import DEV_TOKEN, DevStack, start_stack
+from engram_testing.devstack import DEV_TOKEN, DevStack, start_stack
 
 Stub: TypeAlias = "gateway_pb2_grpc.MemoryServiceAsyncStub"
 Metadata: TypeAlias = tuple[tuple[str, str], ...]

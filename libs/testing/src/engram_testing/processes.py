@@ -15,9 +15,9 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from engram_platform import jetstream as jsm
-from engram_platform.nats_server import NatsServer
 from engram_platform.pull_worker import PullWorker
 from engram_platform.settings import NatsSettings, ServiceSettings
+from engram_testing.nats_server import NatsServer
 
 S = TypeVar("S", bound=ServiceSettings)
 W = TypeVar("W", bound=PullWorker)

@@ -41,7 +41,6 @@ from engram_consolidate.service import (
     Checkpoints,
     EventSink,
     GraphStore,
-    Key,
     PassName,
     PassRunner,
     PassSettings,
@@ -54,7 +53,6 @@ from engram_consolidate.service import (
     VectorStore,
     pass_factory,
 )
-from engram_consolidate.service.passes.base import Pass
 from engram_consolidate.service.ports import AccessStore, AccessWriter, ChangeMarks
 from engram_consolidate.service.rebuild import (
     Generational,
@@ -139,6 +137,18 @@ def schedule_of(settings: Settings) -> Schedule:
     )
 
 
+def runner_config(settings: Settings) -> RunnerConfig:
+    return RunnerConfig(
+        lease_ttl_s=settings.lease_ttl_s,
+        step_pause_s=settings.page_pause_s,
+        duty=settings.pass_duty,
+        step_retries=settings.page_retries,
+        retry_base_s=settings.page_retry_base_s,
+        samples=settings.samples,
+        full_every_s=settings.schedule.associate_full_interval_s,
+    )
+
+
 def build(
     settings: Settings,
     *,
@@ -156,18 +166,13 @@ def build(
 ) -> Consolidate:
     channels = Channels(settings.max_message_bytes, settings.client_tls)
     closers: list[Callable[[], Awaitable[None]]] = []
-    v: VectorAll = (
-        vector if vector is not None else VectorClient(channels.open(settings.vector_addr))
-    )
-    lx: LexicalStore = (
-        lexical if lexical is not None else LexicalClient(channels.open(settings.lexical_addr))
-    )
-    g: GraphWrites = graph if graph is not None else GraphClient(channels.open(settings.graph_addr))
+    v = vector if vector is not None else VectorClient(channels.open(settings.vector_addr))
+    lx = lexical if lexical is not None else LexicalClient(channels.open(settings.lexical_addr))
+    g = graph if graph is not None else GraphClient(channels.open(settings.graph_addr))
     if lease is None:
         coordination = open_coordination(settings.cache, max_entries=1)
         lease = coordination.lease
         closers.append(coordination.close)
-
     tracker = AccessTracker(
         v,
         lx,
@@ -187,29 +192,13 @@ def build(
         settings.read_chunk,
         marks,
     )
-    passes = pass_settings(settings)
     runner = PassRunner(
-        checkpoints,
-        lease,
-        holder_name(),
-        RunnerConfig(
-            lease_ttl_s=settings.lease_ttl_s,
-            step_pause_s=settings.page_pause_s,
-            duty=settings.pass_duty,
-            step_retries=settings.page_retries,
-            retry_base_s=settings.page_retry_base_s,
-            samples=settings.samples,
-            full_every_s=settings.schedule.associate_full_interval_s,
-        ),
-        clock,
-        marks=marks,
+        checkpoints, lease, holder_name(), runner_config(settings), clock, marks=marks
     )
-    extra: Callable[[Key], Pass | None] | None = None
-    if maintenance is not None:
-        extra = maintenance_factory(stores, maintenance(stores))
+    extra = maintenance_factory(stores, maintenance(stores)) if maintenance else None
     scheduler = Scheduler(
         runner,
-        pass_factory(stores, passes, extra),
+        pass_factory(stores, pass_settings(settings), extra),
         checkpoints,
         tenants,
         schedule_of(settings),

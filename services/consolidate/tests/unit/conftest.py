@@ -16,10 +16,10 @@ from engram_core.errors import InvalidArgument, Unavailable
 from engram_core.model import AccessUpdate, Hit, Memory, Relation, RelevanceUpdate, ScanPage
 from engram_core.ports import Lease
 from engram_platform.coordination import MemoryLease
-from engram_platform.nats_server import NatsServer, start_nats
 from engram_testing.fakes.graph import FakeGraphStore
 from engram_testing.fakes.lexical import FakeTextIndex
 from engram_testing.fakes.vector import FakeVectorIndex
+from engram_testing.nats_server import NatsServer, start_nats
 
 
 class FakeAccessStore:

@@ -20,7 +20,7 @@ from engram_core.errors import Unavailable
 from engram_core.model import Memory
 from engram_platform import jetstream as jsm
 from engram_platform.convert import ts_to_proto
-from engram_platform.nats_server import NatsServer
+from engram_testing.nats_server import NatsServer
 from engram_testing.processes import (
     log_connection,
     ready_then_sigterm,

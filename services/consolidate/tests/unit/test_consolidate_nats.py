@@ -32,8 +32,8 @@ from engram_core.errors import FailedPrecondition
 from engram_core.model import Memory, Relation
 from engram_platform import jetstream as jsm
 from engram_platform.convert import ts_to_proto
-from engram_platform.nats_server import NatsServer
 from engram_platform.settings import NatsSettings
+from engram_testing.nats_server import NatsServer
 from engram_testing.processes import log_connection, running_worker, worker_settings
 from engram_testing.waiting import until
 

@@ -28,8 +28,8 @@ from engram_platform import jetstream as jsm
 from engram_platform.convert import memory_to_proto, relation_to_proto
 from engram_platform.coordination import MemoryLease
 from engram_platform.jetstream import STREAM_STATE
-from engram_platform.nats_server import NatsServer
 from engram_platform.settings import NatsSettings
+from engram_testing.nats_server import NatsServer
 from engram_testing.processes import log_connection
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

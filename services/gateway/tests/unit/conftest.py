@@ -31,8 +31,8 @@ from engram_gateway.service.ports import Ack, Envelope, RecallResult
 from engram_platform import jetstream
 from engram_platform.cache import MemoryCache
 from engram_platform.errors import FIELD_KEY
-from engram_platform.nats_server import NatsServer, start_nats
 from engram_platform.settings import NatsSettings
+from engram_testing.nats_server import NatsServer, start_nats
 
 TENANT = "acme"
 TOKENS = "w-token=acme:write;r-token=acme:read;rw-token=acme:read+write;other=globex:read+write"

@@ -25,8 +25,8 @@ from engram_gateway.service.admin import PASSES, Change, PassRun, PassStatus, Ru
 from engram_platform import jetstream
 from engram_platform.convert import ts_from_proto, ts_to_proto
 from engram_platform.errors import FIELD_KEY
-from engram_platform.nats_server import NatsServer, start_nats
 from engram_platform.settings import NatsSettings
+from engram_testing.nats_server import NatsServer, start_nats
 
 if TYPE_CHECKING:
     from conftest import Harness

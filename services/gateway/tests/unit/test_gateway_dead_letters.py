@@ -27,7 +27,6 @@ from engram_gateway.bootstrap import build_admin
 from engram_gateway.service import Deadline, StatsView
 from engram_gateway.service.dead_letters import DeadLetters
 from engram_platform import jetstream as jsm
-from engram_platform.nats_server import NatsServer
 from engram_platform.pull_worker import (
     DELIVERIES_HEADER,
     ORIGINAL_SEQUENCE_HEADER,
@@ -38,6 +37,7 @@ from engram_platform.pull_worker import (
     PullWorker,
     Settlement,
 )
+from engram_testing.nats_server import NatsServer
 from engram_testing.waiting import until
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram_core.limits import MAX_CONTENT_BYTES, MAX_METADATA_BYTES
 from engram_gateway.config import Settings
-from engram_platform.nats_server import NatsServer, free_port, start_nats
+from engram_testing.nats_server import NatsServer, free_port, start_nats
 
 
 def test_settings_come_from_env(monkeypatch: pytest.MonkeyPatch) -> None:

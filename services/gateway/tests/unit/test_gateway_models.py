@@ -416,10 +416,8 @@ async def test_a_slow_hyde_is_cut_by_its_timeout(harness: Any) -> None:
     h = harness
     hyde, _ = _wire(h, ModelsConfig(hyde_timeout_s=0.1))
     hyde.delay = 1.0
-    loop = asyncio.get_running_loop()
-    started = loop.time()
     result = await _recall(h, hyde=True)
-    assert loop.time() - started < 0.9
+    # Waited for, the slow model would have answered: failed means cut.
     assert result.models_failed == ("hyde",)
     assert "hyde" in result.degraded
     assert result.results  # the recall went on without it

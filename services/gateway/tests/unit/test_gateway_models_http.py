@@ -199,14 +199,12 @@ async def test_an_error_body_echoing_the_prompt_stays_out_of_the_message(
 async def test_a_slow_model_times_out_within_the_callers_budget(server: ModelServer) -> None:
     server.replies[CHAT] = Reply(chat("late").body, delay=2.0)
     hyde = ChatHyde(ChatModel(endpoint(server, CHAT, timeout_s=5.0), "m", 64))
-    loop = asyncio.get_running_loop()
-    started = loop.time()
     try:
+        # The reply comes before the configured 5 s: only the caller's 0.2 s can time it out.
         with pytest.raises(Unavailable, match="Timeout"):
-            await hyde.hypothesise("q", timeout=0.2)  # shorter than the configured 5 s
+            await hyde.hypothesise("q", timeout=0.2)
     finally:
         await hyde.close()
-    assert loop.time() - started < 1.5
 
 
 async def test_nothing_listening_is_unavailable() -> None:

@@ -4,7 +4,6 @@ the recall cache, access events, Get/Related/Stats."""
 from __future__ import annotations
 
 import asyncio
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -137,10 +136,8 @@ async def test_a_slow_backend_is_cut_at_its_budget(new_harness: Any) -> None:
         streams={"graph_budget": {"fraction": 0.5, "cap_s": 0.1}, "hybrid_graph_stream": True}
     )
     seed(h)
-    h.graph.delay = 5.0
-    started = time.perf_counter()
+    h.graph.delay = 5.0  # within the recall's deadline: waited for, it would have answered
     result = await h.gateway.reader.recall(h.tenant, _req("sarah tea"), _deadline(10))
-    assert time.perf_counter() - started < 2.0
     assert result.degraded == ("graph",)
     assert result.results[0].memory.id == A
 
@@ -281,14 +278,13 @@ async def test_min_sequence_not_reached_is_deadline_exceeded(client: Any) -> Non
         gateway_pb2.StoreRequest(memory=common_pb2.MemoryInput(content="x")),
         metadata=client.auth(),
     )
-    started = time.perf_counter()
     with pytest.raises(grpc.aio.AioRpcError) as exc:
         await client.stub.Recall(
             recall(min_sequence=reply.sequence), metadata=client.auth(), timeout=0.5
         )
     assert exc.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    # The server's own answer (the client's deadline would say nothing of min_sequence).
     assert f"min_sequence {reply.sequence}" in (exc.value.details() or "")
-    assert time.perf_counter() - started < 2.0
     assert [op for op, _ in h.vector.calls] == []
 
 

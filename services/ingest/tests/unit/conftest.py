@@ -24,8 +24,8 @@ from engram_ingest.bootstrap import build
 from engram_ingest.config import Settings
 from engram_ingest.service import Applier, VectorWriter
 from engram_platform.convert import memory_to_proto
-from engram_platform.nats_server import NatsServer, start_nats
 from engram_platform.request_checks import check_memory
+from engram_testing.nats_server import NatsServer, start_nats
 
 
 @dataclass

@@ -29,7 +29,7 @@ from engram_ingest.consumer import (
 from engram_ingest.service import Event, Result
 from engram_platform import jetstream as jsm
 from engram_platform.convert import memory_to_proto, relation_to_proto
-from engram_platform.nats_server import NatsServer
+from engram_testing.nats_server import NatsServer
 from engram_testing.processes import (
     log_connection,
     ready_then_sigterm,

@@ -12,8 +12,8 @@ from engram_ingest.consumer import IngestConsumer
 from engram_ingest.service import MemoryRemoved, MemoryWritten, Outcome
 from engram_platform import jetstream as jsm
 from engram_platform.convert import memory_to_proto
-from engram_platform.nats_server import NatsServer
 from engram_testing.metrics import ServiceMetrics
+from engram_testing.nats_server import NatsServer
 from engram_testing.processes import log_connection, running_worker, worker_settings
 from engram_testing.waiting import until
 

@@ -190,65 +190,86 @@ class PassRunner:
             if start is None:
                 metrics.skipped.add(1, {"pass": key.pass_name.value, "reason": "not_due"})
                 return None
-            mark = await self._mark(key)
-            carried = (
-                record is not None
-                and key in self._ran
-                and _carried_on(record, start, mark)
-                and not await self._repaired_since(key.tenant, record.started_at)
-            )
-            if carried and record is not None and record.input_mark == mark:
-                await self._checkpoints.put(replace(record, checked_at=now), revision)
-                metrics.skipped.add(1, {"pass": key.pass_name.value, "reason": "unchanged"})
-                log.info(
-                    "%s: tenant unchanged since run %s (log position %d); skipped",
-                    key,
-                    record.run_id,
-                    mark,
-                )
+            started = await self._started(key, record, revision, start, now)
+            if started is None:
                 return None
-            base = record or RunRecord(key)
-            pending = "" if base.pending_run_id == start.run_id else base.pending_run_id
-            requested = base.pending_params if base.pending_run_id == start.run_id else ""
-            after = base.input_mark if carried and self._incremental(key, base, now) else 0
-            if after:
-                requested = incremental_params(after, mark)
-            record = replace(
-                base,
-                run_id=start.run_id,
-                state=RunState.RUNNING,
-                trigger=start.trigger,
-                now=now,
-                started_at=now,
-                finished_at=None,
-                phase="",
-                cursor="",
-                done=0,
-                total=0,
-                changes=(),
-                error="",
-                holder=self._holder,
-                heartbeat_at=now,
-                resumes=0,
-                pending_run_id=pending,
-                requested_at=base.requested_at if pending else None,
-                params=requested,
-                pending_params=base.pending_params if pending else "",
-                input_mark=mark,
-                checked_at=None,
-                full_at=base.full_at if after else now,
-            )
-            log.info(
-                "%s: run %s starts (%s%s)",
-                key,
-                start.run_id,
-                start.trigger.value,
-                f", what was written after log position {after}" if after else "",
-            )
+            record = started
         revision = await self._checkpoints.put(record, revision)
         self._ran.add(key)
         job = _Job(self, key, make(), record, revision, stop, lost)
         return await job.run()
+
+    async def _started(
+        self,
+        key: Key,
+        record: RunRecord | None,
+        revision: int | None,
+        start: Start,
+        now: datetime,
+    ) -> RunRecord | None:
+        """The record of a new run of ``key``; None when the tenant is unchanged since the
+        run before, which is then recorded as checked."""
+        mark = await self._mark(key)
+        carried = (
+            record is not None
+            and key in self._ran
+            and _carried_on(record, start, mark)
+            and not await self._repaired_since(key.tenant, record.started_at)
+        )
+        if carried and record is not None and record.input_mark == mark:
+            await self._checked(key, record, revision, now)
+            return None
+        base = record or RunRecord(key)
+        pending = "" if base.pending_run_id == start.run_id else base.pending_run_id
+        requested = base.pending_params if base.pending_run_id == start.run_id else ""
+        after = base.input_mark if carried and self._incremental(key, base, now) else 0
+        if after:
+            requested = incremental_params(after, mark)
+        log.info(
+            "%s: run %s starts (%s%s)",
+            key,
+            start.run_id,
+            start.trigger.value,
+            f", what was written after log position {after}" if after else "",
+        )
+        return replace(
+            base,
+            run_id=start.run_id,
+            state=RunState.RUNNING,
+            trigger=start.trigger,
+            now=now,
+            started_at=now,
+            finished_at=None,
+            phase="",
+            cursor="",
+            done=0,
+            total=0,
+            changes=(),
+            error="",
+            holder=self._holder,
+            heartbeat_at=now,
+            resumes=0,
+            pending_run_id=pending,
+            requested_at=base.requested_at if pending else None,
+            params=requested,
+            pending_params=base.pending_params if pending else "",
+            input_mark=mark,
+            checked_at=None,
+            full_at=base.full_at if after else now,
+        )
+
+    async def _checked(
+        self, key: Key, record: RunRecord, revision: int | None, now: datetime
+    ) -> None:
+        """Nothing written since ``record``'s run: the run stands, checked ``now``."""
+        await self._checkpoints.put(replace(record, checked_at=now), revision)
+        metrics.skipped.add(1, {"pass": key.pass_name.value, "reason": "unchanged"})
+        log.info(
+            "%s: tenant unchanged since run %s (log position %d); skipped",
+            key,
+            record.run_id,
+            record.input_mark,
+        )
 
     def _incremental(self, key: Key, record: RunRecord, now: datetime) -> bool:
         """Whether a run of ``key`` carrying on from ``record`` may read only what was

@@ -1,4 +1,4 @@
-"""Query-side models over HTTP (issue #4): HyDE and query decomposition through an
+"""Query-side models over HTTP: HyDE and query decomposition through an
 OpenAI-compatible ``/chat/completions`` endpoint, and a cross-encoder behind ``/rerank``
 (the Cohere/Jina/vLLM/llama.cpp shape; TEI's native one with ``documents_field="texts"``).
 

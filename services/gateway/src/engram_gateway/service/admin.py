@@ -1,4 +1,4 @@
-"""AdminService's logic (issue #5): requests for consolidation passes, and their status.
+"""AdminService's logic: requests for consolidation passes, and their status.
 Pure: the log and the worker's KV records are behind ``ConsolidationControl``.
 
 A request is an event on the log; the consolidate worker records it and runs the passes

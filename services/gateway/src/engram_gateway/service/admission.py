@@ -2,7 +2,7 @@
 
 With more recalls in flight than the backends can serve, every one of them slows down,
 the steps with a capped budget (context, relations, state) run out of time, and answers
-come back degraded: on the 10k bench with 64 clients, 256-276 of 384 answers lacked a step.
+come back degraded (under a flood, most answers lacked a step).
 So a gateway works on at most ``limit`` recalls at once. The others wait their turn, each
 no longer than its deadline allows (then DEADLINE_EXCEEDED). A tenant with ``tenant_queue``
 recalls waiting already, or a gateway with ``queue`` waiting in all, refuses a new one at

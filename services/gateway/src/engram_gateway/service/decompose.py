@@ -13,9 +13,8 @@ each applied to what the one before produced:
    ("difference between A and B", "A vs B", "which is better, A or B") → "<name> <topic>".
 
 Not a rule: two people without a coordination ("What did Caroline tell Melanie about X?").
-Splitting those into "<name> <topic>" per person took LoCoMo single-hop turn R@10 from
-0.815 to 0.690 on the 84 questions it touched: the answer is one turn between the two,
-and each half brings in the person's other turns.
+Splitting those into "<name> <topic>" per person lost more than it found: the answer is
+one turn between the two, and each half brings in the person's other turns.
 
 Pure and deterministic; no model. A question none of the rules splits gives [].
 """

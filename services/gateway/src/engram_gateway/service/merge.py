@@ -72,8 +72,8 @@ def with_relations(
 
     Edges consolidation drew (origin ``system``: SIMILAR_TO, PRECEDED_BY…) say two memories
     resemble or follow each other, not that either answers the query; counted, they lifted
-    every memory with neighbours in the pool (LoCoMo turn R@10 0.784 → 0.736 once the
-    associate pass had run), so they count only when ``system_edges`` says so."""
+    every memory with neighbours in the pool once the associate pass had run, pushing the
+    answers down, so they count only when ``system_edges`` says so."""
     ids = {c.memory.id for c in candidates}
     sums: dict[str, float] = {}
     seen: set[tuple[str, str, str]] = set()

@@ -1,4 +1,4 @@
-"""Several queries in one recall (issue #4): `query`, `queries` and decomposed sub-queries.
+"""Several queries in one recall: `query`, `queries` and decomposed sub-queries.
 
 Every sub-query asks each stream for its own pool; the answers are merged per stream by id
 keeping the best score, so the candidates look to scoring as if one query had found them.

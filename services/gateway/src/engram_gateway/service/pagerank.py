@@ -1,4 +1,4 @@
-"""The ``hybrid_graph`` rerank (issue #4): personalised PageRank from the best results. Pure.
+"""The ``hybrid_graph`` rerank: personalised PageRank from the best results. Pure.
 
 After scoring, the ranked pool becomes a small undirected graph: its memories, the
 memories at the other end of their relations (pass-through nodes), and one node per

@@ -43,8 +43,7 @@ def dense_query(text: str) -> str:
     A small sentence embedder lets a name dominate the vector: "What did Caroline
     research?" lands near every turn that greets Caroline, not near the one about her
     research. Names are matched by the lexical and graph streams, so the vector stream is
-    asked about the rest. On LoCoMo this took vector-alone turn R@10 from 0.475 to 0.595
-    (bench/quality_inprocess.py). A query that is nothing but names is left whole.
+    asked about the rest. A query that is nothing but names is left whole.
     """
     out = text
     for e in extract_entities(text):

@@ -1,4 +1,4 @@
-"""Trending (issue #4): a recall without text — empty `query` or "*" and no `queries` —
+"""Trending: a recall without text — empty `query` or "*" and no `queries` —
 lists the memories that pass the filters, best first by `sort`.
 
 No text stream can answer it: the lexical service lists them (its `Top` RPC: the filter and

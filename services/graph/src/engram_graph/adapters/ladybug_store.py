@@ -412,7 +412,7 @@ class LadybugGraphStore:
             return []
         # Recall asks for agents' edges only, and most tenants have none: one cached count
         # (a pass over the tenant's edges, kept until an agent's edge is written) spares the
-        # per-memory lookups (22 ms for 50 memories on the 100k bench tenant).
+        # per-memory lookups, which grow with the tenant.
         if origin == ORIGIN_USER and not await self._read(
             _user_edge_count, tenant, self._user_edges
         ):

@@ -261,9 +261,9 @@ def query_words(query: str) -> list[str]:
     return (keywords or words)[:MAX_QUERY_TERMS]
 
 
-# Weight of the exact-form subfield against the stemmed field. On LoCoMo questions (README)
-# every mix from 0.01 to 1 and best_fields scored within noise (recall@10 0.676-0.684); 0.3
-# keeps the stemmed field in the lead, as on tantivy, and exact forms as a secondary signal.
+# Weight of the exact-form subfield against the stemmed field. Every mix from 0.01 to 1
+# and best_fields scored within noise of each other; 0.3 keeps the stemmed field in the
+# lead, as on tantivy, and exact forms as a secondary signal.
 STD_WEIGHT = 0.3
 
 

@@ -133,17 +133,10 @@ class QdrantVectorIndex:
         return self._options.dimension
 
     async def _ensure_collection(self) -> None:
-        o = self._options
         if await self._client.collection_exists(self._collection):
-            info = await self._client.get_collection(self._collection)
-            vectors = info.config.params.vectors
-            size = vectors[pl.VECTOR_NAME].size if isinstance(vectors, dict) else None
-            if size != o.dimension:
-                raise Unavailable(
-                    f"collection {self._collection} holds {size}-d vectors, "
-                    f"settings say {o.dimension}"
-                )
+            await self._check_dimension()
             return
+        o = self._options
         hnsw = (
             models.HnswConfigDiff(m=0, payload_m=o.hnsw_m, ef_construct=o.hnsw_ef_construct)
             if o.per_tenant_hnsw
@@ -176,6 +169,21 @@ class QdrantVectorIndex:
             # Another replica created it first: fine, as long as it now exists.
             if not await self._client.collection_exists(self._collection):
                 raise
+        await self._index_payload()
+
+    async def _check_dimension(self) -> None:
+        """An existing collection must hold vectors of the model's size."""
+        info = await self._client.get_collection(self._collection)
+        vectors = info.config.params.vectors
+        size = vectors[pl.VECTOR_NAME].size if isinstance(vectors, dict) else None
+        if size != self._options.dimension:
+            raise Unavailable(
+                f"collection {self._collection} holds {size}-d vectors, "
+                f"settings say {self._options.dimension}"
+            )
+
+    async def _index_payload(self) -> None:
+        """The payload indexes the filters use; the tenant's partitions the collection."""
         schemas: dict[str, Any] = {
             pl.TENANT: models.KeywordIndexParams(
                 type=models.KeywordIndexType.KEYWORD, is_tenant=True

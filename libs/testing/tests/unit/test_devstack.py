@@ -12,8 +12,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from engram_platform.devstack import SERVICE_NAMES, DevStack, Process, _wait_serving, text_log_env
-from engram_platform.nats_server import free_ports, start_nats, wait_for_port
+from engram_testing.devstack import SERVICE_NAMES, DevStack, Process, _wait_serving, text_log_env
+from engram_testing.nats_server import free_ports, start_nats, wait_for_port
 
 
 def test_free_ports_are_distinct() -> None:

@@ -28,8 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engram_platform.nats_server import nats_server_binary
 from engram_platform.settings import engram_home
+from engram_testing.nats_server import nats_server_binary
 
 HOST = "127.0.0.1"
 

@@ -21,11 +21,12 @@ from engram.graph.v1 import graph_pb2
 from engram.lexical.v1 import lexical_pb2
 from engram.scoring.v1 import scoring_pb2
 from engram.vector.v1 import vector_pb2
-from engram_platform import health, localservers
+from engram_platform import health
 from engram_platform.grpc_server import worker_health_name
 from engram_platform.health import SERVING
-from engram_platform.nats_server import NatsServer, free_ports, start_nats
 from engram_platform.settings import engram_home
+from engram_testing import localservers
+from engram_testing.nats_server import NatsServer, free_ports, start_nats
 
 GRPC_SERVICES = ("vector", "lexical", "graph", "scoring", "gateway")
 WORKERS = ("ingest", "consolidate")
@@ -224,45 +225,37 @@ def start_stack(
     return stack
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description="Run Engram locally.")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("ENGRAM_PORT", "50051")))
-    parser.add_argument(
-        "--servers",
-        action="store_true",
-        help="on real OpenSearch, Neo4j, Redis and NATS (started first, left running)",
-    )
-    args = parser.parse_args()
-    home = engram_home()
-    started = time.monotonic()
-    if args.servers:
-        print("engram: starting OpenSearch, Neo4j, Redis and NATS ...", flush=True)
-        for name, took_s in localservers.up(list(localservers.servers()), home).items():
-            state = "already running" if took_s is None else f"ready in {took_s:.1f}s"
-            print(f"  {name:<11} {state}", flush=True)
-        print(f"engram: starting 7 services on them (state in {home}) ...", flush=True)
-        stack = start_stack(
-            home,
-            gateway_port=args.port,
-            extra_env={**text_log_env(os.environ), **localservers.service_env()},
-            nats_url=localservers.servers()["nats"].url,
-        )
-    else:
+def _start(port: int, servers: bool, home: Path) -> DevStack:
+    """The stack `make run` (or with ``servers``, `make run-servers`) starts."""
+    if not servers:
         print(f"engram: starting nats-server and 7 services (state in {home}) ...", flush=True)
-        stack = start_stack(home, gateway_port=args.port, extra_env=text_log_env(os.environ))
-    took = time.monotonic() - started
+        return start_stack(home, gateway_port=port, extra_env=text_log_env(os.environ))
+    print("engram: starting OpenSearch, Neo4j, Redis and NATS ...", flush=True)
+    for name, took_s in localservers.up(list(localservers.servers()), home).items():
+        state = "already running" if took_s is None else f"ready in {took_s:.1f}s"
+        print(f"  {name:<11} {state}", flush=True)
+    print(f"engram: starting 7 services on them (state in {home}) ...", flush=True)
+    return start_stack(
+        home,
+        gateway_port=port,
+        extra_env={**text_log_env(os.environ), **localservers.service_env()},
+        nats_url=localservers.servers()["nats"].url,
+    )
+
+
+def _banner(stack: DevStack, took: float, servers: bool) -> str:
+    """Where everything is, the tokens, and a first Store and Recall to try."""
     addr = stack.gateway_address
     metrics = "\n            ".join(
         f"{name:<12}{stack.metrics_url(name)}" for name in stack.metrics_ports
     )
-    servers_note = " (the servers keep running: make down-servers)" if args.servers else ""
-    print(
-        f"""
+    servers_note = " (the servers keep running: make down-servers)" if servers else ""
+    return f"""
 engram is up in {took:.1f}s.
   gateway   {addr}   (engram.gateway.v1.MemoryService, reflection on)
   token     {DEV_TOKEN}   (tenant "default", scopes read+write+admin)
             {DEV_ADMIN_TOKEN}   (cluster admin, tenant "*": Rebuild, RebuildStatus)
-  logs      {home / "logs"}
+  logs      {stack.home / "logs"}
   nats      {stack.nats_url}
   metrics   {metrics}
 
@@ -275,9 +268,11 @@ Try it:
     {addr} engram.gateway.v1.MemoryService/Recall
   or, without grpcurl:  uv run engram --help
 
-Ctrl-C stops the services{servers_note}.""",
-        flush=True,
-    )
+Ctrl-C stops the services{servers_note}."""
+
+
+def _run_until_stopped(stack: DevStack) -> None:
+    """Until SIGINT or SIGTERM, or until a service exits; then stop them all."""
     stop = False
 
     def _stop(*_: object) -> None:
@@ -299,6 +294,21 @@ Ctrl-C stops the services{servers_note}.""",
         print("engram: stopping ...", flush=True)
         stack.stop()
         print("engram: stopped.", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Run Engram locally.")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("ENGRAM_PORT", "50051")))
+    parser.add_argument(
+        "--servers",
+        action="store_true",
+        help="on real OpenSearch, Neo4j, Redis and NATS (started first, left running)",
+    )
+    args = parser.parse_args()
+    started = time.monotonic()
+    stack = _start(args.port, args.servers, engram_home())
+    print(_banner(stack, time.monotonic() - started, args.servers), flush=True)
+    _run_until_stopped(stack)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from engram_platform import localservers
-from engram_platform.localservers import Server
-from engram_platform.nats_server import free_port
+from engram_testing import localservers
+from engram_testing.localservers import Server
+from engram_testing.nats_server import free_port
 
 
 def fake(
