@@ -8,8 +8,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from engram_testing.devstack import START_ORDER
 from engram_platform.settings import ServiceSettings, is_setting
+from engram_testing.devstack import START_ORDER
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = "|".join(s.upper() for s in START_ORDER)

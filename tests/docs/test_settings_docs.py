@@ -12,8 +12,8 @@ import pytest
 from pydantic import BaseModel, Field
 from pydantic_settings import SettingsConfigDict
 
-from engram_testing.devstack import START_ORDER
 from engram_platform.settings import ServiceSettings
+from engram_testing.devstack import START_ORDER
 from engram_testing.settings_docs import BEGIN, END, rows, settings_table, with_table
 
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "gen_settings_docs.py"
