@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 from collections import deque
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Generic, Protocol, TypeVar
 
 from nats.aio.client import Client
@@ -38,12 +39,14 @@ class LaneSettings(PullSettings, Protocol):
 
 
 class KeyedQueues(Generic[T]):
-    """Held items by key, each key's in arrival order (a redelivered item replaces the
-    copy still queued, in its place). ``take`` hands out a batch of keys that have
-    nothing in flight, in turn; ``done`` frees them for their next batch."""
+    """Held items by key, each key's in order of position (a log sequence: an event
+    redelivered after a retry or a dead replica's ack_wait goes before the later events
+    read ahead of it, not behind them; a second copy of one queued replaces the first).
+    ``take`` hands out a batch of keys that have nothing in flight, in turn; ``done``
+    frees them for their next batch."""
 
     def __init__(self) -> None:
-        self._queues: dict[str, dict[Hashable, T]] = {}
+        self._queues: dict[str, _Queue[T]] = {}
         self._turns: deque[str] = deque()  # keys with items queued and none in flight
         self._busy: set[str] = set()
         self._count = 0
@@ -54,19 +57,19 @@ class KeyedQueues(Generic[T]):
 
     def __iter__(self) -> Iterator[T]:
         for queue in self._queues.values():
-            yield from queue.values()
+            yield from queue.items.values()
 
     @property
     def ready(self) -> bool:
         return bool(self._turns)
 
-    def add(self, key: str, item_id: Hashable, item: T) -> None:
-        queue = self._queues.setdefault(key, {})
-        if item_id not in queue:
-            self._count += 1
-            if not queue and key not in self._busy:
+    def add(self, key: str, position: int, item: T) -> None:
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._queues[key] = _Queue()
+            if key not in self._busy:
                 self._turns.append(key)
-        queue[item_id] = item
+        self._count += queue.put(position, item)
 
     def take(self, limit: int) -> tuple[list[str], list[T]]:
         """Up to ``limit`` items: the whole queue of each key whose turn it is, in turn,
@@ -76,9 +79,8 @@ class KeyedQueues(Generic[T]):
         while self._turns and len(items) < limit:
             key = self._turns.popleft()
             queue = self._queues[key]
-            while queue and len(items) < limit:
-                items.append(queue.pop(next(iter(queue))))
-            if not queue:
+            items += queue.pop(limit - len(items))
+            if not queue.items:
                 del self._queues[key]
             keys.append(key)
             self._busy.add(key)
@@ -100,6 +102,27 @@ class KeyedQueues(Generic[T]):
         self._turns.clear()
         self._count = 0
         return items
+
+
+class _Queue(Generic[T]):
+    """One key's items by position, the lowest first."""
+
+    def __init__(self) -> None:
+        self.items: dict[int, T] = {}
+        self._order: list[int] = []  # a heap of the positions in items
+
+    def put(self, position: int, item: T) -> int:
+        """1 when the position is new, 0 when its item is replaced."""
+        new = position not in self.items
+        if new:
+            heapq.heappush(self._order, position)
+        self.items[position] = item
+        return int(new)
+
+    def pop(self, limit: int) -> list[T]:
+        return [
+            self.items.pop(heapq.heappop(self._order)) for _ in range(min(limit, len(self.items)))
+        ]
 
 
 class LanedWorker(PullWorker):

@@ -48,9 +48,9 @@ def test_a_key_with_a_backlog_takes_one_batch_while_another_key_takes_the_next()
 def test_keys_take_turns_and_each_keys_items_keep_their_order() -> None:
     queues: KeyedQueues[str] = KeyedQueues()
     for n in range(6):
-        queues.add("a", ("a", n), f"a{n}")
-    queues.add("b", ("b", 0), "b0")
-    queues.add("c", ("c", 0), "c0")
+        queues.add("a", n, f"a{n}")
+    queues.add("b", 100, "b0")
+    queues.add("c", 101, "c0")
     assert queues.take(2) == (["a"], ["a0", "a1"])
     queues.done(["a"])  # a waits behind b and c now
     assert queues.take(3) == (["b", "c", "a"], ["b0", "c0", "a2"])
@@ -65,6 +65,14 @@ def test_a_redelivered_item_replaces_its_queued_copy_in_place() -> None:
     queues.add("a", 1, "second delivery of 1")
     assert len(queues) == 2
     assert queues.take(10) == (["a"], ["second delivery of 1", "2"])
+
+
+def test_an_item_redelivered_late_goes_before_the_later_ones_read_ahead() -> None:
+    # A dead replica's batch (3, 4) comes back after ack_wait, behind 5..9 read since.
+    queues: KeyedQueues[int] = KeyedQueues()
+    for n in (5, 6, 7, 8, 9, 3, 4):
+        queues.add("a", n, n)
+    assert queues.take(4) == (["a"], [3, 4, 5, 6])
 
 
 def test_clear_returns_what_is_queued_and_leaves_nothing_to_take() -> None:
