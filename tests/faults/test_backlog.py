@@ -2,13 +2,13 @@
 waits for its own write, not for the backlog logged ahead of it.
 
 Tenant A logs BACKLOG stores as fast as the gateway takes them (unpaced, far faster than
-ingest applies them), then tenant B stores one memory and reads it back with its
-``min_sequence``. Ingest applies each tenant's events in order on lanes of their own, so
-B's write is taken up beside A's backlog. The bound: B's write is one batch on a free
-lane (a few hundred milliseconds), plus the gateway's walk of B's events above the ack
-floor, plus the read-back's Recall and Get on a stack busy with A's backlog; STALL_BOUND_S
-leaves room for that on a loaded 2-core machine, far under the seconds the backlog takes
-to drain (printed too, for comparison)."""
+ingest applies them), then tenant B stores one memory (or a batch) and reads the last back
+with its ``min_sequence``. Ingest applies each tenant's events in order on lanes of their
+own, so B's write is taken up beside A's backlog. The bound: B's write is a batch or a few
+on a free lane (a few hundred milliseconds), plus the gateway's walk of B's events above
+the ack floor (64 a poll), plus the read-back's Recall and Get on a stack busy with A's
+backlog; STALL_BOUND_S leaves room for that on a loaded 2-core machine, under the seconds
+the backlog takes to drain (printed too, for comparison)."""
 
 from __future__ import annotations
 
@@ -51,21 +51,34 @@ async def _flood(gateway: Stub) -> tuple[str, int]:
     return max(last, key=lambda x: x[1])
 
 
+async def _b_writes(gateway: Stub, count: int) -> tuple[str, int]:
+    if count == 1:
+        return await store_one(gateway, AUTH_B, "bravo's one note about the ledger")
+    memories = [common_pb2.MemoryInput(content=f"bravo note {i}") for i in range(count)]
+    reply = await gateway.StoreBatch(
+        gateway_pb2.StoreBatchRequest(memories=memories), metadata=AUTH_B, timeout=30
+    )
+    return reply.ids[-1], reply.sequence
+
+
+# One write, and a batch of more events than the gateway's walk looks up in one poll.
+@pytest.mark.parametrize("b_count", [1, 200])
 async def test_another_tenants_backlog_does_not_hold_a_read_your_writes_wait(
-    fault_stack: DevStack, figures: Figures
+    fault_stack: DevStack, figures: Figures, b_count: int
 ) -> None:
     async with grpc.aio.insecure_channel(fault_stack.gateway_address) as channel:
         gateway = gateway_pb2_grpc.MemoryServiceStub(channel)
         started = time.monotonic()
         a_id, a_seq = await _flood(gateway)
         flood_s = time.monotonic() - started
-        b_id, b_seq = await store_one(gateway, AUTH_B, "bravo's one note about the ledger")
+        b_id, b_seq = await _b_writes(gateway, b_count)
         stall = await read_back_s(gateway, AUTH_B, b_id, b_seq, READ_BOUND_S)
         drained = await read_back_s(gateway, AUTH_A, a_id, a_seq, READ_BOUND_S)
         drain_s = time.monotonic() - started
     figures.record(
-        "tenant_backlog",
+        f"tenant_backlog_b{b_count}",
         backlog=BACKLOG,
+        b_writes=b_count,
         flood_s=flood_s,
         ryw_stall_s=stall if stall is not None else READ_BOUND_S,
         backlog_drained_s=drain_s,
