@@ -25,7 +25,7 @@ from engram_testing.faults import AUTH_A, AUTH_B, Figures, Stub, read_back_s, st
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 
-BACKLOG = 3_000
+BACKLOG = 6_000
 BATCH = 100
 CLIENTS = 6
 STALL_BOUND_S = 3.0
