@@ -281,10 +281,11 @@ def test_monitoring_resources_are_rendered_only_when_enabled() -> None:
     (rule,) = out.of("PrometheusRule").values()
     exprs = [r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]]
     # Every ingest replica reports the one durable's backlog: max of it, never a sum, and
-    # only ingest's durable, not the consolidate consumers'.
-    assert any(
-        e.startswith('max(engram_jetstream_consumer_pending{durable="ingest-apply"') for e in exprs
-    )
+    # only ingest's durable, not the consolidate consumers'; what the replicas read ahead
+    # (ack pending) is backlog too.
+    (backlog,) = [e for e in exprs if "consumer_pending" in e]
+    assert backlog.startswith('max(engram_jetstream_consumer_pending{durable="ingest-apply"')
+    assert 'engram_jetstream_consumer_ack_pending{durable="ingest-apply"' in backlog
     assert (
         "ServiceMonitor"
         not in render("metrics.enabled=false", "metrics.serviceMonitor.enabled=true").kinds()
@@ -300,7 +301,8 @@ def test_keda_scales_ingest_on_the_consumer_backlog() -> None:
     (trigger,) = scaled["spec"]["triggers"]
     assert trigger["type"] == "prometheus"
     assert trigger["metadata"]["query"] == (
-        'max(engram_jetstream_consumer_pending{durable="ingest-apply"})'
+        'max(engram_jetstream_consumer_pending{durable="ingest-apply"}'
+        ' + engram_jetstream_consumer_ack_pending{durable="ingest-apply"})'
     )
     assert trigger["metadata"]["threshold"] == "1000"
     assert "replicas" not in out.deployment("ingest")["spec"]  # KEDA's HPA owns it

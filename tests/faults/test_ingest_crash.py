@@ -3,9 +3,9 @@ once in every store, and read-your-writes stalls for seconds, not a whole ack_wa
 
 The load is paced below ingest's throughput, so a probe's wait is what the crash adds.
 Two probes write and read back while it runs: one in another tenant (the promise, at most
-RYW_TARGET_S) and one in the loaded tenant (printed). Ingest applies the log in order, so a
-load faster than it would make both wait for the backlog too: that is throughput, which
-this scenario does not measure."""
+RYW_TARGET_S) and one in the loaded tenant (printed). A load faster than ingest would make
+the loaded tenant's probe wait for its own backlog too: that is throughput, which this
+scenario does not measure (another tenant's backlog is test_backlog's)."""
 
 from __future__ import annotations
 

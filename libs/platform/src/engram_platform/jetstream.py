@@ -166,29 +166,39 @@ async def tenant_decided(
     js: JetStreamContext, tenant: str, after: int, until: int, lookups: int = TENANT_LOOKUPS
 ) -> bool:
     """Whether every memory event of ``tenant`` with a sequence in (``after``, ``until``] is
-    decided (`mark_decided`): walks the tenant's events by subject, not the whole log, so
-    other tenants' events in between cost nothing. False when more than ``lookups`` of its
-    events are in the range or one is not decided yet."""
+    decided (`mark_decided`); False too when more than ``lookups`` of its events are in
+    the range."""
+    return await tenant_decided_through(js, tenant, after, until, lookups) >= until
+
+
+async def tenant_decided_through(
+    js: JetStreamContext, tenant: str, after: int, until: int, lookups: int = TENANT_LOOKUPS
+) -> int:
+    """How far every memory event of ``tenant`` from ``after`` on is decided
+    (`mark_decided`): ``until`` when all in (``after``, ``until``] are, else the sequence
+    before the first that is not, or the last of ``lookups`` looked up (a caller goes on
+    from there). Walks the tenant's events by subject, not the whole log, so other
+    tenants' events in between cost nothing."""
     seq = after + 1
     for _ in range(lookups):
         if seq > until:
-            return True
+            return until
         try:
             event = await js.get_msg(STREAM_MEMORY, seq, subject(tenant, "*"), next=True)
         except NotFoundError:
-            return True  # none of the tenant's events at or after seq
+            return until  # none of the tenant's events at or after seq
         except Exception as exc:
             raise Unavailable(f"cannot read the log: {exc!r}") from exc
         if event.seq is None or event.seq > until:
-            return True
+            return until
         try:
             await js.get_msg(f"KV_{APPLIED_BUCKET}", subject=_mark(tenant, event.seq))
         except NotFoundError:
-            return False
+            return event.seq - 1
         except Exception as exc:
             raise Unavailable(f"cannot read the decided events: {exc!r}") from exc
         seq = event.seq + 1
-    return False
+    return seq - 1
 
 
 async def ensure_stream(js: JetStreamContext, config: StreamConfig, wait_s: float = 0.0) -> None:

@@ -25,6 +25,7 @@ service on the worker's port while it consumes, run until SIGINT/SIGTERM, drain.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import time
@@ -201,29 +202,33 @@ class PullWorker(ABC):
                     await asyncio.sleep(min(1.0, self._settings.fetch_timeout_s))
             await self._hand_back()
         finally:
-            progress.cancel()
-            wm.observed(self._durable, None)
-            await self._log_progress()
-            await self._unsubscribe()
+            await self._wind_down(progress)
 
-    async def fetch(self) -> list[Msg]:
-        """Wait for one event, then take what else is ready, up to the batch size.
+    async def _wind_down(self, progress: asyncio.Task[None]) -> None:
+        """After the last batch: the last counts line, and off the durable."""
+        progress.cancel()
+        wm.observed(self._durable, None)
+        await self._log_progress()
+        await self._unsubscribe()
+
+    async def fetch(self, limit: int = 0) -> list[Msg]:
+        """Wait for one event, then take what else is ready, up to ``limit`` (the batch
+        size by default).
 
         Two fetches, so the two waits are separate: an idle worker waits up to
         fetch_timeout_s for a first event, and a batch then waits only batch_wait_s
         for more to join it.
         """
         assert self._sub is not None, "start() first"
+        limit = limit or self._settings.batch_size
         try:
             first = await self._sub.fetch(1, timeout=self._settings.fetch_timeout_s)
         except TimeoutError:
             return []
-        if self._settings.batch_size == 1:
+        if limit == 1:
             return first
         try:
-            rest = await self._sub.fetch(
-                self._settings.batch_size - 1, timeout=self._settings.batch_wait_s
-            )
+            rest = await self._sub.fetch(limit - 1, timeout=self._settings.batch_wait_s)
         except TimeoutError:
             rest = []
         return first + rest
@@ -345,18 +350,20 @@ class PullWorker(ABC):
             headers=headers,
         )
 
-    async def _hand_back(self) -> None:
-        """Release events already delivered to this replica so another takes them now,
-        not after ack_wait."""
-        if self._sub is None:
-            return
+    async def _hand_back(self, held: Sequence[Msg] = ()) -> None:
+        """Release events already delivered to this replica (and ``held``, delivered and
+        not started) so another takes them now, not after ack_wait."""
+        left: list[Msg] = []
+        if self._sub is not None:
+            # Before the nak of ``held``, which this fetch would otherwise take again.
+            with contextlib.suppress(Exception):
+                left = await self._sub.fetch(self._settings.batch_size, timeout=HAND_BACK_WAIT_S)
         try:
-            left = await self._sub.fetch(self._settings.batch_size, timeout=HAND_BACK_WAIT_S)
-        except Exception:
-            return
-        for msg in left:
-            await msg.nak()
-        await self._nc.flush()
+            for msg in [*held, *left]:
+                await msg.nak()
+            await self._nc.flush()
+        except Exception as exc:  # not handed back: the log redelivers them after ack_wait
+            self.log.debug("hand-back failed: %s", exc)
 
     async def _unsubscribe(self) -> None:
         # Before the connection drains: nats-py's drain waits forever on a pull

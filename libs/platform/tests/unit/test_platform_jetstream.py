@@ -131,3 +131,28 @@ async def test_ensure_stream_waits_for_jetstream_up_to_its_limit(
     assert caplog.text.count("trying again") == 2
     with pytest.raises(Unavailable, match="stream S"):
         await jsm.ensure_stream(SlowJetStream(silent=1), config)  # type: ignore[arg-type]
+
+
+async def test_a_tenants_decided_walk_says_how_far_it_got(nats_server: NatsServer) -> None:
+    settings = NatsSettings(url=nats_server.url)
+    nc, js = await jsm.connect(settings, "test")
+    try:
+        await jsm.ensure_streams(js, settings)
+        seqs = []
+        for n in range(10):
+            for tenant in ("a", "b"):
+                subj = jsm.subject(tenant, jsm.MEMORY_STORED)
+                seq, _ = await jsm.publish(js, subj, b"x", f"{tenant}-{n}")
+                if tenant == "b":
+                    seqs.append(seq)
+        await jsm.mark_decided(js, [("b", s) for s in seqs if s != seqs[7]])
+        last = seqs[-1]
+        # b's 8th event is not decided: the walk stops before it.
+        assert await jsm.tenant_decided_through(js, "b", 0, last) == seqs[7] - 1
+        # Three lookups: as far as the third of b's events, for the next walk to go on from.
+        assert await jsm.tenant_decided_through(js, "b", 0, last, lookups=3) == seqs[2]
+        assert await jsm.tenant_decided_through(js, "b", seqs[7], last) == last
+        assert not await jsm.tenant_decided(js, "b", 0, last)
+        assert await jsm.tenant_decided(js, "b", seqs[7], last)
+    finally:
+        await nc.close()

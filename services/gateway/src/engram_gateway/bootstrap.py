@@ -195,7 +195,7 @@ def _reader(
     watermarks = WatermarkCache(
         event_log.watermark,
         settings.watermark_cache_ms / 1000.0,
-        decided=event_log.tenant_decided,
+        decided=event_log.tenant_decided_through,
         tenant_last=event_log.tenant_last_sequence,
     )
     admission = AdmissionConfig(

@@ -399,15 +399,18 @@ class FakeLog:
             raise Unavailable("log down")
         return self.applied
 
-    async def tenant_decided(self, tenant: str, after: int, until: int) -> bool:
+    async def tenant_decided_through(self, tenant: str, after: int, until: int) -> int:
         await self._hang()
         if self.fail is not None:
             raise Unavailable("log down")
-        return all(
-            p.sequence <= self.applied or p.sequence in self.decided
+        undecided = (
+            p.sequence
             for p in self.events[after:until]
             if p.env.tenant == tenant
+            and p.sequence > self.applied
+            and p.sequence not in self.decided
         )
+        return next(undecided, until + 1) - 1
 
     async def tenant_last_sequence(self, tenant: str) -> int:
         await self._hang()

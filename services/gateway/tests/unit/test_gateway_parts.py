@@ -108,9 +108,9 @@ async def test_wait_for_passes_when_the_tenants_own_events_are_decided() -> None
     async def read() -> int:
         return 2  # held by another tenant's undecided event
 
-    async def decided(tenant: str, after: int, until: int) -> bool:
+    async def decided(tenant: str, after: int, until: int) -> int:
         asked.append((tenant, after, until))
-        return tenant == "b"
+        return until if tenant == "b" else after
 
     wm = WatermarkCache(read, max_age_s=0, decided=decided)
     assert await wm.wait_for(9, Deadline.within(2.0), poll_s=0.001, tenant="b") == 9
@@ -121,13 +121,28 @@ async def test_wait_for_passes_when_the_tenants_own_events_are_decided() -> None
         await wm.wait_for(9, Deadline.within(0.05), poll_s=0.01, tenant="a")
 
 
+async def test_a_wait_goes_on_from_where_a_bounded_walk_stopped() -> None:
+    asked: list[tuple[int, int]] = []
+
+    async def read() -> int:
+        return 2  # held by another tenant's backlog
+
+    async def decided(tenant: str, after: int, until: int) -> int:
+        asked.append((after, until))
+        return min(until, after + 64)  # every event decided, 64 looked up per walk
+
+    wm = WatermarkCache(read, max_age_s=0, decided=decided)
+    assert await wm.wait_for(200, Deadline.within(2.0), poll_s=0.001, tenant="b") == 200
+    assert asked == [(2, 200), (66, 200), (130, 200), (194, 200)]
+
+
 async def test_wait_for_falls_back_to_the_watermark_when_the_check_fails() -> None:
     values = iter([1, 1, 5])
 
     async def read() -> int:
         return next(values, 5)
 
-    async def decided(tenant: str, after: int, until: int) -> bool:
+    async def decided(tenant: str, after: int, until: int) -> int:
         raise Unavailable("log down")
 
     wm = WatermarkCache(read, max_age_s=0, decided=decided)

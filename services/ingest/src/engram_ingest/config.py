@@ -42,6 +42,29 @@ class Settings(WorkerSettings):
         "a slow batch is kept however long it takes, and a dead replica's batch (and with "
         "it the watermark) is held only this long.",
     )
+    lanes: int = Field(
+        4,
+        ge=1,
+        le=64,
+        description="Batches applied at once by one replica. A tenant's events go one "
+        "batch after another, in log order, and tenants with events waiting take turns "
+        "for a lane, so one tenant's backlog holds one lane while another's write takes "
+        "the next free one.",
+    )
+    read_ahead: int = Field(
+        10_000,
+        ge=1,
+        description="Most events one replica holds (waiting for a lane or being applied). "
+        "The log delivers in order, so another tenant's write is taken up beside a "
+        "backlog only once fewer than this many events are logged ahead of it; all held "
+        "are kept in progress, so none is redelivered while the replica lives.",
+    )
+    max_ack_pending: int = Field(
+        20_000,
+        ge=1,
+        description="Events delivered but not yet acked (retries included), over all "
+        "replicas; the log stops delivering beyond it. At least read_ahead.",
+    )
     initial_relevance: bool = Field(
         True,
         description="Give a newly stored memory (MemoryStored) whose relevance_score is 0 the "
@@ -63,4 +86,11 @@ class Settings(WorkerSettings):
         # take at most 1000: a bigger batch would be refused and retried without end.
         if self.batch_size > STORE_MAX_ITEMS:
             raise ValueError(f"batch_size must be at most {STORE_MAX_ITEMS} (a store write)")
+        return self
+
+    @model_validator(mode="after")
+    def _read_ahead_is_deliverable(self) -> Settings:
+        # The log stops delivering at max_ack_pending: a larger read-ahead is never filled.
+        if self.read_ahead > self.max_ack_pending:
+            raise ValueError("read_ahead must be at most max_ack_pending")
         return self

@@ -24,7 +24,8 @@ from engram_ingest import bootstrap
 from engram_ingest.service import Applier, Event
 from engram_platform import jetstream as jsm
 from engram_platform import worker_metrics
-from engram_platform.log_events import Decoded, decode
+from engram_platform.lanes import LanedWorker
+from engram_platform.log_events import Decoded, decode, tenant_of
 
 # Re-exported for readers of dead-letter copies (the tests among them).
 from engram_platform.pull_worker import ORIGINAL_SEQUENCE_HEADER as ORIGINAL_SEQUENCE_HEADER
@@ -57,11 +58,15 @@ metrics.get_meter("engram.ingest").create_observable_gauge(
 )
 
 
-class IngestConsumer(PullWorker):
+class IngestConsumer(LanedWorker):
     def __init__(self, nc: Client, js: JetStreamContext, applier: Applier, settings: Settings):
         super().__init__(nc, js, NAME, jsm.STREAM_MEMORY, jsm.DURABLE_INGEST, settings)
-        self.detail = f"embedder {applier.embedding_model}"
+        self.detail = f"embedder {applier.embedding_model}, {settings.lanes} lanes"
         self._applier = applier
+
+    def lane_key(self, msg: Msg) -> str:
+        # A tenant's events one batch after another, in log order; tenants side by side.
+        return tenant_of(msg.subject)
 
     async def handle(self, msgs: Sequence[Msg]) -> list[Settlement]:
         decoded = [decode(m.subject, m.data, m.metadata.sequence.stream) for m in msgs]

@@ -369,3 +369,25 @@ async def test_an_applier_crash_naks_the_batch_for_a_retry(
             await until_watermark(js, last)  # well before ack_wait_s (30 s): it was nak'd
         assert consumer.counters.retried == 1
         assert consumer.counters.applied == 1
+
+
+async def test_one_tenants_backlog_does_not_hold_another_tenants_write(
+    nats_server: NatsServer, stores: Stores
+) -> None:
+    for store in stores.all():
+        store.delay_s = 0.01
+    async with log_connection(nats_server) as js:
+        for n in range(1, 301):
+            await publish(js, jsm.MEMORY_STORED, stored(n, tenant="t1"), n, tenant="t1")
+        last = await publish(js, jsm.MEMORY_STORED, stored(301, tenant="t2"), 301, tenant="t2")
+        async with running(settings_for(nats_server), stores):
+            await until(lambda: any(c.tenant == "t2" for c in stores.vector.calls))
+            before = [c for c in stores.vector.calls if c.tenant == "t1"]
+            await until_watermark(js, last)
+    # Logged behind 300 of t1's, t2's write went out beside them, not after them: only
+    # t1's batches started while the worker read ahead came first.
+    assert sum(len(c.ids) for c in before) <= 300 // 3
+    assert len(stores.vector.live("t1")) == 300
+    # t1's writes went out in log order, one batch after another (ids count up with it).
+    written = [i for c in stores.vector.calls if c.tenant == "t1" for i in c.ids]
+    assert written == sorted(set(written))

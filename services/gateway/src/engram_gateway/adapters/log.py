@@ -136,8 +136,8 @@ class JetStreamLog:
     async def watermark(self) -> int:
         return await jetstream.watermark(self._js)
 
-    async def tenant_decided(self, tenant: str, after: int, until: int) -> bool:
-        return await jetstream.tenant_decided(self._js, tenant, after, until)
+    async def tenant_decided_through(self, tenant: str, after: int, until: int) -> int:
+        return await jetstream.tenant_decided_through(self._js, tenant, after, until)
 
     async def tenant_last_sequence(self, tenant: str) -> int:
         return await jetstream.tenant_last_sequence(self._js, tenant)

@@ -167,9 +167,10 @@ class EventLog(Protocol):
 
     async def watermark(self) -> int: ...
 
-    async def tenant_decided(self, tenant: str, after: int, until: int) -> bool:
-        """Whether ingest has decided every event of ``tenant`` in (after, until], whatever
-        other tenants' events in that range wait for."""
+    async def tenant_decided_through(self, tenant: str, after: int, until: int) -> int:
+        """How far from ``after`` (at most ``until``) ingest has decided every event of
+        ``tenant``, whatever other tenants' events in that range wait for; a walk may stop
+        short of the first undecided one after many events (ask again from there)."""
         ...
 
     async def tenant_last_sequence(self, tenant: str) -> int:

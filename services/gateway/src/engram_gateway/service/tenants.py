@@ -111,8 +111,8 @@ class TenantEraser:
             raise InvalidArgument("sequence", "required: the DeleteTenant reply's sequence")
         timeout = deadline.cap(self._timeout)
         watermark = await _within(self._log.watermark(), timeout, "the watermark read")
-        applied = watermark >= sequence or await _within(
-            self._log.tenant_decided(tenant, watermark, sequence), timeout, "the log read"
+        applied = watermark >= sequence or sequence <= await _within(
+            self._log.tenant_decided_through(tenant, watermark, sequence), timeout, "the log read"
         )
         counts = await self._counts(tenant, deadline)
         return DeletionStatus(tenant, sequence, applied, counts)

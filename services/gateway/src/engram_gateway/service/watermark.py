@@ -7,7 +7,8 @@ for reads that only label what they computed.
 The watermark is the ingest consumer's ack floor: one position for the whole log, so any
 tenant's backlog holds it. A tenant's wait therefore also asks the log whether that
 tenant's own events up to the sequence are decided (``decided``), and passes as soon as
-they are; what it learned is kept per tenant so the next wait starts from there.
+they are; what it learned is kept per tenant, also when a poll got only part of the way
+(a walk looks up a bounded number of events), so the next poll or wait starts from there.
 
 A sequence beyond the tenant's own newest write (``tenant_last``) is refused at once: it
 would only burn the caller's deadline. The bound is the tenant's own, not the log's end or
@@ -27,8 +28,9 @@ from engram_core.errors import DeadlineExceeded, InvalidArgument, Unavailable
 from engram_gateway.service.deadline import Deadline
 
 T = TypeVar("T")
-# (tenant, after, until) -> every event of the tenant in (after, until] is decided
-TenantDecided = Callable[[str, int, int], Awaitable[bool]]
+# (tenant, after, until) -> how far from after (at most until) every event of the tenant
+# is decided
+TenantDecided = Callable[[str, int, int], Awaitable[int]]
 # tenant -> the sequence of its newest write
 TenantLast = Callable[[str], Awaitable[int]]
 # Tenants whose positions are remembered; the least recent are forgotten first.
@@ -109,10 +111,10 @@ class WatermarkCache:
         if self._decided is None:
             return False
         after = max(watermark, self._tenants.get(tenant, 0))
-        if after < sequence and not await self._decided(tenant, after, sequence):
-            return False
-        _remember(self._tenants, tenant, sequence)
-        return True
+        through = await self._decided(tenant, after, sequence) if after < sequence else sequence
+        if through > after:
+            _remember(self._tenants, tenant, through)
+        return through >= sequence
 
     async def check_issued(self, tenant: str, sequence: int, deadline: Deadline) -> None:
         """InvalidArgument when ``sequence`` is beyond the tenant's newest write; when the
