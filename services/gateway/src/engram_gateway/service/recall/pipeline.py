@@ -71,7 +71,7 @@ class RecallContext:
     memo: RelationMemo  # each memory's edges asked once per round
     backends: frozenset[str]  # those the round may read
     pool: int = 0  # hits asked of each stream
-    # Set once per recall, before the first round (stages.prepare); rounds keep them.
+    # Set once per recall, before the first round (stages/prepare.py); rounds keep them.
     hypothesis: str = ""  # HyDE's answer
     decomposed: tuple[str, ...] = ()  # the decomposer's sub-queries
     answers: dict[str, list[Hit]] = field(default_factory=dict)  # by backend that answered
@@ -122,9 +122,9 @@ class RecallContext:
 
     def finish(self, result: RecallResult | None = None) -> None:
         """End the round; without ``result``, with no results and what was read so far."""
-        self.result = result or RecallResult(
-            results=(), streams=self.streams, degraded=tuple(self.degraded)
-        )
+        if result is None:
+            result = RecallResult(results=(), streams=self.streams, degraded=tuple(self.degraded))
+        self.result = result
 
 
 class Stage(Protocol):
