@@ -83,6 +83,8 @@ class RecallContext:
     before: dict[str, str] | None = None  # for the reranker: what was stored before each
     degraded: list[str] = field(default_factory=list)
     result: RecallResult | None = None  # set: the round is over
+    # `dense` as worked out for a hypothesis: the entity extractor runs once per round.
+    _dense: tuple[str, str] | None = field(default=None, repr=False)
 
     @property
     def text(self) -> str:
@@ -92,7 +94,10 @@ class RecallContext:
     def dense(self) -> str:
         """What the vector stream embeds for ``text``; the lexical and graph streams keep
         ``text``."""
-        return hyde_text(self.dense_of(self.text), self.hypothesis)
+        if self._dense is None or self._dense[0] != self.hypothesis:
+            dense = hyde_text(self.dense_of(self.text), self.hypothesis)
+            self._dense = (self.hypothesis, dense)
+        return self._dense[1]
 
     def dense_of(self, text: str) -> str:
         return dense_query(text) if self.deps.config.dense_without_people else text
