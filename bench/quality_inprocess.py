@@ -138,6 +138,12 @@ class NullLog:
     async def last_sequence(self) -> int:
         return 0
 
+    async def tenant_decided(self, tenant: str, after: int, until: int) -> bool:
+        return True
+
+    async def tenant_last_sequence(self, tenant: str) -> int:
+        return 0
+
 
 class FileCache(MemoryCache):
     """Query embeddings kept across runs (the model and the questions do not change)."""

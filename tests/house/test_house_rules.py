@@ -18,26 +18,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Being rewritten as recall's pipeline of stages; they leave these lists as they go.
-BEING_REFACTORED = {
-    "services/gateway/src/engram_gateway/bootstrap.py",
-    "services/gateway/src/engram_gateway/config.py",
-    "services/gateway/src/engram_gateway/service/expand.py",
-    "services/gateway/src/engram_gateway/service/postrank.py",
-    "services/gateway/src/engram_gateway/service/reads.py",
-}
-# (path, function) longer than MAX_FUNCTION_LINES, all in BEING_REFACTORED.
-LONG_FUNCTIONS_BEING_REFACTORED = {
-    ("services/gateway/src/engram_gateway/service/expand.py", "expand"),
-    ("services/gateway/src/engram_gateway/service/reads.py", "_plan"),
-    ("services/gateway/src/engram_gateway/service/reads.py", "_search"),
-}
-# Files in BEING_REFACTORED whose comments still name a date, a run figure or an issue.
-COMMENTS_BEING_REFACTORED = {
-    "services/gateway/src/engram_gateway/service/expand.py",
-    "services/gateway/src/engram_gateway/service/postrank.py",
-    "services/gateway/src/engram_gateway/service/reads.py",
-}
 MAX_FUNCTION_LINES = 60
 
 # A quoted or literal span (``2024-02``, "after 2024-03-01") is an example of an input,
@@ -137,17 +117,9 @@ def test_src_comments_name_no_dates_run_figures_or_issues() -> None:
     bad = {}
     for path in _sources():
         found = findings(path.read_text(encoding="utf-8"))
-        if found and _rel(path) not in COMMENTS_BEING_REFACTORED:
+        if found:
             bad[_rel(path)] = found
     assert bad == {}
-
-
-def test_the_comment_allowlist_holds_only_files_that_need_it() -> None:
-    assert COMMENTS_BEING_REFACTORED <= BEING_REFACTORED
-    for rel in COMMENTS_BEING_REFACTORED:
-        path = ROOT / rel
-        assert path.exists(), f"{rel} is gone: drop it from the list"
-        assert findings(path.read_text(encoding="utf-8")), f"{rel}: drop it from the list"
 
 
 def test_the_long_function_scan_counts_nested_lines() -> None:
@@ -157,12 +129,9 @@ def test_the_long_function_scan_counts_nested_lines() -> None:
 
 
 def test_no_function_in_src_is_over_60_lines() -> None:
-    assert {path for path, _ in LONG_FUNCTIONS_BEING_REFACTORED} <= BEING_REFACTORED
     long = {
         (_rel(path), name): lines
         for path in _sources()
         for name, lines in long_functions(path.read_text(encoding="utf-8"))
     }
-    assert {k: v for k, v in long.items() if k not in LONG_FUNCTIONS_BEING_REFACTORED} == {}
-    # An entry that is short by now leaves the list.
-    assert LONG_FUNCTIONS_BEING_REFACTORED - long.keys() == set()
+    assert long == {}

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from engram_core.errors import DeadlineExceeded
+from engram_core.errors import DeadlineExceeded, Unavailable
 
 T = TypeVar("T")
 
@@ -48,3 +48,12 @@ async def bounded(awaitable: Awaitable[T], timeout_s: float, what: str) -> T:
         return await asyncio.wait_for(awaitable, timeout_s)
     except TimeoutError as exc:
         raise DeadlineExceeded(f"{what} took longer than {timeout_s:.1f}s") from exc
+
+
+async def answered_within(name: str, timeout: float, call: Callable[[float], Awaitable[T]]) -> T:
+    """One backend call within ``timeout`` (also its RPC deadline); a hang is Unavailable."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await call(timeout)
+    except TimeoutError as exc:
+        raise Unavailable(f"{name} did not answer within {timeout:.2f}s") from exc

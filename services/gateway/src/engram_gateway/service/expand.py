@@ -1,4 +1,4 @@
-"""Expansion after ranking (issue #4): memories linked to the best results join them.
+"""Expansion after ranking: memories linked to the best results join them.
 
 The seeds are the best ``seeds`` results (at most ``limit``). Two ways out of them:
 
@@ -288,6 +288,19 @@ async def expand(
     links, entity_ids = await asyncio.gather(by_relations(), by_entities())
     wanted = list(dict.fromkeys([link.id for link in links] + entity_ids))
     memories = await lookup.many(tenant, wanted, timeout) if wanted else {}
+    return _assemble(links, entity_ids, memories, seeds, scope, opts)
+
+
+def _assemble(
+    links: Sequence[Link],
+    entity_ids: Sequence[str],
+    memories: Mapping[str, Memory],
+    seeds: Sequence[ScoredCandidate],
+    scope: Filter,
+    opts: ExpandOptions,
+) -> list[ExpandedCandidate]:
+    """Relation links first, in their order, then entity neighbours, each once: those
+    read back, important enough and in scope, at most ``opts.limit``."""
 
     def keep(mid: str) -> Memory | None:
         m = memories.get(mid)

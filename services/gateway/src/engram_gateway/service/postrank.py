@@ -1,4 +1,4 @@
-"""After ranking (issue #4): dedupe, score floors, diversification, limit, token budget.
+"""After ranking: dedupe, score floors, diversification, limit, token budget.
 
 Pure: no I/O, no gRPC, no generated code. Generic over anything with a ``memory`` and a
 ``score`` (``engram_core.scoring.ScoredCandidate`` fits), taken best first. ``postrank``
