@@ -132,10 +132,15 @@ class FakeVector(FakeBackend):
         timeout: float | None = None,
     ) -> list[Hit]:
         await self._enter("search", (query, flt, limit, timeout))
+        # What the vector service refuses (the port contract pins it).
+        if limit < 1:
+            raise InvalidArgument("limit", f"must be >= 1, got {limit}")
         if vector:  # like the vector service: the live model fixes the size
             if len(vector) != FAKE_DIMENSION:
                 raise InvalidArgument("vector", f"{len(vector)} values; the model has 3")
             self.vectors.append(tuple(vector))
+        elif not query.strip():
+            raise InvalidArgument("query", "give a query text or a vector")
         if self.whole_windows and flt.start is not None:
             return [Hit(m.id, 0.1, m) for m in self.world.of(tenant) if matches(m, flt)][:limit]
         return self._search(tenant, words(query), flt, limit)
