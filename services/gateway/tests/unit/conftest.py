@@ -16,9 +16,10 @@ from nats.js import JetStreamContext
 
 from engram.gateway.v1 import gateway_pb2_grpc
 from engram_core import scoring
+from engram_core.entities import extract_entities
 from engram_core.errors import InvalidArgument, Unavailable
 from engram_core.filters import matches
-from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation, ScanPage
+from engram_core.model import Entity, Filter, Hit, Memory, RelatedHit, Relation, ScanPage
 from engram_core.ordering import Sort, best
 from engram_core.profiles import profile_named
 from engram_core.tags import tag_prefixes
@@ -32,6 +33,7 @@ from engram_platform import jetstream
 from engram_platform.cache import MemoryCache
 from engram_platform.errors import FIELD_KEY
 from engram_platform.settings import NatsSettings
+from engram_testing.fakes.graph import FakeGraphStore
 from engram_testing.nats_server import NatsServer, start_nats
 
 TENANT = "acme"
@@ -69,6 +71,16 @@ class World:
 
     def of(self, tenant: str) -> list[Memory]:
         return [m for (t, _), m in sorted(self.memories.items()) if t == tenant]
+
+
+MAX_LIMIT = 1000  # the largest limit the services take by default
+DEFAULT_LIMIT = 10  # what a limit of 0 takes (graph, lexical)
+
+
+def check_limit(limit: int, least: int = 1) -> None:
+    """What the services refuse (the port contracts pin it)."""
+    if not least <= limit <= MAX_LIMIT:
+        raise InvalidArgument("limit", f"must be within {least}..{MAX_LIMIT}, got {limit}")
 
 
 class FakeBackend:
@@ -132,9 +144,7 @@ class FakeVector(FakeBackend):
         timeout: float | None = None,
     ) -> list[Hit]:
         await self._enter("search", (query, flt, limit, timeout))
-        # What the vector service refuses (the port contract pins it).
-        if limit < 1:
-            raise InvalidArgument("limit", f"must be >= 1, got {limit}")
+        check_limit(limit)
         if vector:  # like the vector service: the live model fixes the size
             if len(vector) != FAKE_DIMENSION:
                 raise InvalidArgument("vector", f"{len(vector)} values; the model has 3")
@@ -183,15 +193,35 @@ class FakeLexical(FakeBackend):
         self, tenant: str, query: str, flt: Filter, limit: int, timeout: float | None = None
     ) -> list[Hit]:
         await self._enter("search", (query, flt, limit, timeout))
+        check_limit(limit, least=0)
         # BM25-like: unbounded scores, unlike the vector stream's cosine.
         hits = self._search(tenant, words(query), flt, limit)
         return [replace(h, score=h.score * 7.5) for h in hits]
 
 
 class FakeGraph(FakeBackend):
+    """Searches and walks as the graph service does, on a snapshot of the world taken per
+    call into engram_testing's graph store (which passes the store contract)."""
+
     def __init__(self, world: World, name: str) -> None:
         super().__init__(world, name)
         self.origins: list[str] = []  # the origin each relations call asked for
+
+    async def _store(self, tenant: str) -> FakeGraphStore:
+        """The tenant as the graph holds it: each memory with the entities ingest extracts
+        (and those it names), the edges between memories it holds."""
+        store = FakeGraphStore()
+        held = [m for m in self.world.of(tenant) if m.id not in self.behind]
+        await store.upsert(tenant, [(m, _mentions(m)) for m in held])
+        ids = {m.id for m in held}
+        edges = [
+            r
+            for t, r in self.world.relations
+            if t == tenant and r.source_id in ids and r.target_id in ids
+        ]
+        if edges:
+            await store.add_relations(tenant, edges, version=1)
+        return store
 
     async def search(
         self,
@@ -203,8 +233,13 @@ class FakeGraph(FakeBackend):
         timeout: float | None = None,
     ) -> list[Hit]:
         await self._enter("search", (tuple(entity_keys), tuple(keywords), flt, limit))
+        check_limit(limit, least=0)
+        if not entity_keys and not keywords:
+            return []
+        store = await self._store(tenant)
+        hits = await store.search(tenant, entity_keys, keywords, flt, limit or DEFAULT_LIMIT)
         # Graph hits carry no memory here, so the gateway has to fetch it.
-        return [Hit(h.id, h.score) for h in self._search(tenant, set(keywords), flt, limit)]
+        return [Hit(h.id, h.score) for h in hits]
 
     async def relations(
         self, tenant: str, ids: Sequence[str], origin: str = "", timeout: float | None = None
@@ -230,12 +265,18 @@ class FakeGraph(FakeBackend):
         timeout: float | None = None,
     ) -> list[RelatedHit]:
         await self._enter("related", (id, depth, tuple(types), limit))
-        out = [
-            RelatedHit(r.target_id, r.type, r.strength, 1)
-            for t, r in self.world.relations
-            if t == tenant and r.source_id == id and (not types or r.type in types)
-        ]
-        return out[:limit]
+        check_limit(limit, least=0)
+        store = await self._store(tenant)
+        return await store.related(tenant, id, depth, types, limit or DEFAULT_LIMIT)
+
+
+def _mentions(m: Memory) -> list[Entity]:
+    """The entities ingest would write for ``m``, and any the memory names besides."""
+    found = {e.key: e for e in extract_entities(m.content)}
+    for key in m.entities:
+        kind, _, slug = key.partition(":")
+        found.setdefault(key, Entity(kind, slug, slug.replace("-", " ")))
+    return list(found.values())
 
 
 class FakeRanker:

@@ -23,6 +23,7 @@ from engram_gateway.service.ports import VectorPort
 from engram_testing.contracts.common import OTHER, T, mem
 
 Put = Callable[..., Awaitable[None]]
+MAX_LIMIT = 1000  # the largest limit the services take by default
 
 
 def uid(n: int) -> str:
@@ -81,9 +82,10 @@ class VectorPortContract:
         await put(*(mem(uid(10 + i), f"deploy note number {i}") for i in range(5)))
         assert len(await port.search(T, Filter(), 2, query="deploy note")) == 2
 
-    async def test_a_limit_below_one_is_refused(self, port: VectorPort) -> None:
+    @pytest.mark.parametrize("limit", [0, MAX_LIMIT + 1])
+    async def test_a_limit_out_of_range_is_refused(self, port: VectorPort, limit: int) -> None:
         with pytest.raises(InvalidArgument) as err:
-            await port.search(T, Filter(), 0, query="deploy")
+            await port.search(T, Filter(), limit, query="deploy")
         assert err.value.field == "limit"
 
     async def test_neither_text_nor_vector_is_refused(self, port: VectorPort) -> None:
