@@ -21,7 +21,7 @@ from engram_core.errors import InvalidArgument, Unavailable
 from engram_core.filters import matches
 from engram_core.model import Entity, Filter, Hit, Memory, RelatedHit, Relation, ScanPage
 from engram_core.ordering import Sort, best
-from engram_core.profiles import profile_named
+from engram_core.profiles import CONVERSATION, profile_named
 from engram_core.tags import tag_prefixes
 from engram_gateway import server
 from engram_gateway.auth import Authenticator
@@ -283,6 +283,8 @@ class FakeRanker:
     def __init__(self) -> None:
         self.fail: Exception | None = None
         self.calls: list[dict[str, Any]] = []
+        # The scoring service's default (its settings' profile); the ranker contract checks.
+        self.default_profile = CONVERSATION
 
     async def rank(
         self,
@@ -309,6 +311,8 @@ class FakeRanker:
         )
         if self.fail is not None:
             raise self.fail
+        check_limit(limit, least=0)
+        check_candidates(candidates)
         return scoring.rank(
             candidates,
             scoring.Query(
@@ -323,10 +327,19 @@ class FakeRanker:
                 limit=limit,
                 # As the scoring service does: the profile's weights over the defaults.
                 weights=scoring.Weights().with_overrides(
-                    profile_named(profile).weight_overrides if profile else {}
+                    profile_named(profile or self.default_profile).weight_overrides
                 ),
             ),
         )
+
+
+def check_candidates(candidates: Sequence[scoring.Candidate]) -> None:
+    """The scoring service takes each memory once (the gateway merges the streams' hits)."""
+    seen: set[str] = set()
+    for i, c in enumerate(candidates):
+        if c.memory.id in seen:
+            raise InvalidArgument(f"candidates[{i}].memory.id", f"duplicate id {c.memory.id!r}")
+        seen.add(c.memory.id)
 
 
 @dataclass
