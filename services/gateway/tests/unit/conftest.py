@@ -374,7 +374,8 @@ class FakeLog:
 
     @property
     def last(self) -> int:
-        return len(self.events)
+        """The memory stream's last sequence (access events are a stream of their own)."""
+        return max((p.sequence for p in self.events if p.event != "accessed"), default=0)
 
     def of(self, event: str) -> list[Published]:
         return [p for p in self.events if p.event == event]
@@ -398,12 +399,13 @@ class FakeLog:
             self.in_flight -= 1
         if env.event_id in self.by_event_id:
             return Ack(self.by_event_id[env.event_id], duplicate=True)
-        seq = len(self.events) + 1
+        access = event == "accessed"
+        seq = 1 + sum(1 for p in self.events if (p.event == "accessed") == access)
         self.events.append(Published(event, env, seq, payload))
         self.by_event_id[env.event_id] = seq
         if self.apply:
             self._apply(event, env, seq, payload)
-        if self.auto_watermark:
+        if self.auto_watermark and not access:
             self.applied = seq
         if self.lose_ack and self.lose_ack(event, payload):
             raise Unavailable("log publish not acknowledged in time")
@@ -445,8 +447,13 @@ class FakeLog:
         return await self._publish("tenant_deleted", env, None, timeout)
 
     async def stored_memory_id(self, sequence: int) -> str | None:
-        p = self.events[sequence - 1]
-        return str(p.payload[0].id) if p.event == "stored" else None
+        for p in self._memory_events():
+            if p.sequence == sequence:
+                return str(p.payload[0].id) if p.event == "stored" else None
+        return None
+
+    def _memory_events(self) -> list[Published]:
+        return [p for p in self.events if p.event != "accessed"]
 
     async def _hang(self) -> None:
         if self.hung is not None:
@@ -464,20 +471,21 @@ class FakeLog:
             raise Unavailable("log down")
         return all(
             p.sequence <= self.applied or p.sequence in self.decided
-            for p in self.events[after:until]
-            if p.env.tenant == tenant
+            for p in self._memory_events()
+            if p.env.tenant == tenant and after < p.sequence <= until
         )
 
     async def tenant_last_sequence(self, tenant: str) -> int:
         await self._hang()
         if self.fail is not None:
             raise Unavailable("log down")
-        # Access events live in a stream of their own in JetStream.
-        own = [p.sequence for p in self.events if p.env.tenant == tenant and p.event != "accessed"]
+        own = [p.sequence for p in self._memory_events() if p.env.tenant == tenant]
         return max(own, default=0)
 
     async def last_sequence(self) -> int:
         await self._hang()
+        if self.fail is not None:
+            raise Unavailable("log down")
         return self.last
 
 
