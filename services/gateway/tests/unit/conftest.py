@@ -126,8 +126,13 @@ FAKE_DIMENSION = 3
 
 
 class FakeVector(FakeBackend):
+    """Answers only memories sharing a word with the query, and none for a client's own
+    vector; the vector service answers the nearest ``limit`` whatever their distance. The
+    unit tests' expectations lean on the narrower answer (the port contract pins the rest)."""
+
     def __init__(self, world: World, name: str) -> None:
         super().__init__(world, name)
+        self.dimension = FAKE_DIMENSION  # the size of a vector the live model takes
         self.vectors: list[tuple[float, ...]] = []  # each explicit query vector searched by
         # A time-window search (the timeline reads) answers with every memory in the window,
         # as a real store does when the window holds fewer than the limit; off, it matches
@@ -146,7 +151,7 @@ class FakeVector(FakeBackend):
         await self._enter("search", (query, flt, limit, timeout))
         check_limit(limit)
         if vector:  # like the vector service: the live model fixes the size
-            if len(vector) != FAKE_DIMENSION:
+            if len(vector) != self.dimension:
                 raise InvalidArgument("vector", f"{len(vector)} values; the model has 3")
             self.vectors.append(tuple(vector))
         elif not query.strip():

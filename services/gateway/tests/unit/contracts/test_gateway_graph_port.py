@@ -21,7 +21,7 @@ from engram_core.enrich import enrich
 from engram_core.errors import InvalidArgument, NotFound, Unavailable
 from engram_core.model import Filter, Memory, Relation
 from engram_gateway.service.ports import GraphPort
-from engram_testing.contracts.common import OTHER, T, mem
+from engram_testing.contracts.common import OTHER, T, full_memory, mem
 from engram_testing.contracts.graph import rel
 
 Put = Callable[..., Awaitable[None]]
@@ -99,6 +99,14 @@ class GraphPortContract:
         assert [h.id for h in office] == [REPORTS.id]
         assert archived.id not in {h.id for h in await port.search(T, [POSTGRES], [], Filter(), 10)}
         assert len(await port.search(T, [POSTGRES], [], Filter(include_archived=True), 2)) == 2
+
+    async def test_a_hit_carries_the_stored_memory_or_none(self, port: GraphPort, put: Put) -> None:
+        # The gateway takes a hit's memory as the result's, and fetches it when there is none.
+        full = stored(replace(full_memory(), id=uid(6), content="Postgres runs the ledger"))
+        await put(full)
+        [hit] = await port.search(T, [POSTGRES], [], Filter(include_archived=True), 10)
+        assert hit.id == full.id
+        assert hit.memory in (None, full)
 
     async def test_a_limit_above_the_maximum_is_refused(self, port: GraphPort) -> None:
         with pytest.raises(InvalidArgument) as err:

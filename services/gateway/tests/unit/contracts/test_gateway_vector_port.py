@@ -50,6 +50,11 @@ class VectorPortContract:
         """A port whose service cannot be reached."""
         raise NotImplementedError
 
+    @pytest.fixture
+    def dimension(self) -> int:
+        """The size of the vectors the port's live model takes."""
+        raise NotImplementedError
+
     async def test_search_reads_only_the_tenants_memories(self, port: VectorPort, put: Put) -> None:
         await put(DEPLOY, LUNCH, RUST, THEIRS)
         hits = await port.search(T, Filter(), 10, query=DEPLOY.content)
@@ -98,6 +103,13 @@ class VectorPortContract:
         with pytest.raises(InvalidArgument) as err:
             await port.search(T, Filter(), 5, vector=[1.0, 0.5])
         assert err.value.field == "vector"
+
+    async def test_a_vector_of_the_models_size_is_searched_by(
+        self, port: VectorPort, put: Put, dimension: int
+    ) -> None:
+        await put(DEPLOY, THEIRS)
+        hits = await port.search(T, Filter(), 5, vector=[1.0] * dimension)
+        assert {h.id for h in hits} <= {DEPLOY.id}
 
     async def test_search_many_answers_each_filter_as_search_does(
         self, port: VectorPort, put: Put
@@ -163,6 +175,10 @@ class TestFakeVector(VectorPortContract):
         vector: VectorPort = harness.vector
         return vector
 
+    @pytest.fixture
+    def dimension(self, harness: Any) -> int:
+        return int(harness.vector.dimension)
+
 
 class TestVectorClient(VectorPortContract):
     @pytest.fixture
@@ -180,3 +196,7 @@ class TestVectorClient(VectorPortContract):
     @pytest.fixture
     def down(self, closed_channel: Any) -> VectorPort:
         return VectorClient(closed_channel)
+
+    @pytest.fixture
+    def dimension(self, embedder: HashingEmbedder) -> int:
+        return embedder.dimension
