@@ -75,6 +75,7 @@ class World:
 
 MAX_LIMIT = 1000  # the largest limit the services take by default
 DEFAULT_LIMIT = 10  # what a limit of 0 takes (graph, lexical)
+MAX_DEPTH = 3  # the graph service's deepest walk
 
 
 def check_limit(limit: int, least: int = 1) -> None:
@@ -192,6 +193,9 @@ class FakeLexical(FakeBackend):
         self, tenant: str, flt: Filter, sort: Sort, limit: int, timeout: float | None = None
     ) -> list[Memory]:
         await self._enter("top", (flt, sort, limit))
+        if limit <= 0:  # the client's own answer; the service takes 1..max
+            return []
+        check_limit(limit)
         return best(self.world.of(tenant), flt, sort, limit)
 
     async def search(
@@ -271,6 +275,8 @@ class FakeGraph(FakeBackend):
     ) -> list[RelatedHit]:
         await self._enter("related", (id, depth, tuple(types), limit))
         check_limit(limit, least=0)
+        if not 1 <= depth <= MAX_DEPTH:
+            raise InvalidArgument("depth", f"must be within 1..{MAX_DEPTH}, got {depth}")
         store = await self._store(tenant)
         return await store.related(tenant, id, depth, types, limit or DEFAULT_LIMIT)
 

@@ -20,6 +20,7 @@ from engram_clients.graph import GraphClient
 from engram_core.enrich import enrich
 from engram_core.errors import InvalidArgument, NotFound, Unavailable
 from engram_core.model import Filter, Memory, Relation
+from engram_core.validation import Limits
 from engram_gateway.service.ports import GraphPort
 from engram_testing.contracts.common import OTHER, T, full_memory, mem
 from engram_testing.contracts.graph import rel
@@ -145,6 +146,18 @@ class GraphPortContract:
         assert [h.id for h in one] == [REPORTS.id]
         assert await port.related(T, BILLING.id, 2, ["RELATES_TO"], 10) == []
         assert len(await port.related(T, BILLING.id, 2, [], 1)) == 1
+
+    async def test_related_takes_the_deepest_walk_the_gateway_allows(
+        self, port: GraphPort, put: Put
+    ) -> None:
+        await put(BILLING)
+        assert await port.related(T, BILLING.id, Limits().max_depth, [], MAX_LIMIT) == []
+        with pytest.raises(InvalidArgument) as err:
+            await port.related(T, BILLING.id, Limits().max_depth + 1, [], 10)
+        assert err.value.field == "depth"
+        with pytest.raises(InvalidArgument) as err:
+            await port.related(T, BILLING.id, 1, [], MAX_LIMIT + 1)
+        assert err.value.field == "limit"
 
     async def test_related_of_an_unknown_memory_is_not_found(
         self, port: GraphPort, put: Put

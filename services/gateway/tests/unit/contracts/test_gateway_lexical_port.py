@@ -92,6 +92,9 @@ class LexicalPortContract:
         with pytest.raises(InvalidArgument) as err:
             await port.search(T, "deploy", Filter(), MAX_LIMIT + 1)
         assert err.value.field == "limit"
+        with pytest.raises(InvalidArgument) as err:
+            await port.top(T, Filter(), Sort.IMPORTANCE, MAX_LIMIT + 1)
+        assert err.value.field == "limit"
 
     async def test_top_lists_by_the_sort_within_the_filter(
         self, port: LexicalPort, put: Put
