@@ -42,6 +42,7 @@ BILLING = stored(mem(uid(1), "The billing service moved to Postgres and Rust"))
 REPORTS = stored(mem(uid(2), "The reporting job reads Postgres at noon", tags=("team:office",)))
 NOTES = stored(mem(uid(3), "The deploy notes moved to the wiki"))
 THEIRS = stored(mem(uid(4), "The billing service moved to Postgres and Rust", tenant=OTHER))
+ARCHIVED = stored(replace(mem(uid(7), "An archived note"), archived=True))
 POSTGRES = "tools:postgres"
 RUST = "tools:rust"
 
@@ -166,10 +167,10 @@ class GraphPortContract:
         with pytest.raises(NotFound):
             await port.related(T, uid(99), 1, [], 10)
 
-    async def test_count_is_per_tenant(self, port: GraphPort, put: Put) -> None:
-        await put(BILLING, REPORTS, THEIRS)
+    async def test_count_is_per_tenant_archived_included(self, port: GraphPort, put: Put) -> None:
+        await put(BILLING, REPORTS, THEIRS, ARCHIVED)
         counts = (await port.count(T), await port.count(OTHER), await port.count("nobody"))
-        assert counts == (2, 1, 0)
+        assert counts == (3, 1, 0)
 
     async def test_an_unreachable_service_is_unavailable(self, down: GraphPort) -> None:
         with pytest.raises(Unavailable):

@@ -42,6 +42,8 @@ RUST = replace(
 )
 THEIRS = replace(mem(uid(4), "the deploy pipeline runs on fridays", tenant=OTHER), importance=1.0)
 
+ARCHIVED = replace(mem(uid(7), "an archived note"), archived=True)
+
 
 class LexicalPortContract:
     @pytest.fixture
@@ -110,10 +112,10 @@ class LexicalPortContract:
         got = await port.get(T, [DEPLOY.id, uid(99), THEIRS.id, LUNCH.id])
         assert sorted(got, key=lambda m: m.id) == [DEPLOY, LUNCH]
 
-    async def test_count_is_per_tenant(self, port: LexicalPort, put: Put) -> None:
-        await put(DEPLOY, LUNCH, THEIRS)
+    async def test_count_is_per_tenant_archived_included(self, port: LexicalPort, put: Put) -> None:
+        await put(DEPLOY, LUNCH, THEIRS, ARCHIVED)
         counts = (await port.count(T), await port.count(OTHER), await port.count("nobody"))
-        assert counts == (2, 1, 0)
+        assert counts == (3, 1, 0)
 
     async def test_an_unreachable_service_is_unavailable(self, down: LexicalPort) -> None:
         with pytest.raises(Unavailable):

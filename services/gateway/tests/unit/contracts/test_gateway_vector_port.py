@@ -35,6 +35,8 @@ LUNCH = mem(uid(2), "lunch is at noon in the big room", tags=("team:office",))
 RUST = mem(uid(3), "sarah prefers rust for the deploy services", tags=("project:ops",))
 THEIRS = mem(uid(4), "the deploy pipeline runs on fridays", tenant=OTHER)
 
+ARCHIVED = replace(mem(uid(7), "an archived note"), archived=True)
+
 
 class VectorPortContract:
     @pytest.fixture
@@ -127,10 +129,10 @@ class VectorPortContract:
         # A missing id (or another tenant's) is left out, not an error: Lookup asks lexical.
         assert sorted(got, key=lambda m: m.id) == [DEPLOY, LUNCH]
 
-    async def test_count_is_per_tenant(self, port: VectorPort, put: Put) -> None:
-        await put(DEPLOY, LUNCH, THEIRS)
+    async def test_count_is_per_tenant_archived_included(self, port: VectorPort, put: Put) -> None:
+        await put(DEPLOY, LUNCH, THEIRS, ARCHIVED)
         assert (await port.count(T), await port.count(OTHER), await port.count("nobody")) == (
-            2,
+            3,
             1,
             0,
         )
