@@ -16,11 +16,12 @@ from nats.js import JetStreamContext
 
 from engram.gateway.v1 import gateway_pb2_grpc
 from engram_core import scoring
+from engram_core.entities import extract_entities
 from engram_core.errors import InvalidArgument, Unavailable
 from engram_core.filters import matches
-from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation, ScanPage
+from engram_core.model import Entity, Filter, Hit, Memory, RelatedHit, Relation, ScanPage
 from engram_core.ordering import Sort, best
-from engram_core.profiles import profile_named
+from engram_core.profiles import CONVERSATION, profile_named
 from engram_core.tags import tag_prefixes
 from engram_gateway import server
 from engram_gateway.auth import Authenticator
@@ -32,6 +33,7 @@ from engram_platform import jetstream
 from engram_platform.cache import MemoryCache
 from engram_platform.errors import FIELD_KEY
 from engram_platform.settings import NatsSettings
+from engram_testing.fakes.graph import FakeGraphStore
 from engram_testing.nats_server import NatsServer, start_nats
 
 TENANT = "acme"
@@ -69,6 +71,17 @@ class World:
 
     def of(self, tenant: str) -> list[Memory]:
         return [m for (t, _), m in sorted(self.memories.items()) if t == tenant]
+
+
+MAX_LIMIT = 1000  # the largest limit the services take by default
+DEFAULT_LIMIT = 10  # what a limit of 0 takes (graph, lexical)
+MAX_DEPTH = 3  # the graph service's deepest walk
+
+
+def check_limit(limit: int, least: int = 1) -> None:
+    """What the services refuse (the port contracts pin it)."""
+    if not least <= limit <= MAX_LIMIT:
+        raise InvalidArgument("limit", f"must be within {least}..{MAX_LIMIT}, got {limit}")
 
 
 class FakeBackend:
@@ -114,8 +127,13 @@ FAKE_DIMENSION = 3
 
 
 class FakeVector(FakeBackend):
+    """Answers only memories sharing a word with the query, and none for a client's own
+    vector; the vector service answers the nearest ``limit`` whatever their distance. The
+    unit tests' expectations lean on the narrower answer (the port contract pins the rest)."""
+
     def __init__(self, world: World, name: str) -> None:
         super().__init__(world, name)
+        self.dimension = FAKE_DIMENSION  # the size of a vector the live model takes
         self.vectors: list[tuple[float, ...]] = []  # each explicit query vector searched by
         # A time-window search (the timeline reads) answers with every memory in the window,
         # as a real store does when the window holds fewer than the limit; off, it matches
@@ -132,10 +150,13 @@ class FakeVector(FakeBackend):
         timeout: float | None = None,
     ) -> list[Hit]:
         await self._enter("search", (query, flt, limit, timeout))
+        check_limit(limit)
         if vector:  # like the vector service: the live model fixes the size
-            if len(vector) != FAKE_DIMENSION:
+            if len(vector) != self.dimension:
                 raise InvalidArgument("vector", f"{len(vector)} values; the model has 3")
             self.vectors.append(tuple(vector))
+        elif not query.strip():
+            raise InvalidArgument("query", "give a query text or a vector")
         if self.whole_windows and flt.start is not None:
             return [Hit(m.id, 0.1, m) for m in self.world.of(tenant) if matches(m, flt)][:limit]
         return self._search(tenant, words(query), flt, limit)
@@ -172,21 +193,44 @@ class FakeLexical(FakeBackend):
         self, tenant: str, flt: Filter, sort: Sort, limit: int, timeout: float | None = None
     ) -> list[Memory]:
         await self._enter("top", (flt, sort, limit))
+        if limit <= 0:  # the client's own answer; the service takes 1..max
+            return []
+        check_limit(limit)
         return best(self.world.of(tenant), flt, sort, limit)
 
     async def search(
         self, tenant: str, query: str, flt: Filter, limit: int, timeout: float | None = None
     ) -> list[Hit]:
         await self._enter("search", (query, flt, limit, timeout))
+        check_limit(limit, least=0)
         # BM25-like: unbounded scores, unlike the vector stream's cosine.
         hits = self._search(tenant, words(query), flt, limit)
         return [replace(h, score=h.score * 7.5) for h in hits]
 
 
 class FakeGraph(FakeBackend):
+    """Searches and walks as the graph service does, on a snapshot of the world taken per
+    call into engram_testing's graph store (which passes the store contract)."""
+
     def __init__(self, world: World, name: str) -> None:
         super().__init__(world, name)
         self.origins: list[str] = []  # the origin each relations call asked for
+
+    async def _store(self, tenant: str) -> FakeGraphStore:
+        """The tenant as the graph holds it: each memory with the entities ingest extracts
+        (and those it names), the edges between memories it holds."""
+        store = FakeGraphStore()
+        held = [m for m in self.world.of(tenant) if m.id not in self.behind]
+        await store.upsert(tenant, [(m, _mentions(m)) for m in held])
+        ids = {m.id for m in held}
+        edges = [
+            r
+            for t, r in self.world.relations
+            if t == tenant and r.source_id in ids and r.target_id in ids
+        ]
+        if edges:
+            await store.add_relations(tenant, edges, version=1)
+        return store
 
     async def search(
         self,
@@ -198,8 +242,13 @@ class FakeGraph(FakeBackend):
         timeout: float | None = None,
     ) -> list[Hit]:
         await self._enter("search", (tuple(entity_keys), tuple(keywords), flt, limit))
+        check_limit(limit, least=0)
+        if not entity_keys and not keywords:
+            return []
+        store = await self._store(tenant)
+        hits = await store.search(tenant, entity_keys, keywords, flt, limit or DEFAULT_LIMIT)
         # Graph hits carry no memory here, so the gateway has to fetch it.
-        return [Hit(h.id, h.score) for h in self._search(tenant, set(keywords), flt, limit)]
+        return [Hit(h.id, h.score) for h in hits]
 
     async def relations(
         self, tenant: str, ids: Sequence[str], origin: str = "", timeout: float | None = None
@@ -225,18 +274,28 @@ class FakeGraph(FakeBackend):
         timeout: float | None = None,
     ) -> list[RelatedHit]:
         await self._enter("related", (id, depth, tuple(types), limit))
-        out = [
-            RelatedHit(r.target_id, r.type, r.strength, 1)
-            for t, r in self.world.relations
-            if t == tenant and r.source_id == id and (not types or r.type in types)
-        ]
-        return out[:limit]
+        check_limit(limit, least=0)
+        if not 1 <= depth <= MAX_DEPTH:
+            raise InvalidArgument("depth", f"must be within 1..{MAX_DEPTH}, got {depth}")
+        store = await self._store(tenant)
+        return await store.related(tenant, id, depth, types, limit or DEFAULT_LIMIT)
+
+
+def _mentions(m: Memory) -> list[Entity]:
+    """The entities ingest would write for ``m``, and any the memory names besides."""
+    found = {e.key: e for e in extract_entities(m.content)}
+    for key in m.entities:
+        kind, _, slug = key.partition(":")
+        found.setdefault(key, Entity(kind, slug, slug.replace("-", " ")))
+    return list(found.values())
 
 
 class FakeRanker:
     def __init__(self) -> None:
         self.fail: Exception | None = None
         self.calls: list[dict[str, Any]] = []
+        # The scoring service's default (its settings' profile); the ranker contract checks.
+        self.default_profile = CONVERSATION
 
     async def rank(
         self,
@@ -263,6 +322,8 @@ class FakeRanker:
         )
         if self.fail is not None:
             raise self.fail
+        check_limit(limit, least=0)
+        check_candidates(candidates)
         return scoring.rank(
             candidates,
             scoring.Query(
@@ -277,10 +338,19 @@ class FakeRanker:
                 limit=limit,
                 # As the scoring service does: the profile's weights over the defaults.
                 weights=scoring.Weights().with_overrides(
-                    profile_named(profile).weight_overrides if profile else {}
+                    profile_named(profile or self.default_profile).weight_overrides
                 ),
             ),
         )
+
+
+def check_candidates(candidates: Sequence[scoring.Candidate]) -> None:
+    """The scoring service takes each memory once (the gateway merges the streams' hits)."""
+    seen: set[str] = set()
+    for i, c in enumerate(candidates):
+        if c.memory.id in seen:
+            raise InvalidArgument(f"candidates[{i}].memory.id", f"duplicate id {c.memory.id!r}")
+        seen.add(c.memory.id)
 
 
 @dataclass
@@ -315,7 +385,8 @@ class FakeLog:
 
     @property
     def last(self) -> int:
-        return len(self.events)
+        """The memory stream's last sequence (access events are a stream of their own)."""
+        return max((p.sequence for p in self.events if p.event != "accessed"), default=0)
 
     def of(self, event: str) -> list[Published]:
         return [p for p in self.events if p.event == event]
@@ -339,12 +410,13 @@ class FakeLog:
             self.in_flight -= 1
         if env.event_id in self.by_event_id:
             return Ack(self.by_event_id[env.event_id], duplicate=True)
-        seq = len(self.events) + 1
+        access = event == "accessed"
+        seq = 1 + sum(1 for p in self.events if (p.event == "accessed") == access)
         self.events.append(Published(event, env, seq, payload))
         self.by_event_id[env.event_id] = seq
         if self.apply:
             self._apply(event, env, seq, payload)
-        if self.auto_watermark:
+        if self.auto_watermark and not access:
             self.applied = seq
         if self.lose_ack and self.lose_ack(event, payload):
             raise Unavailable("log publish not acknowledged in time")
@@ -386,8 +458,13 @@ class FakeLog:
         return await self._publish("tenant_deleted", env, None, timeout)
 
     async def stored_memory_id(self, sequence: int) -> str | None:
-        p = self.events[sequence - 1]
-        return str(p.payload[0].id) if p.event == "stored" else None
+        for p in self._memory_events():
+            if p.sequence == sequence:
+                return str(p.payload[0].id) if p.event == "stored" else None
+        return None
+
+    def _memory_events(self) -> list[Published]:
+        return [p for p in self.events if p.event != "accessed"]
 
     async def _hang(self) -> None:
         if self.hung is not None:
@@ -405,8 +482,9 @@ class FakeLog:
             raise Unavailable("log down")
         undecided = (
             p.sequence
-            for p in self.events[after:until]
+            for p in self._memory_events()
             if p.env.tenant == tenant
+            and after < p.sequence <= until
             and p.sequence > self.applied
             and p.sequence not in self.decided
         )
@@ -416,12 +494,13 @@ class FakeLog:
         await self._hang()
         if self.fail is not None:
             raise Unavailable("log down")
-        # Access events live in a stream of their own in JetStream.
-        own = [p.sequence for p in self.events if p.env.tenant == tenant and p.event != "accessed"]
+        own = [p.sequence for p in self._memory_events() if p.env.tenant == tenant]
         return max(own, default=0)
 
     async def last_sequence(self) -> int:
         await self._hang()
+        if self.fail is not None:
+            raise Unavailable("log down")
         return self.last
 
 

@@ -4,6 +4,7 @@ the recall cache, access events, Get/Related/Stats."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -156,6 +157,9 @@ async def test_no_stream_answering_is_unavailable(client: Any) -> None:
 async def test_scoring_down_falls_back_to_local_rrf(client: Any) -> None:
     h = client.harness
     seed(h)
+    # The graph finds A by the entity it mentions (the extractor misses a name that opens
+    # a sentence), so A leads all three streams.
+    h.world.put(replace(h.world.memories[(h.tenant, A)], entities=("people:sarah",)))
     h.ranker.fail = Unavailable("scoring down")
     reply = await client.stub.Recall(recall(), metadata=client.auth())
     assert list(reply.degraded) == ["scoring"]
