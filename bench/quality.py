@@ -7,6 +7,11 @@ alone, vector alone, the default hybrid and hybrid_graph (hybrid + personalised 
 Results map back to turns through the memory's ``dia_id`` metadata. Prints a table per
 mode and category, writes bench/results/quality-*.json and ends with the summary line of
 the default hybrid.
+
+``--storage`` says how the turns are written down: ``tagged`` (a ``speaker:<name>`` tag on
+each turn) or ``flat`` (no speaker tag). Either way every turn of a session carries the
+session's date-time and its content starts with the speaker's name, so the difference
+between the two is what a tagging convention is worth to recall.
 """
 
 from __future__ import annotations
@@ -173,6 +178,9 @@ def load(path: Path) -> tuple[list[Conversation], list[Question], dict[str, int]
     return conversations, questions, skipped
 
 
+STORAGES = ("tagged", "flat")
+
+
 def speaker_tag(name: str) -> str:
     return "speaker:" + "-".join(name.lower().split())
 
@@ -182,11 +190,20 @@ def conv_tag(sample_id: str) -> str:
     return f"conv:{sample_id}"
 
 
-def memory_input(conv: Conversation, turn: Turn) -> common_pb2.MemoryInput:
+def memory_tags(sample_id: str, turn: Turn, storage: str = "tagged") -> tuple[str, ...]:
+    """A turn's tags as ``storage`` writes them: the conversation and session tags always
+    (the bench reads a result's conversation from them), the speaker's under ``tagged``."""
+    if storage not in STORAGES:
+        raise ValueError(f"storage {storage!r}: expected one of {', '.join(STORAGES)}")
+    tags = (conv_tag(sample_id), f"session:{turn.session}")
+    return (*tags, speaker_tag(turn.speaker)) if storage == "tagged" else tags
+
+
+def memory_input(conv: Conversation, turn: Turn, storage: str = "tagged") -> common_pb2.MemoryInput:
     return common_pb2.MemoryInput(
         content=turn.content,
         timestamp=ts_to_proto(turn.timestamp),
-        tags=[conv_tag(conv.sample_id), f"session:{turn.session}", speaker_tag(turn.speaker)],
+        tags=memory_tags(conv.sample_id, turn, storage),
         metadata=dict_to_struct({"dia_id": turn.dia_id}),
     )
 
@@ -271,7 +288,11 @@ def table(report: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 async def ingest(
-    stub: Any, conversations: Sequence[Conversation], batch: int, in_flight: int
+    stub: Any,
+    conversations: Sequence[Conversation],
+    batch: int,
+    in_flight: int,
+    storage: str = "tagged",
 ) -> tuple[float, int]:
     """StoreBatch every turn; seconds until the watermark covers them, and the memory count.
 
@@ -291,7 +312,7 @@ async def ingest(
             for i in range(0, len(conv.turns), batch):
                 turns = conv.turns[i : i + batch]
                 request = gateway_pb2.StoreBatchRequest(
-                    memories=[memory_input(conv, t) for t in turns]
+                    memories=[memory_input(conv, t, storage) for t in turns]
                 )
                 reply = await stub.StoreBatch(request, metadata=auth(conv.token), timeout=120)
                 if reply.failed:  # a partial batch would skew every figure after it
@@ -371,6 +392,9 @@ async def main() -> int:
     parser.add_argument("--timeout", type=float, default=30.0, help="Recall deadline (s)")
     parser.add_argument("--keep", action="store_true", help="keep the stack's data directory")
     parser.add_argument(
+        "--storage", choices=STORAGES, default="tagged", help="speaker tags on the turns or none"
+    )
+    parser.add_argument(
         "--embed-model", choices=MODELS, default=MODEL_NAME, help="model built by make models"
     )
     parser.add_argument(
@@ -404,7 +428,9 @@ async def main() -> int:
         async with grpc.aio.insecure_channel(stack.gateway_address) as channel:
             stub = gateway_pb2_grpc.MemoryServiceStub(channel)
             print(f"ingesting {n_turns} memories into {len(conversations)} tenants ...")
-            ingest_s, _ = await ingest(stub, conversations, args.batch, in_flight=4)
+            ingest_s, _ = await ingest(
+                stub, conversations, args.batch, in_flight=4, storage=args.storage
+            )
             print(f"  {n_turns / ingest_s:.0f} memories/s ({ingest_s:.1f}s)", flush=True)
             counts = await check_counts(stub, conversations)
             print(f"asking {len(questions)} questions x {len(modes)} modes ...", flush=True)
@@ -452,6 +478,7 @@ async def main() -> int:
                 "limit": LIMIT,
                 "clients": args.clients,
                 "embed_model": args.embed_model,
+                "storage": args.storage,
                 "counts": counts,
                 "seconds": {"ingest": ingest_s, "recall": ask_s, "total": total_s},
                 "modes": report,
@@ -473,7 +500,7 @@ async def main() -> int:
     hybrid = report[DEFAULT_MODE]["overall"]
     print(
         f"quality turn_r@10={hybrid['r@10']:.3f} session_r@{SESSION_K}="
-        f"{hybrid[f's_r@{SESSION_K}']:.3f} questions={len(questions)}"
+        f"{hybrid[f's_r@{SESSION_K}']:.3f} questions={len(questions)} storage={args.storage}"
     )
     return 1 if failed else 0
 

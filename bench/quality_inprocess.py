@@ -14,13 +14,14 @@ services read them (``ENGRAM_SCORING_WEIGHTS__GRAPH=0.1 python -m bench.quality_
     uv run python -m bench.quality_inprocess [--modes bm25,vector,hybrid,hybrid_graph,hybrid_rerank]
         [--rebuild]
         [--embed-model all-MiniLM-L6-v2]
-        [--fleet | --interleaved] [--scoped]
+        [--fleet | --interleaved] [--scoped] [--storage tagged|flat]
 
 ``--fleet`` stores the six conversations in one tenant at once, as a fleet of agents writing
 side by side (`interleaved`), and asks each question of the whole tenant; a result counts
 only when it is of the question's conversation. ``--scoped`` asks with the conversation's
 tag, as an agent recalling its own memories would. ``--interleaved`` gives the conversations
-the fleet's calendar but a tenant each: what the new dates alone cost.
+the fleet's calendar but a tenant each: what the new dates alone cost. ``--storage`` is
+bench.quality's (speaker tags or none); a flat corpus is kept in stores of its own.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from bench.quality import (
     LIMIT,
     RERANK_MODE,
     SESSION_K,
+    STORAGES,
     Answer,
     Conversation,
     Question,
@@ -51,7 +53,7 @@ from bench.quality import (
     aggregate,
     conv_tag,
     load,
-    speaker_tag,
+    memory_tags,
     table,
 )
 from engram_core import validation as v
@@ -217,6 +219,7 @@ async def fill(
     conversations: Sequence[Conversation],
     embed: EmbedSettings,
     tenant: str = "",
+    storage: str = "tagged",
 ) -> None:
     """Every turn through the gateway's validation and the ingest worker's Applier, into
     ``tenant`` or else one tenant per conversation."""
@@ -235,11 +238,7 @@ async def fill(
             inp = v.MemoryInput(
                 content=turn.content,
                 timestamp=v.RawTimestamp(seconds=int(turn.timestamp.timestamp()), nanos=0),
-                tags=(
-                    conv_tag(conv.sample_id),
-                    f"session:{turn.session}",
-                    speaker_tag(turn.speaker),
-                ),
+                tags=memory_tags(conv.sample_id, turn, storage),
                 metadata={"dia_id": turn.dia_id},
             )
             m: Memory = v.new_memory(
@@ -335,11 +334,15 @@ async def main() -> int:
         "--interleaved", action="store_true", help="the fleet's calendar, a tenant each"
     )
     parser.add_argument("--scoped", action="store_true", help="ask with the conversation's tag")
+    parser.add_argument(
+        "--storage", choices=STORAGES, default="tagged", help="speaker tags on the turns or none"
+    )
     args = parser.parse_args()
     if args.fleet and args.interleaved:
         parser.error("--fleet already interleaves; give one of them")
     variant = FLEET if args.fleet else "interleaved" if args.interleaved else ""
-    store = store_dir(args.embed_model, variant)
+    stored = "-".join(v for v in (variant, "" if args.storage == "tagged" else args.storage) if v)
+    store = store_dir(args.embed_model, stored)
     modes = [m for m in args.modes.split(",") if m]
     if unknown := sorted(set(modes) - set(MODE_OF)):
         parser.error(f"unknown modes {unknown}; known: {', '.join(MODE_OF)}")
@@ -358,7 +361,7 @@ async def main() -> int:
             print(f"filling the stores with {args.embed_model} ...", flush=True)
             embed = EmbedSettings(model_dir=model_path(args.embed_model))
             corpus = interleaved(conversations) if variant else conversations
-            await fill(services, corpus, embed, FLEET if args.fleet else "")
+            await fill(services, corpus, embed, FLEET if args.fleet else "", args.storage)
             marker.write_text(datetime.now(UTC).isoformat())
         reader = build_reader(services, rerank=RERANK_MODE in modes)
         fusion = Fusion(args.fusion) if args.fusion else None
@@ -402,7 +405,8 @@ async def main() -> int:
         print(
             f"{mode}: turn_r@10={o['r@10']:.3f} session_r@{SESSION_K}={o[f's_r@{SESSION_K}']:.3f} "
             f"session_hit@{SESSION_K}={o[f's_h@{SESSION_K}']:.3f} r@{KS[1]}={o['r@5']:.3f} "
-            f"mrr={o['mrr']:.3f} p50_ms={report[mode]['server_query_ms_p50']:.0f}"
+            f"mrr={o['mrr']:.3f} p50_ms={report[mode]['server_query_ms_p50']:.0f} "
+            f"storage={args.storage}"
         )
     return 0
 
