@@ -3,10 +3,10 @@
 Each conversation goes to a tenant of its own, one turn per memory, through StoreBatch on
 the embedded stack; once the watermark covers every write, each question of categories 1-4
 is asked through Recall (default settings, limit 20) in four modes side by side: BM25
-alone, vector alone, the default hybrid and hybrid_graph (hybrid + personalised PageRank).
-Results map back to turns through the memory's ``dia_id`` metadata. Prints a table per
-mode and category, writes bench/results/quality-*.json and ends with the summary line of
-the default hybrid.
+alone, vector alone, the default hybrid and hybrid_graph (hybrid + personalised PageRank);
+``--modes`` asks fewer (hybrid always). Results map back to turns through the memory's
+``dia_id`` metadata. Prints a table per mode and category, writes
+bench/results/quality-*.json and ends with the summary line of the default hybrid.
 
 ``--storage`` says how the turns are written down: ``tagged`` (a ``speaker:<name>`` tag on
 each turn) or ``flat`` (no speaker tag). Either way every turn of a session carries the
@@ -402,9 +402,17 @@ async def main() -> int:
         action="store_true",
         help=f"add {RERANK_MODE}: the gateway's local cross-encoder (make models builds it)",
     )
+    parser.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        help=f"comma-separated, of {', '.join(MODES)} (the summary line is {DEFAULT_MODE}'s)",
+    )
     args = parser.parse_args()
     run_started = time.perf_counter()
-    modes = [*MODES, RERANK_MODE] if args.rerank else list(MODES)
+    modes = [m for m in args.modes.split(",") if m]
+    if set(modes) - set(MODES) or DEFAULT_MODE not in modes:
+        parser.error(f"--modes {args.modes}: of {', '.join(MODES)}, with {DEFAULT_MODE}")
+    modes += [RERANK_MODE] if args.rerank else []
 
     conversations, questions, skipped = load(args.data)
     n_turns = sum(len(c.turns) for c in conversations)
