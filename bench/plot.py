@@ -48,7 +48,7 @@ def cell_of(name: str, report: Mapping[str, Any]) -> Cell | None:
         return None
     overall = mode["overall"]
     return Cell(
-        profile=str(report.get("profile") or "default settings"),
+        profile=str(report.get("profile") or "before profiles"),
         storage=str(report.get("storage") or "tagged"),
         figures={k: float(overall[k]) for k in FIGURES},
         report=name,
