@@ -198,7 +198,7 @@ class Engram:
     def list(self, **filters: Any) -> Generator[Memory, None, None]:
         """Every memory of the tenant that passes the filters (ListRequest's fields: tags,
         tag_mode, types, start, end, include_archived, page_size, cursor, ...), in the
-        store's scan order, a page at a time."""
+        store's scan order (by point id, not sequence), a page at a time."""
         for page in self.list_pages(**filters):
             yield from page.memories
 

@@ -212,8 +212,9 @@ class MemoryServiceServicer:
 
     def List(self, request, context):
         """The caller's tenant's memories that pass the filters (as Recall's; archived ones only
-        with include_archived), every field, in the vector store's scan order: stable (writes
-        never move a memory), not creation order. One message per page of at most page_size
+        with include_archived), every field, in the vector store's scan order (by point id, a
+        hash of tenant and id): stable (writes never move a memory), neither creation nor log
+        sequence order. One message per page of at most page_size
         memories (a filtered page may hold fewer); each message's `cursor` resumes the listing
         after it (pass it back as `cursor`), and the last message's is "". A memory stored
         while a listing runs may or may not be in it. With include_relations each message carries

@@ -99,8 +99,9 @@ class MemoryServiceStub:
     """
     List: _grpc.UnaryStreamMultiCallable[_gateway_pb2.ListRequest, _gateway_pb2.ListResponse]
     """The caller's tenant's memories that pass the filters (as Recall's; archived ones only
-    with include_archived), every field, in the vector store's scan order: stable (writes
-    never move a memory), not creation order. One message per page of at most page_size
+    with include_archived), every field, in the vector store's scan order (by point id, a
+    hash of tenant and id): stable (writes never move a memory), neither creation nor log
+    sequence order. One message per page of at most page_size
     memories (a filtered page may hold fewer); each message's `cursor` resumes the listing
     after it (pass it back as `cursor`), and the last message's is "". A memory stored
     while a listing runs may or may not be in it. With include_relations each message carries
@@ -199,8 +200,9 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """
     List: _aio.UnaryStreamMultiCallable[_gateway_pb2.ListRequest, _gateway_pb2.ListResponse]  # type: ignore[assignment]
     """The caller's tenant's memories that pass the filters (as Recall's; archived ones only
-    with include_archived), every field, in the vector store's scan order: stable (writes
-    never move a memory), not creation order. One message per page of at most page_size
+    with include_archived), every field, in the vector store's scan order (by point id, a
+    hash of tenant and id): stable (writes never move a memory), neither creation nor log
+    sequence order. One message per page of at most page_size
     memories (a filtered page may hold fewer); each message's `cursor` resumes the listing
     after it (pass it back as `cursor`), and the last message's is "". A memory stored
     while a listing runs may or may not be in it. With include_relations each message carries
@@ -356,8 +358,9 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_gateway_pb2.ListResponse], _abc.AsyncIterator[_gateway_pb2.ListResponse]]:
         """The caller's tenant's memories that pass the filters (as Recall's; archived ones only
-        with include_archived), every field, in the vector store's scan order: stable (writes
-        never move a memory), not creation order. One message per page of at most page_size
+        with include_archived), every field, in the vector store's scan order (by point id, a
+        hash of tenant and id): stable (writes never move a memory), neither creation nor log
+        sequence order. One message per page of at most page_size
         memories (a filtered page may hold fewer); each message's `cursor` resumes the listing
         after it (pass it back as `cursor`), and the last message's is "". A memory stored
         while a listing runs may or may not be in it. With include_relations each message carries
