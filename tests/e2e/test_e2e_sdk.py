@@ -91,6 +91,35 @@ def test_an_invalid_field_is_named_by_the_sdk_and_by_the_standard_detail(
     assert bad.field_violations[0].field == caught.value.field
 
 
+def test_get_with_a_stores_sequence_finds_it(stack: DevStack) -> None:
+    auth = (("authorization", f"Bearer {DEV_TOKEN}"),)
+    with grpc.insecure_channel(stack.gateway_address) as channel:
+        stub = gateway_pb2_grpc.MemoryServiceStub(channel)
+        stored = stub.Store(
+            gateway_pb2.StoreRequest(memory={"content": "Pangolins eat ants"}),  # type: ignore[arg-type]
+            metadata=auth,
+            timeout=10,
+        )
+        got = stub.Get(
+            gateway_pb2.GetRequest(id=stored.id, min_sequence=stored.sequence),
+            metadata=auth,
+            timeout=10,
+        )
+    assert got.memory.content == "Pangolins eat ants"
+
+
+def test_get_and_related_read_the_clients_own_writes(env: None) -> None:
+    tag = f"sdk:{uuid.uuid4().hex[:8]}"
+    with Engram() as engram:
+        a = engram.store("Puffins nest in burrows", tags=[tag])
+        b = engram.store("Puffins eat sand eels", tags=[tag])
+        got = engram.get(b.id)  # waits for both stores: Associate then finds them
+        engram.associate(a.id, b.id, "RELATES_TO", strength=0.6)
+        related = engram.related(a.id)
+    assert got.content == "Puffins eat sand eels"
+    assert [(r.memory.id, r.type) for r in related] == [(b.id, "RELATES_TO")]
+
+
 async def test_the_async_client_reads_its_own_store(env: None) -> None:
     tag = f"sdk:{uuid.uuid4().hex[:8]}"
     async with AsyncEngram() as engram:
@@ -105,9 +134,8 @@ def test_relations_stats_batches_streams_and_deletes_through_the_sdk(env: None) 
         batch = engram.store_batch([{"content": "Otters hold hands", "tags": [tag]}, "x " + tag])
         streamed = engram.store_stream([f"stream {i} {tag}" for i in range(3)])
         a, b = batch.ids
-        engram.recall("otters", tags=[tag])  # Associate needs both applied: wait for them
+        engram.get(a)  # Associate needs both applied: the get waits for them
         engram.associate(a, b, "RELATES_TO", strength=0.7)
-        engram.recall("otters", tags=[tag])  # and Related the association
         related = engram.related(a)
         deleted = engram.delete(b)
         stats = engram.stats()

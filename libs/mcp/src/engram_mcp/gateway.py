@@ -1,17 +1,13 @@
 """The tools' connection to Engram: the SDK's AsyncEngram (token, TLS, retries, idempotency
-keys, read-your-writes for recall, errors naming the field), answering in the plain dicts
-the tools return as structured content."""
+keys, read-your-writes for recall, get and related, errors naming the field), answering in
+the plain dicts the tools return as structured content."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 from datetime import datetime
 from typing import Any
 
-from engram_client import AsyncEngram, Config, EngramError, Memory, Written
-
-_SETTLE_POLL_S = 0.05
+from engram_client import AsyncEngram, Config, EngramError, Memory, NotFound, Written
 
 
 def _time(when: datetime | None) -> str:
@@ -62,23 +58,21 @@ class Gateway:
             await self._engram.close()
         self._engram = None
 
-    async def _settle(self) -> AsyncEngram:
-        """The client, once the stores applied its writes, so a get, update or associate of
-        a memory stored a moment ago finds it (the SDK's recall waits by itself; these calls
-        do not). Stats' watermark is the tenant's own; past the timeout, or without Stats,
-        the call goes ahead and answers for itself."""
+    async def _settle(self, id: str) -> AsyncEngram:
+        """The client, once the stores applied its writes, so an update, delete or associate
+        of a memory stored a moment ago finds it: those calls do not wait, but the SDK's
+        Related does (and, unlike Get, records no access). Whatever it answers, the write
+        goes ahead and answers for itself (a memory that is not there: its NOT_FOUND)."""
         engram = self._client()
         target = engram.last_sequence
-        give_up = time.monotonic() + self.config.timeout_s
-        while target > self._settled and time.monotonic() < give_up:
+        if target > self._settled:
             try:
-                stats = await engram.stats()
-            except EngramError:  # e.g. a token without read scope: no wait, not a failure
-                break
-            if stats.watermark >= target:
-                self._settled = target
-                break
-            await asyncio.sleep(_SETTLE_POLL_S)
+                await engram.related(id, limit=1)
+            except NotFound:  # answered after the wait: settled all the same
+                pass
+            except EngramError:  # e.g. a bad id or a token without read scope: no wait
+                return engram
+            self._settled = target
         return engram
 
     async def store(self, content: str, **fields: Any) -> dict[str, Any]:
@@ -91,23 +85,23 @@ class Gateway:
         return {"results": results, "context": found.context, "degraded": list(found.degraded)}
 
     async def get(self, id: str) -> dict[str, Any]:
-        return memory_dict(await (await self._settle()).get(id))
+        return memory_dict(await self._client().get(id))
 
     async def update(self, id: str, **fields: Any) -> dict[str, Any]:
-        return _written(await (await self._settle()).update(id, **fields))
+        return _written(await (await self._settle(id)).update(id, **fields))
 
     async def delete(self, id: str) -> dict[str, Any]:
-        return _written(await (await self._settle()).delete(id))
+        return _written(await (await self._settle(id)).delete(id))
 
     async def associate(
         self, source_id: str, target_id: str, type: str, strength: float
     ) -> dict[str, Any]:
-        engram = await self._settle()
+        engram = await self._settle(source_id)
         written = await engram.associate(source_id, target_id, type, strength=strength)
         return {"sequence": written.sequence}
 
     async def related(self, id: str, **fields: Any) -> list[dict[str, Any]]:
-        related = await (await self._settle()).related(id, **fields)
+        related = await self._client().related(id, **fields)
         return [
             {"type": r.type, "strength": round(r.strength, 3), "depth": r.depth}
             | {"memory": memory_dict(r.memory)}

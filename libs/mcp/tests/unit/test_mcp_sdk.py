@@ -55,6 +55,18 @@ class ScriptedGateway(gateway_pb2_grpc.MemoryServiceServicer):
         self._enter("Recall", request, context)
         return gateway_pb2.RecallResponse()
 
+    def Get(self, request: Any, context: Any) -> Any:  # noqa: N802
+        self._enter("Get", request, context)
+        return gateway_pb2.GetResponse()
+
+    def Related(self, request: Any, context: Any) -> Any:  # noqa: N802
+        self._enter("Related", request, context)
+        return gateway_pb2.RelatedResponse()
+
+    def Update(self, request: Any, context: Any) -> Any:  # noqa: N802
+        self._enter("Update", request, context)
+        return gateway_pb2.UpdateResponse(id=request.id, sequence=8)
+
     def of(self, method: str) -> list[Any]:
         return [r for m, r in self.requests if m == method]
 
@@ -110,6 +122,26 @@ async def test_a_recall_after_a_store_waits_for_its_sequence(
     )
     [recall] = stub.of("Recall")
     assert recall.min_sequence == 7
+
+
+async def test_reads_and_writes_after_a_store_wait_for_its_sequence_without_polling(
+    gateway: tuple[ScriptedGateway, str],
+) -> None:
+    stub, address = gateway
+    await _calls(
+        address,
+        ("store_memory", {"content": "Ana likes tea"}),
+        ("get_memory", {"id": "m1"}),
+        ("related_memories", {"id": "m1"}),
+        ("update_memory", {"id": "m1", "importance": 0.9}),
+        ("update_memory", {"id": "m1", "importance": 0.8}),
+    )
+    assert [m for m, _ in stub.requests] == [
+        "Store", "Get", "Related", "Related", "Update", "Related", "Update",
+    ]  # fmt: skip
+    assert [r.min_sequence for r in stub.of("Get")] == [7]
+    # The first update waits for the store; the second for the first update.
+    assert [r.min_sequence for r in stub.of("Related")] == [7, 7, 8]
 
 
 async def test_the_field_comes_from_the_standard_bad_request_detail(

@@ -154,11 +154,13 @@ class AsyncEngram:
             chunk.take(todo, await self._run(ops.store_batch(inputs, keys)))
 
     async def recall(self, query: str = "", *, consistent: bool = True, **fields: Any) -> Recalled:
-        floor = self._session.sequence if consistent else 0
-        return await self._run(ops.recall(query, floor, fields))
+        return await self._run(ops.recall(query, self._floor(consistent), fields))
 
-    async def get(self, id: str) -> Memory:
-        return await self._run(ops.get(id))
+    def _floor(self, consistent: bool) -> int:
+        return self._session.sequence if consistent else 0
+
+    async def get(self, id: str, *, consistent: bool = True) -> Memory:
+        return await self._run(ops.get(id, self._floor(consistent)))
 
     async def update(self, id: str, **fields: Any) -> Written:
         return await self._run(ops.update(id, fields))
@@ -171,8 +173,10 @@ class AsyncEngram:
     ) -> Written:
         return await self._run(ops.associate(source_id, target_id, type, fields))
 
-    async def related(self, id: str, **fields: Any) -> builtins.list[Related]:
-        return await self._run(ops.related(id, fields))
+    async def related(
+        self, id: str, *, consistent: bool = True, **fields: Any
+    ) -> builtins.list[Related]:
+        return await self._run(ops.related(id, self._floor(consistent), fields))
 
     async def stats(self, tenant: str = "") -> Stats:
         return await self._run(ops.stats(tenant))

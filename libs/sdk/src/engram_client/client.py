@@ -171,8 +171,9 @@ class Engram:
     def _floor(self, consistent: bool) -> int:
         return self._session.sequence if consistent else 0
 
-    def get(self, id: str) -> Memory:
-        return self._run(ops.get(id))
+    def get(self, id: str, *, consistent: bool = True) -> Memory:
+        """The memory; ``consistent`` (default) waits until this client's writes are applied."""
+        return self._run(ops.get(id, self._floor(consistent)))
 
     def update(self, id: str, **fields: Any) -> Written:
         """Change the given fields (content, tags, importance, ...) of a stored memory."""
@@ -187,9 +188,9 @@ class Engram:
         """Relate two memories (strength, properties)."""
         return self._run(ops.associate(source_id, target_id, type, fields))
 
-    def related(self, id: str, **fields: Any) -> builtins.list[Related]:
-        """Memories reachable over relations (depth, types, limit)."""
-        return self._run(ops.related(id, fields))
+    def related(self, id: str, *, consistent: bool = True, **fields: Any) -> builtins.list[Related]:
+        """Memories reachable over relations (depth, types, limit); ``consistent`` as get's."""
+        return self._run(ops.related(id, self._floor(consistent), fields))
 
     def stats(self, tenant: str = "") -> Stats:
         return self._run(ops.stats(tenant))
@@ -197,7 +198,7 @@ class Engram:
     def list(self, **filters: Any) -> Generator[Memory, None, None]:
         """Every memory of the tenant that passes the filters (ListRequest's fields: tags,
         tag_mode, types, start, end, include_archived, page_size, cursor, ...), in the
-        store's scan order, a page at a time."""
+        store's scan order (by point id, not sequence), a page at a time."""
         for page in self.list_pages(**filters):
             yield from page.memories
 

@@ -74,8 +74,9 @@ def recall(query: str, min_sequence: int, fields: dict[str, Any]) -> Op[Recalled
     return Op("memory", "Recall", request, True, Recalled.of)
 
 
-def get(id: str) -> Op[Memory]:
-    return Op("memory", "Get", gateway_pb2.GetRequest(id=id), True, lambda r: Memory.of(r.memory))
+def get(id: str, min_sequence: int) -> Op[Memory]:
+    request = gateway_pb2.GetRequest(id=id, min_sequence=min_sequence)
+    return Op("memory", "Get", request, True, lambda r: Memory.of(r.memory))
 
 
 def update(id: str, fields: dict[str, Any]) -> Op[Written]:
@@ -97,8 +98,9 @@ def associate(source_id: str, target_id: str, type: str, fields: dict[str, Any])
     return Op("memory", "Associate", convert.fill(request, fields), False, Written.of, True)
 
 
-def related(id: str, fields: dict[str, Any]) -> Op[list[Related]]:
+def related(id: str, min_sequence: int, fields: dict[str, Any]) -> Op[list[Related]]:
     request = convert.fill(gateway_pb2.RelatedRequest(id=id), fields)
+    request.min_sequence = max(request.min_sequence, min_sequence)
 
     def parse(r: gateway_pb2.RelatedResponse) -> list[Related]:
         return [Related(Memory.of(x.memory), x.type, x.strength, x.depth, x) for x in r.related]

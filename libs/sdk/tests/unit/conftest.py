@@ -97,6 +97,14 @@ class FakeMemory(gateway_pb2_grpc.MemoryServiceServicer):
         self.s.enter("Get", request, context)
         return gateway_pb2.GetResponse()
 
+    def Related(self, request: Any, context: Any) -> Any:  # noqa: N802
+        self.s.enter("Related", request, context)
+        return gateway_pb2.RelatedResponse()
+
+    def Associate(self, request: Any, context: Any) -> Any:  # noqa: N802
+        self.s.enter("Associate", request, context)
+        return gateway_pb2.AssociateResponse(sequence=self.s.next_sequence())
+
     def Delete(self, request: Any, context: Any) -> Any:  # noqa: N802
         self.s.enter("Delete", request, context)
         return gateway_pb2.DeleteResponse(id=request.id, sequence=self.s.next_sequence())

@@ -69,6 +69,30 @@ def test_recall_waits_for_this_clients_writes_unless_told_not_to(fake: Any) -> N
     assert after.start.startswith("2025-01-01T00:00:00")
 
 
+def test_get_and_related_wait_for_this_clients_writes_unless_told_not_to(fake: Any) -> None:
+    with Engram(fake.address, retry=FAST) as engram:
+        engram.get("m0")
+        engram.store("a")
+        engram.associate("m1", "m0")
+        engram.get("m1")
+        engram.get("m1", consistent=False)
+        engram.related("m1", depth=2)
+        engram.related("m1", consistent=False)
+    assert [r.min_sequence for r in fake.script.of("Get")] == [0, 2, 0]
+    assert [r.min_sequence for r in fake.script.of("Related")] == [2, 0]
+    assert fake.script.of("Related")[0].depth == 2
+
+
+async def test_the_async_get_and_related_wait_for_its_writes(fake: Any) -> None:
+    async with AsyncEngram(fake.address, retry=FAST) as engram:
+        await engram.store("a")
+        await engram.get("m1")
+        await engram.related("m1", limit=3)
+        await engram.related("m1", consistent=False)
+    assert [r.min_sequence for r in fake.script.of("Get")] == [1]
+    assert [r.min_sequence for r in fake.script.of("Related")] == [1, 0]
+
+
 def test_a_store_is_retried_on_unavailable_under_the_same_key(fake: Any) -> None:
     fake.fail("Store", grpc.StatusCode.UNAVAILABLE, "log down", times=2)
     with Engram(fake.address, retry=FAST) as engram:

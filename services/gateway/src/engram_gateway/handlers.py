@@ -166,7 +166,9 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
         self, request: gateway_pb2.GetRequest, context: Context
     ) -> gateway_pb2.GetResponse:
         tenant = await self._tenant(context, Scope.READ)
-        memory = await self._reader.get(tenant, request.id, self._deadline(context))
+        memory = await self._reader.get(
+            tenant, request.id, self._deadline(context), request.min_sequence
+        )
         return gateway_pb2.GetResponse(memory=memory_to_proto(memory))
 
     async def List(  # noqa: N802
@@ -189,6 +191,7 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
             list(request.types),
             request.limit,
             self._deadline(context),
+            request.min_sequence,
         )
         return related_to_proto(items)
 

@@ -159,8 +159,17 @@ class Reader:
 
     # --- Get, Related, Stats ------------------------------------------------------------
 
-    async def get(self, tenant: str, id: str, deadline: Deadline) -> Memory:
+    async def _applied(self, tenant: str, min_sequence: int, deadline: Deadline) -> None:
+        """Wait, as recall does, until the tenant's write at ``min_sequence`` is applied."""
+        if min_sequence:
+            await self._watermark.check_issued(tenant, min_sequence, deadline)
+            await self._watermark.wait_for(
+                min_sequence, deadline, self._config.min_sequence_poll_s, tenant
+            )
+
+    async def get(self, tenant: str, id: str, deadline: Deadline, min_sequence: int = 0) -> Memory:
         mid = v.check_id(id, "id")
+        await self._applied(tenant, min_sequence, deadline)
         memory = await self._lookup.one(tenant, mid, deadline.cap(self._config.backend_timeout_s))
         self._access.record(tenant, [mid])
         return memory
@@ -173,12 +182,14 @@ class Reader:
         types: Sequence[str],
         limit: int,
         deadline: Deadline,
+        min_sequence: int = 0,
     ) -> list[RelatedItem]:
         limits = self._config.limits
         mid = v.check_id(id, "id")
         hops = v.check_depth(depth, "depth", limits)
         kinds = v.check_relation_types(types, "types")
         count = v.check_limit(limit, "limit", limits.default_related_limit, limits.max_limit)
+        await self._applied(tenant, min_sequence, deadline)
         cap = self._config.backend_timeout_s
         hits = await answered_within(
             "graph",

@@ -83,10 +83,11 @@ class EventLogContract:
         await log.stored(env("e1"), memory("m1"))
         await log.stored(env("e2", OTHER), memory("o1", OTHER))
         assert await log.watermark() == 0
-        assert not await log.tenant_decided(T, 0, 2)
-        # Only the tenant's own events count: OTHER's wait tells nothing of T's range.
-        assert await log.tenant_decided(T, 1, 2)
-        assert await log.tenant_decided("nobody", 0, 2)
+        # How far the tenant's events are decided: not past its undecided first one.
+        assert await log.tenant_decided_through(T, 0, 2) == 0
+        # Only the tenant's own events count: OTHER's undecided one holds nothing of T's.
+        assert await log.tenant_decided_through(T, 1, 2) == 2
+        assert await log.tenant_decided_through("nobody", 0, 2) == 2
 
     async def test_an_unreachable_log_is_unavailable(self, down: EventLog) -> None:
         with pytest.raises(Unavailable):

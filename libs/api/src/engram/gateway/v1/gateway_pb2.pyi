@@ -610,15 +610,19 @@ class GetRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ID_FIELD_NUMBER: _builtins.int
+    MIN_SEQUENCE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
+    min_sequence: _builtins.int
+    """wait until the log is applied up to here"""
     def __init__(
         self,
         *,
         id: _builtins.str = ...,
+        min_sequence: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "min_sequence", b"min_sequence"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -887,11 +891,14 @@ class RelatedRequest(_message.Message):
     DEPTH_FIELD_NUMBER: _builtins.int
     TYPES_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    MIN_SEQUENCE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     depth: _builtins.int
     """1..3, default 1"""
     limit: _builtins.int
     """1..100, default 20"""
+    min_sequence: _builtins.int
+    """wait until the log is applied up to here"""
     @_builtins.property
     def types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """relation types; empty means all"""
@@ -903,10 +910,11 @@ class RelatedRequest(_message.Message):
         depth: _builtins.int = ...,
         types: _abc.Iterable[_builtins.str] | None = ...,
         limit: _builtins.int = ...,
+        min_sequence: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["depth", b"depth", "id", b"id", "limit", b"limit", "types", b"types"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["depth", b"depth", "id", b"id", "limit", b"limit", "min_sequence", b"min_sequence", "types", b"types"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

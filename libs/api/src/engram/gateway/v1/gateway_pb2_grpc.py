@@ -33,8 +33,9 @@ class MemoryServiceStub:
     tenant over its rate limit: trailing metadata `retry-after-ms` says when to retry)
     and INTERNAL (never with a stack trace). A write's publish waits for the log's ack no
     longer than the call's deadline allows.
-    The `sequence` of a write's reply is an opaque token: pass it as Recall's min_sequence
-    to read the write back; do not compare it across writes or read a volume into it.
+    The `sequence` of a write's reply is an opaque token: pass it as the min_sequence of
+    Recall, Get or Related to read the write back; do not compare it across writes or read
+    a volume into it.
     """
 
     def __init__(self, channel):
@@ -113,8 +114,9 @@ class MemoryServiceServicer:
     tenant over its rate limit: trailing metadata `retry-after-ms` says when to retry)
     and INTERNAL (never with a stack trace). A write's publish waits for the log's ack no
     longer than the call's deadline allows.
-    The `sequence` of a write's reply is an opaque token: pass it as Recall's min_sequence
-    to read the write back; do not compare it across writes or read a volume into it.
+    The `sequence` of a write's reply is an opaque token: pass it as the min_sequence of
+    Recall, Get or Related to read the write back; do not compare it across writes or read
+    a volume into it.
     """
 
     def Store(self, request, context):
@@ -166,7 +168,10 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Get(self, request, context):
-        """Codes: OK, INVALID_ARGUMENT (id), NOT_FOUND, UNAVAILABLE.
+        """With min_sequence (a write's reply `sequence`) it first waits, as Recall does, until
+        that write is applied, so a memory just stored is found.
+        Codes: OK, INVALID_ARGUMENT (id, min_sequence beyond the tenant's newest write),
+        NOT_FOUND, UNAVAILABLE, DEADLINE_EXCEEDED (min_sequence not reached in time).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -197,8 +202,9 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Related(self, request, context):
-        """Memories reachable from one memory over typed relations.
-        Codes: OK, INVALID_ARGUMENT (depth, types, limit), NOT_FOUND, UNAVAILABLE.
+        """Memories reachable from one memory over typed relations; min_sequence waits as Get's.
+        Codes: OK, INVALID_ARGUMENT (depth, types, limit, min_sequence), NOT_FOUND,
+        UNAVAILABLE, DEADLINE_EXCEEDED (min_sequence not reached in time).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -206,8 +212,9 @@ class MemoryServiceServicer:
 
     def List(self, request, context):
         """The caller's tenant's memories that pass the filters (as Recall's; archived ones only
-        with include_archived), every field, in the vector store's scan order: stable (writes
-        never move a memory), not creation order. One message per page of at most page_size
+        with include_archived), every field, in the vector store's scan order (by point id, a
+        hash of tenant and id): stable (writes never move a memory), neither creation nor log
+        sequence order. One message per page of at most page_size
         memories (a filtered page may hold fewer); each message's `cursor` resumes the listing
         after it (pass it back as `cursor`), and the last message's is "". A memory stored
         while a listing runs may or may not be in it. With include_relations each message carries
@@ -325,8 +332,9 @@ class MemoryService:
     tenant over its rate limit: trailing metadata `retry-after-ms` says when to retry)
     and INTERNAL (never with a stack trace). A write's publish waits for the log's ack no
     longer than the call's deadline allows.
-    The `sequence` of a write's reply is an opaque token: pass it as Recall's min_sequence
-    to read the write back; do not compare it across writes or read a volume into it.
+    The `sequence` of a write's reply is an opaque token: pass it as the min_sequence of
+    Recall, Get or Related to read the write back; do not compare it across writes or read
+    a volume into it.
     """
 
     @staticmethod

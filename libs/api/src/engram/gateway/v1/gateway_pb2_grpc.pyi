@@ -34,8 +34,9 @@ class MemoryServiceStub:
     tenant over its rate limit: trailing metadata `retry-after-ms` says when to retry)
     and INTERNAL (never with a stack trace). A write's publish waits for the log's ack no
     longer than the call's deadline allows.
-    The `sequence` of a write's reply is an opaque token: pass it as Recall's min_sequence
-    to read the write back; do not compare it across writes or read a volume into it.
+    The `sequence` of a write's reply is an opaque token: pass it as the min_sequence of
+    Recall, Get or Related to read the write back; do not compare it across writes or read
+    a volume into it.
     """
 
     @_typing.overload
@@ -75,7 +76,11 @@ class MemoryServiceStub:
     for a turn, or the gateway its most in all; retry after `retry-after-ms`).
     """
     Get: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.GetRequest, _gateway_pb2.GetResponse]
-    """Codes: OK, INVALID_ARGUMENT (id), NOT_FOUND, UNAVAILABLE."""
+    """With min_sequence (a write's reply `sequence`) it first waits, as Recall does, until
+    that write is applied, so a memory just stored is found.
+    Codes: OK, INVALID_ARGUMENT (id, min_sequence beyond the tenant's newest write),
+    NOT_FOUND, UNAVAILABLE, DEADLINE_EXCEEDED (min_sequence not reached in time).
+    """
     Update: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.UpdateRequest, _gateway_pb2.UpdateResponse]
     """Merges the masked fields into the stored memory and publishes the update.
     Codes: OK, INVALID_ARGUMENT (field named), NOT_FOUND, UNAVAILABLE, DEADLINE_EXCEEDED.
@@ -88,13 +93,15 @@ class MemoryServiceStub:
     DEADLINE_EXCEEDED.
     """
     Related: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.RelatedRequest, _gateway_pb2.RelatedResponse]
-    """Memories reachable from one memory over typed relations.
-    Codes: OK, INVALID_ARGUMENT (depth, types, limit), NOT_FOUND, UNAVAILABLE.
+    """Memories reachable from one memory over typed relations; min_sequence waits as Get's.
+    Codes: OK, INVALID_ARGUMENT (depth, types, limit, min_sequence), NOT_FOUND,
+    UNAVAILABLE, DEADLINE_EXCEEDED (min_sequence not reached in time).
     """
     List: _grpc.UnaryStreamMultiCallable[_gateway_pb2.ListRequest, _gateway_pb2.ListResponse]
     """The caller's tenant's memories that pass the filters (as Recall's; archived ones only
-    with include_archived), every field, in the vector store's scan order: stable (writes
-    never move a memory), not creation order. One message per page of at most page_size
+    with include_archived), every field, in the vector store's scan order (by point id, a
+    hash of tenant and id): stable (writes never move a memory), neither creation nor log
+    sequence order. One message per page of at most page_size
     memories (a filtered page may hold fewer); each message's `cursor` resumes the listing
     after it (pass it back as `cursor`), and the last message's is "". A memory stored
     while a listing runs may or may not be in it. With include_relations each message carries
@@ -131,8 +138,9 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     tenant over its rate limit: trailing metadata `retry-after-ms` says when to retry)
     and INTERNAL (never with a stack trace). A write's publish waits for the log's ack no
     longer than the call's deadline allows.
-    The `sequence` of a write's reply is an opaque token: pass it as Recall's min_sequence
-    to read the write back; do not compare it across writes or read a volume into it.
+    The `sequence` of a write's reply is an opaque token: pass it as the min_sequence of
+    Recall, Get or Related to read the write back; do not compare it across writes or read
+    a volume into it.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -169,7 +177,11 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     for a turn, or the gateway its most in all; retry after `retry-after-ms`).
     """
     Get: _aio.UnaryUnaryMultiCallable[_gateway_pb2.GetRequest, _gateway_pb2.GetResponse]  # type: ignore[assignment]
-    """Codes: OK, INVALID_ARGUMENT (id), NOT_FOUND, UNAVAILABLE."""
+    """With min_sequence (a write's reply `sequence`) it first waits, as Recall does, until
+    that write is applied, so a memory just stored is found.
+    Codes: OK, INVALID_ARGUMENT (id, min_sequence beyond the tenant's newest write),
+    NOT_FOUND, UNAVAILABLE, DEADLINE_EXCEEDED (min_sequence not reached in time).
+    """
     Update: _aio.UnaryUnaryMultiCallable[_gateway_pb2.UpdateRequest, _gateway_pb2.UpdateResponse]  # type: ignore[assignment]
     """Merges the masked fields into the stored memory and publishes the update.
     Codes: OK, INVALID_ARGUMENT (field named), NOT_FOUND, UNAVAILABLE, DEADLINE_EXCEEDED.
@@ -182,13 +194,15 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     DEADLINE_EXCEEDED.
     """
     Related: _aio.UnaryUnaryMultiCallable[_gateway_pb2.RelatedRequest, _gateway_pb2.RelatedResponse]  # type: ignore[assignment]
-    """Memories reachable from one memory over typed relations.
-    Codes: OK, INVALID_ARGUMENT (depth, types, limit), NOT_FOUND, UNAVAILABLE.
+    """Memories reachable from one memory over typed relations; min_sequence waits as Get's.
+    Codes: OK, INVALID_ARGUMENT (depth, types, limit, min_sequence), NOT_FOUND,
+    UNAVAILABLE, DEADLINE_EXCEEDED (min_sequence not reached in time).
     """
     List: _aio.UnaryStreamMultiCallable[_gateway_pb2.ListRequest, _gateway_pb2.ListResponse]  # type: ignore[assignment]
     """The caller's tenant's memories that pass the filters (as Recall's; archived ones only
-    with include_archived), every field, in the vector store's scan order: stable (writes
-    never move a memory), not creation order. One message per page of at most page_size
+    with include_archived), every field, in the vector store's scan order (by point id, a
+    hash of tenant and id): stable (writes never move a memory), neither creation nor log
+    sequence order. One message per page of at most page_size
     memories (a filtered page may hold fewer); each message's `cursor` resumes the listing
     after it (pass it back as `cursor`), and the last message's is "". A memory stored
     while a listing runs may or may not be in it. With include_relations each message carries
@@ -224,8 +238,9 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     tenant over its rate limit: trailing metadata `retry-after-ms` says when to retry)
     and INTERNAL (never with a stack trace). A write's publish waits for the log's ack no
     longer than the call's deadline allows.
-    The `sequence` of a write's reply is an opaque token: pass it as Recall's min_sequence
-    to read the write back; do not compare it across writes or read a volume into it.
+    The `sequence` of a write's reply is an opaque token: pass it as the min_sequence of
+    Recall, Get or Related to read the write back; do not compare it across writes or read
+    a volume into it.
     """
 
     @_abc_1.abstractmethod
@@ -290,7 +305,11 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _gateway_pb2.GetRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.GetResponse, _abc.Awaitable[_gateway_pb2.GetResponse]]:
-        """Codes: OK, INVALID_ARGUMENT (id), NOT_FOUND, UNAVAILABLE."""
+        """With min_sequence (a write's reply `sequence`) it first waits, as Recall does, until
+        that write is applied, so a memory just stored is found.
+        Codes: OK, INVALID_ARGUMENT (id, min_sequence beyond the tenant's newest write),
+        NOT_FOUND, UNAVAILABLE, DEADLINE_EXCEEDED (min_sequence not reached in time).
+        """
 
     @_abc_1.abstractmethod
     def Update(
@@ -327,8 +346,9 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _gateway_pb2.RelatedRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.RelatedResponse, _abc.Awaitable[_gateway_pb2.RelatedResponse]]:
-        """Memories reachable from one memory over typed relations.
-        Codes: OK, INVALID_ARGUMENT (depth, types, limit), NOT_FOUND, UNAVAILABLE.
+        """Memories reachable from one memory over typed relations; min_sequence waits as Get's.
+        Codes: OK, INVALID_ARGUMENT (depth, types, limit, min_sequence), NOT_FOUND,
+        UNAVAILABLE, DEADLINE_EXCEEDED (min_sequence not reached in time).
         """
 
     @_abc_1.abstractmethod
@@ -338,8 +358,9 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_gateway_pb2.ListResponse], _abc.AsyncIterator[_gateway_pb2.ListResponse]]:
         """The caller's tenant's memories that pass the filters (as Recall's; archived ones only
-        with include_archived), every field, in the vector store's scan order: stable (writes
-        never move a memory), not creation order. One message per page of at most page_size
+        with include_archived), every field, in the vector store's scan order (by point id, a
+        hash of tenant and id): stable (writes never move a memory), neither creation nor log
+        sequence order. One message per page of at most page_size
         memories (a filtered page may hold fewer); each message's `cursor` resumes the listing
         after it (pass it back as `cursor`), and the last message's is "". A memory stored
         while a listing runs may or may not be in it. With include_relations each message carries
