@@ -143,8 +143,8 @@ class NullLog:
     async def last_sequence(self) -> int:
         return 0
 
-    async def tenant_decided(self, tenant: str, after: int, until: int) -> bool:
-        return True
+    async def tenant_decided_through(self, tenant: str, after: int, until: int) -> int:
+        return until
 
     async def tenant_last_sequence(self, tenant: str) -> int:
         return 0
