@@ -6,7 +6,8 @@ is asked through Recall (default settings, limit 20) in four modes side by side:
 alone, vector alone, the default hybrid and hybrid_graph (hybrid + personalised PageRank).
 Results map back to turns through the memory's ``dia_id`` metadata. Prints a table per
 mode and category, writes bench/results/quality-*.json and ends with the summary line of
-the default hybrid.
+the default hybrid. The stack runs the ``conversation`` profile (LoCoMo is chat turns)
+unless ``--profile`` names another.
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ from bench.common import (
     auth,
     model_path,
     new_home,
+    profile_env,
     start_bench_stack,
     wait_watermark,
 )
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from engram_core.profiles import CONVERSATION, PROFILES
 from engram_embed.paths import MODEL_NAME, MODELS, RERANKER
 from engram_platform.convert import dict_to_struct, ts_to_proto
 
@@ -378,6 +381,12 @@ async def main() -> int:
         action="store_true",
         help=f"add {RERANK_MODE}: the gateway's local cross-encoder (make models builds it)",
     )
+    parser.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default=CONVERSATION,
+        help="the profile the whole stack runs (default: conversation, for chat turns)",
+    )
     args = parser.parse_args()
     run_started = time.perf_counter()
     modes = [*MODES, RERANK_MODE] if args.rerank else list(MODES)
@@ -392,7 +401,7 @@ async def main() -> int:
     home = new_home("quality-")
     tokens = ";".join(f"{c.token}={c.sample_id}:read+write" for c in conversations)
     print(f"starting the stack in {home} with {args.embed_model} ...", flush=True)
-    env = {"ENGRAM_GATEWAY_TOKENS": tokens}
+    env = {"ENGRAM_GATEWAY_TOKENS": tokens, **profile_env(args.profile)}
     if args.rerank:  # the reranker's workers are shared: under four clients reranks queue
         env |= {
             "ENGRAM_GATEWAY_RERANKER__BACKEND": "local",
@@ -452,6 +461,7 @@ async def main() -> int:
                 "limit": LIMIT,
                 "clients": args.clients,
                 "embed_model": args.embed_model,
+                "profile": args.profile,
                 "counts": counts,
                 "seconds": {"ingest": ingest_s, "recall": ask_s, "total": total_s},
                 "modes": report,
