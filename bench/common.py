@@ -49,6 +49,17 @@ def new_home(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix, dir=RESULTS))
 
 
+def profile_env(profile: str) -> dict[str, str]:
+    """The stack's settings for running ``profile`` throughout: recall, scoring and the
+    entity extraction of ingest and consolidate (engram_core.profiles)."""
+    return {
+        "ENGRAM_GATEWAY_PROFILE": profile,
+        "ENGRAM_SCORING_PROFILE": profile,
+        "ENGRAM_INGEST_ENTITIES__PROFILE": profile,
+        "ENGRAM_CONSOLIDATE_ENTITIES__PROFILE": profile,
+    }
+
+
 def start_bench_stack(
     home: Path, model_dir: Path, extra_env: Mapping[str, str] | None = None
 ) -> DevStack:

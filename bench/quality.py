@@ -6,7 +6,9 @@ is asked through Recall (default settings, limit 20) in four modes side by side:
 alone, vector alone, the default hybrid and hybrid_graph (hybrid + personalised PageRank);
 ``--modes`` asks fewer (hybrid always). Results map back to turns through the memory's
 ``dia_id`` metadata. Prints a table per mode and category, writes
-bench/results/quality-*.json and ends with the summary line of the default hybrid.
+bench/results/quality-*.json and ends with the summary line of the default hybrid. The
+stack runs the ``conversation`` profile (LoCoMo is chat turns) unless ``--profile`` names
+another.
 
 ``--storage`` says how the turns are written down: ``tagged`` (a ``speaker:<name>`` tag on
 each turn) or ``flat`` (no speaker tag). Either way every turn of a session carries the
@@ -39,11 +41,13 @@ from bench.common import (
     auth,
     model_path,
     new_home,
+    profile_env,
     start_bench_stack,
     wait_watermark,
 )
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from engram_core.profiles import CONVERSATION, PROFILES
 from engram_embed.paths import MODEL_NAME, MODELS, RERANKER
 from engram_platform.convert import dict_to_struct, ts_to_proto
 
@@ -407,6 +411,12 @@ async def main() -> int:
         default=",".join(MODES),
         help=f"comma-separated, of {', '.join(MODES)} (the summary line is {DEFAULT_MODE}'s)",
     )
+    parser.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default=CONVERSATION,
+        help="the profile the whole stack runs (default: conversation, for chat turns)",
+    )
     args = parser.parse_args()
     run_started = time.perf_counter()
     modes = [m for m in args.modes.split(",") if m]
@@ -424,7 +434,7 @@ async def main() -> int:
     home = new_home("quality-")
     tokens = ";".join(f"{c.token}={c.sample_id}:read+write" for c in conversations)
     print(f"starting the stack in {home} with {args.embed_model} ...", flush=True)
-    env = {"ENGRAM_GATEWAY_TOKENS": tokens}
+    env = {"ENGRAM_GATEWAY_TOKENS": tokens, **profile_env(args.profile)}
     if args.rerank:  # the reranker's workers are shared: under four clients reranks queue
         env |= {
             "ENGRAM_GATEWAY_RERANKER__BACKEND": "local",
@@ -486,6 +496,7 @@ async def main() -> int:
                 "limit": LIMIT,
                 "clients": args.clients,
                 "embed_model": args.embed_model,
+                "profile": args.profile,
                 "storage": args.storage,
                 "counts": counts,
                 "seconds": {"ingest": ingest_s, "recall": ask_s, "total": total_s},
@@ -508,7 +519,8 @@ async def main() -> int:
     hybrid = report[DEFAULT_MODE]["overall"]
     print(
         f"quality turn_r@10={hybrid['r@10']:.3f} session_r@{SESSION_K}="
-        f"{hybrid[f's_r@{SESSION_K}']:.3f} questions={len(questions)} storage={args.storage}"
+        f"{hybrid[f's_r@{SESSION_K}']:.3f} questions={len(questions)} "
+        f"profile={args.profile} storage={args.storage}"
     )
     return 1 if failed else 0
 

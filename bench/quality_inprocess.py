@@ -3,10 +3,14 @@
 The embedded adapters (Qdrant Edge, tantivy, ladybug) are opened through their services'
 bootstrap, filled through the ingest worker's own Applier (so entity extraction and
 embedding are the real ones), and queried through the gateway's own Reader with the
-gateway's and the scoring service's default settings. Only the transport is missing, so
-the figures match `make bench-quality` while one run takes about a minute, not five.
+gateway's and the scoring service's default settings, in the ``conversation`` profile
+throughout as `make bench-quality` runs it (``--profile`` names another). Only the
+transport is missing, so the figures match `make bench-quality` while one run takes about
+a minute, not five.
 
-The filled stores are kept under bench/results/inproc-store-<model> (git-ignored) and reused
+The filled stores are kept under
+bench/results/inproc-store-<model>[-<variant>][-<profile>][-flat] (git-ignored; the
+profile's entity rules decide the stores' entity tags) and reused
 until ``--rebuild`` (needed after a change to what the stores index); query embeddings are
 kept in a file cache beside them. Settings come from the environment exactly as the
 services read them (``ENGRAM_SCORING_WEIGHTS__GRAPH=0.1 python -m bench.quality_inprocess``).
@@ -14,7 +18,7 @@ services read them (``ENGRAM_SCORING_WEIGHTS__GRAPH=0.1 python -m bench.quality_
     uv run python -m bench.quality_inprocess [--modes bm25,vector,hybrid,hybrid_graph,hybrid_rerank]
         [--rebuild]
         [--embed-model all-MiniLM-L6-v2]
-        [--fleet | --interleaved] [--scoped] [--storage tagged|flat]
+        [--fleet | --interleaved] [--scoped] [--profile default] [--storage tagged|flat]
 
 ``--fleet`` stores the six conversations in one tenant at once, as a fleet of agents writing
 side by side (`interleaved`), and asks each question of the whole tenant; a result counts
@@ -57,9 +61,11 @@ from bench.quality import (
     table,
 )
 from engram_core import validation as v
+from engram_core.entities import builtin_rules
 from engram_core.ids import new_id
 from engram_core.log_events import MemoryWritten
 from engram_core.model import Memory
+from engram_core.profiles import CONVERSATION, PROFILES, profile_named
 from engram_core.scoring import Fusion
 from engram_embed.factory import EmbedSettings, make_embedder
 from engram_embed.paths import MODEL_NAME, MODELS
@@ -140,8 +146,8 @@ class NullLog:
     async def last_sequence(self) -> int:
         return 0
 
-    async def tenant_decided(self, tenant: str, after: int, until: int) -> bool:
-        return True
+    async def tenant_decided_through(self, tenant: str, after: int, until: int) -> int:
+        return until
 
     async def tenant_last_sequence(self, tenant: str) -> int:
         return 0
@@ -219,6 +225,7 @@ async def fill(
     conversations: Sequence[Conversation],
     embed: EmbedSettings,
     tenant: str = "",
+    profile: str = CONVERSATION,
     storage: str = "tagged",
 ) -> None:
     """Every turn through the gateway's validation and the ingest worker's Applier, into
@@ -228,6 +235,7 @@ async def fill(
         services["vector"],
         services["lexical"],
         services["graph"],
+        entity_rules=builtin_rules(profile_named(profile)),
     )
     limits = GatewaySettings().limits()
     now = datetime.now(UTC)
@@ -254,16 +262,18 @@ async def fill(
         print(f"  filled {conv.sample_id}: {len(events)} turns", flush=True)
 
 
-def build_reader(services: dict[str, Any], rerank: bool = False) -> Any:
+def build_reader(
+    services: dict[str, Any], rerank: bool = False, profile: str = CONVERSATION
+) -> Any:
     backends = gateway_bootstrap.Backends(
         vector=NoTimeout(services["vector"]),
         lexical=NoTimeout(services["lexical"]),
         graph=NoTimeout(services["graph"]),
-        ranker=LocalRanker(scoring_bootstrap.build_ranker(ScoringSettings())),
+        ranker=LocalRanker(scoring_bootstrap.build_ranker(ScoringSettings(profile=profile))),
     )
     # The local cross-encoder loads only when a mode asks for it (env settings still apply).
     reranker: dict[str, Any] = {"reranker": {"backend": "local"}} if rerank else {}
-    settings = GatewaySettings(recall_cache_ttl_s=0, **reranker)
+    settings = GatewaySettings(recall_cache_ttl_s=0, profile=profile, **reranker)
     gateway = gateway_bootstrap.build_gateway(settings, backends, NullLog(), MemoryCache(1000))  # type: ignore[arg-type]
     return gateway.reader
 
@@ -335,14 +345,22 @@ async def main() -> int:
     )
     parser.add_argument("--scoped", action="store_true", help="ask with the conversation's tag")
     parser.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default=CONVERSATION,
+        help="the profile of ingest, recall and scoring (default: conversation, for chat turns)",
+    )
+    parser.add_argument(
         "--storage", choices=STORAGES, default="tagged", help="speaker tags on the turns or none"
     )
     args = parser.parse_args()
     if args.fleet and args.interleaved:
         parser.error("--fleet already interleaves; give one of them")
     variant = FLEET if args.fleet else "interleaved" if args.interleaved else ""
-    stored = "-".join(v for v in (variant, "" if args.storage == "tagged" else args.storage) if v)
-    store = store_dir(args.embed_model, stored)
+    # Stores of their own for what changes what is stored: the corpus, the profile, storage.
+    profile = "" if args.profile == CONVERSATION else args.profile
+    storage = "" if args.storage == "tagged" else args.storage
+    store = store_dir(args.embed_model, "-".join(filter(None, [variant, profile, storage])))
     modes = [m for m in args.modes.split(",") if m]
     if unknown := sorted(set(modes) - set(MODE_OF)):
         parser.error(f"unknown modes {unknown}; known: {', '.join(MODE_OF)}")
@@ -361,9 +379,10 @@ async def main() -> int:
             print(f"filling the stores with {args.embed_model} ...", flush=True)
             embed = EmbedSettings(model_dir=model_path(args.embed_model))
             corpus = interleaved(conversations) if variant else conversations
-            await fill(services, corpus, embed, FLEET if args.fleet else "", args.storage)
+            tenant = FLEET if args.fleet else ""
+            await fill(services, corpus, embed, tenant, args.profile, args.storage)
             marker.write_text(datetime.now(UTC).isoformat())
-        reader = build_reader(services, rerank=RERANK_MODE in modes)
+        reader = build_reader(services, rerank=RERANK_MODE in modes, profile=args.profile)
         fusion = Fusion(args.fusion) if args.fusion else None
         answers, raw = await ask_all(reader, questions, modes, fusion, args.fleet, args.scoped)
     finally:

@@ -89,6 +89,11 @@ def _recall_parser(sub: Any) -> None:
     )
     r.add_argument("--token-budget", type=int, default=0, help="pack results into `context`")
     r.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None)
+    r.add_argument(
+        "--profile",
+        default="",
+        help="default or conversation (chat turns); unset: the tenant's or the gateway's",
+    )
     r.add_argument("--min-sequence", type=int, default=0)
     r.add_argument(
         "--request",

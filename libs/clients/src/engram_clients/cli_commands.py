@@ -71,6 +71,7 @@ def recall_fields(args: argparse.Namespace) -> dict[str, Any]:
         "token_budget": args.token_budget or None,
         "rerank": args.rerank,
         "min_sequence": args.min_sequence or None,
+        "profile": args.profile or None,
     }
     fields.update({k: v for k, v in flags.items() if v is not None})
     return fields

@@ -221,6 +221,7 @@ def test_recall_flags_and_request_json_make_one_request(
         "--mode": "hybrid_graph",
         "--time": "last 7 days",
         "--token-budget": "200",
+        "--profile": "conversation",
         "--request": more,
     }
     tags = ["--tag", "project:atlas", "--tag", "team:db"]
@@ -234,6 +235,7 @@ def test_recall_flags_and_request_json_make_one_request(
     assert (list(sent.exclude_tags), list(sent.types)) == (["draft"], ["Decision"])
     assert sent.mode == gateway_pb2.RECALL_MODE_HYBRID_GRAPH
     assert (sent.time_query, sent.token_budget) == ("last 7 days", 200)
+    assert sent.profile == "conversation"
     assert sent.HasField("rerank")
     assert sent.rerank
     assert sent.expansion.relations
@@ -262,6 +264,7 @@ def test_recall_leaves_unset_what_no_flag_sets(gateway: tuple[str, Gateway]) -> 
     assert sent.mode == gateway_pb2.RECALL_MODE_UNSPECIFIED
     assert not sent.HasField("rerank")  # the server's setting decides
     assert (sent.limit, sent.time_query, sent.token_budget) == (5, "", 0)
+    assert sent.profile == ""  # the tenant's or the gateway's
 
 
 def test_request_json_sets_the_limit_when_no_flag_does(gateway: tuple[str, Gateway]) -> None:

@@ -23,7 +23,7 @@ from engram_core.lexicon import (
     parse_lexicon,
     shipped_text,
 )
-from engram_core.profiles import CONVERSATION, profile_named
+from engram_core.profiles import DEFAULT, profile_named
 from engram_platform.settings import ProfileName
 
 
@@ -33,10 +33,10 @@ class EntitySettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     profile: ProfileName = Field(
-        CONVERSATION,
-        description="Profile whose extraction rules apply: conversation (speaker prefixes "
-        "name people; chat-topic concepts) or default (recommended for data that is not chat "
-        "turns). Changing it changes the entity tags of memories written afterwards.",
+        DEFAULT,
+        description="Profile whose extraction rules apply: default, or conversation for chat "
+        "turns (speaker prefixes name people; chat-topic concepts). Changing it changes the "
+        "entity tags of memories written afterwards.",
     )
     lexicon_dir: Path | None = Field(
         None,

@@ -31,8 +31,9 @@ def test_a_file_in_the_directory_replaces_the_shipped_one_of_its_name(tmp_path: 
 
 def test_the_profile_picks_the_concepts_and_the_speaker_rule() -> None:
     text = "Caroline: the adoption agency called"
-    assert keys(text, EntitySettings()) == {"people:caroline", "concepts:adoption"}
-    assert keys(text, EntitySettings(profile="default")) == set()
+    chat = {"people:caroline", "concepts:adoption"}
+    assert keys(text, EntitySettings(profile="conversation")) == chat
+    assert keys(text, EntitySettings(profile="default")) == keys(text, EntitySettings()) == set()
 
 
 def test_a_bad_line_fails_naming_the_file_and_line(tmp_path: Path) -> None:

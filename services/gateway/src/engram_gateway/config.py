@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from engram_core import profiles
 from engram_core.limits import MAX_CONTENT_BYTES, MAX_METADATA_BYTES
 from engram_core.validation import Limits
 from engram_gateway.recall_settings import (
@@ -30,6 +31,7 @@ from engram_platform.settings import (
     CacheSettings,
     ClientTlsSettings,
     NatsSettings,
+    ProfileName,
     ServiceSettings,
 )
 
@@ -193,6 +195,17 @@ class Settings(ServiceSettings):
     default_limit: int = Field(10, ge=1, le=100, description="Recall results when limit is 0.")
     default_timezone: str = Field(
         "", description="IANA zone (or ±hh:mm) for a time_query whose request names none; '' = UTC."
+    )
+
+    profile: ProfileName = Field(
+        profiles.DEFAULT,
+        description="Recall profile when neither the request nor tenant_profiles names one: "
+        "default, or conversation for chat turns (engram_core.profiles).",
+    )
+    tenant_profiles: dict[str, ProfileName] = Field(
+        default_factory=dict,
+        description='Recall profile per tenant, a JSON object {"tenant": "profile"}; '
+        "a request's profile wins over it.",
     )
 
     # The recall's steps, one nested model each (recall_settings.py).

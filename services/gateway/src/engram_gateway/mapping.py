@@ -19,7 +19,6 @@ from engram_core.log_events import (
     TenantErased,
 )
 from engram_core.model import Memory
-from engram_core.profiles import profile_named
 from engram_core.scoring import Candidate, Fusion, ScoredCandidate, StreamScore
 from engram_core.state import StateMode
 from engram_core.validation import Limits, MemoryInput, RawTimestamp
@@ -150,21 +149,11 @@ def list_page_to_proto(page: ListPage) -> gateway_pb2.ListResponse:
     )
 
 
-def profile_from_proto(name: str) -> str:
-    """A request's profile name, checked; "" = the deployment's default."""
-    if name:
-        profile_named(name)
-    return name
-
-
 def recall_request_from_proto(p: gateway_pb2.RecallRequest) -> RecallRequest:
     if p.tag_mode not in _TAG_MODES:
         raise InvalidArgument("tag_mode", f"unknown tag mode {p.tag_mode}")
     if p.tag_match not in _TAG_MATCHES:
         raise InvalidArgument("tag_match", f"unknown tag match {p.tag_match}")
-    # Refused here, before any stream runs; the recall stages read the name from the
-    # request once they run per profile.
-    profile_from_proto(p.profile)
     return RecallRequest(
         query=p.query,
         limit=p.limit,
@@ -207,6 +196,7 @@ def recall_request_from_proto(p: gateway_pb2.RecallRequest) -> RecallRequest:
         focus=focus_from_proto(p.focus),
         recency_bias=recency_bias_from_proto(p.recency_bias),
         embedding=tuple(p.embedding),
+        profile=p.profile,
     )
 
 

@@ -6,6 +6,8 @@ does, so ``as_config`` builds it; only the values held in another form are given
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from engram_core.validation import Limits
 from engram_gateway.config import Settings
 from engram_gateway.recall_settings import Budget as BudgetSettings
@@ -32,6 +34,8 @@ def read_config(settings: Settings, limits: Limits) -> ReadConfig:
         tag_pool_factor=streams.tag_pool_factor,
         hybrid_graph_stream=streams.hybrid_graph_stream,
         dense_without_people=streams.dense_without_people,
+        profile=s.profile,
+        tenant_profiles=MappingProxyType(dict(s.tenant_profiles)),
         vector_budget=budget(streams.vector_budget),
         lexical_budget=budget(streams.lexical_budget),
         graph_budget=budget(streams.graph_budget),

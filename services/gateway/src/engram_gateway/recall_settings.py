@@ -61,7 +61,9 @@ class StreamsSettings(BaseModel):
         "and fusion=rrf always search it.",
     )
     dense_without_people: bool = Field(
-        True, description="Leave the people a query names out of the text the vector embeds."
+        True,
+        description="Leave the people a query names out of the text the vector embeds, "
+        "for a profile that drops them (conversation).",
     )
     vector_budget: Budget = Field(
         default_factory=Budget, description="Vector search share of the deadline."

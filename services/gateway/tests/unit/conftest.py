@@ -21,7 +21,7 @@ from engram_core.errors import InvalidArgument, Unavailable
 from engram_core.filters import matches
 from engram_core.model import Entity, Filter, Hit, Memory, RelatedHit, Relation, ScanPage
 from engram_core.ordering import Sort, best
-from engram_core.profiles import CONVERSATION, profile_named
+from engram_core.profiles import DEFAULT, profile_named
 from engram_core.tags import tag_prefixes
 from engram_gateway import server
 from engram_gateway.auth import Authenticator
@@ -295,7 +295,7 @@ class FakeRanker:
         self.fail: Exception | None = None
         self.calls: list[dict[str, Any]] = []
         # The scoring service's default (its settings' profile); the ranker contract checks.
-        self.default_profile = CONVERSATION
+        self.default_profile = DEFAULT
 
     async def rank(
         self,

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from engram_core import validation as v
+from engram_core.entities import conversation_rules
 from engram_core.errors import InvalidArgument
 from engram_core.model import Hit, Memory
 from engram_core.ordering import Sort
@@ -26,6 +27,9 @@ from engram_gateway.service.trending import check_sort, is_trending, scored
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
+CHAT = conversation_rules()  # the profile that reads speaker names
+
+
 def _m(id_: str, content: str = "x", **kw: Any) -> Memory:
     return Memory(id=id_, tenant="t", content=content, **kw)
 
@@ -34,14 +38,14 @@ def _m(id_: str, content: str = "x", **kw: Any) -> Memory:
 
 
 def test_coordinated_names_give_one_question_each() -> None:
-    assert decompose("Did Jon and Gina both participate in dance competitions?") == [
+    assert decompose("Did Jon and Gina both participate in dance competitions?", CHAT) == [
         "Did Jon participate in dance competitions?",
         "Did Gina participate in dance competitions?",
     ]
 
 
 def test_a_list_of_three_names_and_a_possessive() -> None:
-    parts = decompose("What do Anna, Boris and Chiara's gardens grow?")
+    parts = decompose("What do Anna, Boris and Chiara's gardens grow?", CHAT)
     assert parts == [
         "What do Anna's gardens grow?",
         "What do Boris's gardens grow?",
@@ -50,21 +54,27 @@ def test_a_list_of_three_names_and_a_possessive() -> None:
 
 
 def test_a_comparison_gives_name_and_topic() -> None:
-    assert decompose("Which is faster, Postgres or MySQL?") == ["Postgres faster", "MySQL faster"]
-    assert decompose("Redis vs Memcached for caching") == ["Redis caching", "Memcached caching"]
+    assert decompose("Which is faster, Postgres or MySQL?", CHAT) == [
+        "Postgres faster",
+        "MySQL faster",
+    ]
+    assert decompose("Redis vs Memcached for caching", CHAT) == [
+        "Redis caching",
+        "Memcached caching",
+    ]
 
 
 def test_an_exception_splits_and_keeps_the_person() -> None:
-    parts = decompose("What worries Andrew besides not being able to hike often?")
+    parts = decompose("What worries Andrew besides not being able to hike often?", CHAT)
     assert parts == ["What worries Andrew", "Andrew not being able to hike often"]
 
 
 def test_separate_questions_and_clauses_split() -> None:
-    assert decompose("Where did Sarah go last week? What did Tom buy there?") == [
+    assert decompose("Where did Sarah go last week? What did Tom buy there?", CHAT) == [
         "Where did Sarah go last week",
         "What did Tom buy there?",
     ]
-    assert decompose("When did Melanie paint a sunrise and what did Caroline research?") == [
+    assert decompose("When did Melanie paint a sunrise and what did Caroline research?", CHAT) == [
         "When did Melanie paint a sunrise",
         "what did Caroline research?",
     ]
@@ -72,7 +82,7 @@ def test_separate_questions_and_clauses_split() -> None:
 
 def test_two_people_without_a_coordination_stay_one_question() -> None:
     # The answer is one memory between the two; halves would bring each one's other turns.
-    assert decompose("What did Caroline tell Melanie about the adoption agency?") == []
+    assert decompose("What did Caroline tell Melanie about the adoption agency?", CHAT) == []
 
 
 @pytest.mark.parametrize(
@@ -80,13 +90,13 @@ def test_two_people_without_a_coordination_stay_one_question() -> None:
     ["What items does John collect?", "deploy pipeline failures", "Who is Anthony?", ""],
 )
 def test_a_simple_question_is_not_split(question: str) -> None:
-    assert decompose(question) == []
+    assert decompose(question, CHAT) == []
 
 
 async def test_the_decomposer_caps_its_parts() -> None:
     question = "Did Anna, Boris, Chiara, Dmitri and Emil go hiking?"
-    assert len(await RuleDecomposer(max_parts=2).decompose(question)) == 2
-    assert len(await RuleDecomposer().decompose(question)) == 4
+    assert len(await RuleDecomposer(max_parts=2).decompose(question, CHAT)) == 2
+    assert len(await RuleDecomposer().decompose(question, CHAT)) == 4
 
 
 # --- multi-query ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import grpc
 import pytest
 
 from engram.gateway.v1 import gateway_pb2
+from engram_core.entities import EntityRules
 from engram_core.errors import InvalidArgument
 from engram_core.ordering import Sort
 from engram_gateway.service.ports import RecallResult
@@ -144,7 +145,7 @@ async def test_decompose_defaults_to_the_setting(new_harness: Any) -> None:
 
 async def test_a_failing_decomposer_leaves_the_question(harness: Any) -> None:
     class Broken:
-        async def decompose(self, query: str) -> list[str]:
+        async def decompose(self, query: str, rules: EntityRules) -> list[str]:
             raise TimeoutError("model did not answer")
 
     h = harness

@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from engram.gateway.v1 import gateway_pb2
+from engram_core.entities import conversation_rules
 from engram_core.model import Filter, Memory
 from engram_core.scoring import Candidate
 from engram_gateway.service import reads
@@ -40,17 +41,20 @@ def c(id: str, at: datetime = T0) -> Candidate:
 # --- dense query ------------------------------------------------------------------------
 
 
+CHAT = conversation_rules()  # the profile that reads speaker names
+
+
 def test_dense_query_leaves_out_the_people_named() -> None:
-    assert dense_query("What did Caroline research?") == "What did research?"
-    assert dense_query("What is Caroline's identity?") == "What is identity?"
-    assert dense_query("How do Jon and Gina both like to destress?") == (
+    assert dense_query("What did Caroline research?", CHAT) == "What did research?"
+    assert dense_query("What is Caroline's identity?", CHAT) == "What is identity?"
+    assert dense_query("How do Jon and Gina both like to destress?", CHAT) == (
         "How do and both like to destress?"
     )
 
 
 def test_dense_query_keeps_a_query_without_people_or_with_nothing_else() -> None:
-    assert dense_query("kubernetes deploy failures") == "kubernetes deploy failures"
-    assert dense_query("Caroline Smith") == "Caroline Smith"
+    assert dense_query("kubernetes deploy failures", CHAT) == "kubernetes deploy failures"
+    assert dense_query("Caroline Smith", CHAT) == "Caroline Smith"
 
 
 # --- windows ----------------------------------------------------------------------------
@@ -166,7 +170,8 @@ async def test_the_turn_after_a_matching_question_is_found(client: Any) -> None:
     seed(h)
     h.vector.whole_windows = True
     reply = await client.stub.Recall(
-        gateway_pb2.RecallRequest(query="what did Caroline paint", limit=3), metadata=client.auth()
+        gateway_pb2.RecallRequest(query="what did Caroline paint", limit=3, profile="conversation"),
+        metadata=client.auth(),
     )
     ids = [r.memory.id for r in reply.results]
     assert A in ids
@@ -183,6 +188,21 @@ async def test_the_turn_after_a_matching_question_is_found(client: Any) -> None:
     assert any(op == "search" and arg[0] == "what did paint" for op, arg in h.vector.calls)
 
 
+async def test_the_default_profile_reads_no_timeline_and_embeds_the_names(client: Any) -> None:
+    h = client.harness
+    seed(h)
+    h.vector.whole_windows = True
+    reply = await client.stub.Recall(
+        gateway_pb2.RecallRequest(query="what did Caroline paint", limit=3, profile="default"),
+        metadata=client.auth(),
+    )
+    assert A not in [r.memory.id for r in reply.results]  # only its neighbour would find it
+    assert [op for op, _ in h.vector.calls] == ["search"]
+    assert [arg[0] for _, arg in h.vector.calls] == ["what did Caroline paint"]
+    assert h.ranker.calls[-1]["profile"] == "default"
+    assert all(r.components["context"] == 0 for r in reply.results)
+
+
 def _search_many_windows(h: Any) -> list[list[tuple[datetime, datetime]]]:
     """The windows each SearchMany call read, call by call (the fake searches each filter)."""
     out: list[list[tuple[datetime, datetime]]] = []
@@ -195,7 +215,7 @@ def _search_many_windows(h: Any) -> list[list[tuple[datetime, datetime]]]:
 
 
 async def test_a_full_window_is_read_again_narrower(new_harness: Any) -> None:
-    h = new_harness(context={"limit": 8})
+    h = new_harness(context={"limit": 8}, profile="conversation")
     seed(h)
     h.vector.whole_windows = True  # a window read gives the first `limit` stored in it
     # Twenty notes in the hour before the question, stored first: the hour's read is full of
@@ -223,7 +243,7 @@ async def test_a_full_window_is_read_again_narrower(new_harness: Any) -> None:
 async def test_memories_a_full_window_shows_side_by_side_are_not_made_neighbours(
     new_harness: Any,
 ) -> None:
-    h = new_harness(context={"limit": 2})
+    h = new_harness(context={"limit": 2}, profile="conversation")
     h.vector.whole_windows = True
     minute = timedelta(minutes=1)
     far = "0190f3a4-7b1c-7d2e-8f00-0000000000c1"  # two minutes after the question
@@ -248,7 +268,7 @@ async def test_a_window_full_at_its_narrowest_is_left_out_and_the_span_says_so(
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     monkeypatch.setattr(reads, "_tracer", provider.get_tracer("test"))
-    h = new_harness(context={"limit": 2})
+    h = new_harness(context={"limit": 2}, profile="conversation")
     h.vector.whole_windows = True
     seed(h)  # the question and its answer at one instant, and another day's memory
     h.world.put(h.memory("0190f3a4-7b1c-7d2e-8f00-0000000000a3", "Brb", timestamp=T0))
@@ -283,7 +303,8 @@ async def test_a_failing_neighbour_read_degrades_only_that_step(client: Any) -> 
 
     h.vector.search = search
     reply = await client.stub.Recall(
-        gateway_pb2.RecallRequest(query="what did Caroline paint"), metadata=client.auth()
+        gateway_pb2.RecallRequest(query="what did Caroline paint", profile="conversation"),
+        metadata=client.auth(),
     )
     assert list(reply.degraded) == ["context"]
     assert {r.memory.id for r in reply.results} == {Q, OTHER}

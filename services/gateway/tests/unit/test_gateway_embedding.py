@@ -23,7 +23,8 @@ async def test_the_vector_stream_searches_by_the_sent_embedding(client: Any) -> 
     h = client.harness
     h.world.put(h.memory(_id(1), "green tea at breakfast"), h.memory(_id(2), "tea"))
     reply = await client.stub.Recall(
-        gateway_pb2.RecallRequest(query="tea", embedding=VECTOR), metadata=client.auth()
+        gateway_pb2.RecallRequest(query="tea", embedding=VECTOR, profile="conversation"),
+        metadata=client.auth(),
     )
     assert {r.memory.id for r in reply.results} == {_id(1), _id(2)}
     assert "vector" in reply.streams

@@ -78,7 +78,7 @@ async def test_an_answer_is_read_after_the_question_before_it(
     )
     h.vector.whole_windows = True  # the question is in the answer's window
     reranker = {"backend": "local", "threads": 1, "preceding_chars": preceding_chars}
-    settings = h.settings_with(recall_cache_ttl_s=0, reranker=reranker)
+    settings = h.settings_with(recall_cache_ttl_s=0, reranker=reranker, profile="conversation")
     models = build_models(settings)
     gw = build_gateway(
         settings, Backends(h.vector, h.lexical, h.graph, h.ranker), h.log, h.cache, models=models

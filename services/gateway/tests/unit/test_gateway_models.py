@@ -213,7 +213,7 @@ async def test_rerank_reads_a_memory_after_the_end_of_a_question_stored_before_i
     harness: Any,
 ) -> None:
     h = harness
-    _, reranker = _wire(h, ModelsConfig(rerank_preceding_chars=6))
+    _, reranker = _wire(h, ModelsConfig(rerank_preceding_chars=6), profile="conversation")
     h.world.memories.clear()
     # One timestamp, so the timeline is the order of the ids: A, B, C, D.
     h.world.put(
@@ -241,7 +241,8 @@ async def test_rerank_reads_a_memory_after_the_end_of_a_question_stored_before_i
 async def test_rerank_reads_no_question_a_full_window_puts_before_a_memory(
     new_harness: Any,
 ) -> None:
-    h = new_harness(context={"seeds": 0, "limit": 2})  # only the rerank reads windows
+    # Only the rerank reads windows.
+    h = new_harness(context={"seeds": 0, "limit": 2}, profile="conversation")
     _, reranker = _wire(h, ModelsConfig())
     h.vector.whole_windows = True  # a window read gives the first `limit` stored in it
     h.world.memories.clear()
@@ -265,7 +266,7 @@ async def test_rerank_reads_the_question_before_a_memory_in_its_own_thread(
     t0 = datetime(2025, 1, 1, tzinfo=UTC)
     documents: dict[str, list[str]] = {}
     for thread_by in ("", "tag:conv"):
-        h = new_harness(context={"seeds": 0, "thread": thread_by})
+        h = new_harness(context={"seeds": 0, "thread": thread_by}, profile="conversation")
         _, reranker = _wire(h, ModelsConfig())
         h.vector.whole_windows = True
         h.world.memories.clear()
@@ -292,7 +293,7 @@ async def test_rerank_without_preceding_chars_reads_no_timeline(new_harness: Any
     def windows_read(h: Any) -> int:
         return [op for op, _ in h.vector.calls].count("search_many")
 
-    with_before, alone = new_harness(), new_harness()
+    with_before, alone = new_harness(profile="conversation"), new_harness(profile="conversation")
     _, reads_before = _wire(with_before, ModelsConfig())
     _, reranker = _wire(alone, ModelsConfig(rerank_preceding_chars=0))
     _question_then_answer(with_before)
@@ -317,7 +318,8 @@ async def test_rerank_in_a_mode_without_vectors_reads_each_memory_alone(harness:
 
 async def test_a_failed_timeline_read_reranks_each_memory_alone(harness: Any) -> None:
     h = harness
-    _, reranker = _wire(h, ModelsConfig(), context={"seeds": 0})  # only the rerank reads windows
+    # Only the rerank reads windows.
+    _, reranker = _wire(h, ModelsConfig(), context={"seeds": 0}, profile="conversation")
     _question_then_answer(h)
     plain = h.vector.search_many
 
@@ -336,7 +338,7 @@ async def test_a_failed_timeline_read_reranks_each_memory_alone(harness: Any) ->
 async def test_rerank_reads_the_windows_of_a_long_head_in_calls_the_store_takes(
     new_harness: Any,
 ) -> None:
-    h = new_harness(context={"seeds": 0})  # only the rerank reads windows
+    h = new_harness(context={"seeds": 0}, profile="conversation")  # only the rerank reads windows
     _, reranker = _wire(h, ModelsConfig(rerank_top_n=40))
     h.vector.whole_windows = True
     h.world.memories.clear()  # not _wire's three

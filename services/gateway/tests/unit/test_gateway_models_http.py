@@ -15,6 +15,7 @@ import grpc
 import pytest
 
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from engram_core.entities import EntityRules, conversation_rules
 from engram_core.errors import Unavailable
 from engram_gateway import server as gateway_server
 from engram_gateway.adapters.openai_models import (
@@ -248,7 +249,7 @@ async def test_decomposer_reads_a_json_list(
     server.replies[CHAT] = chat(content)
     dec = ChatDecomposer(ChatModel(endpoint(server, CHAT), "m", 64), max_queries=3)
     try:
-        assert await dec.decompose("Did Sarah and Jon both dance?") == parts
+        assert await dec.decompose("Did Sarah and Jon both dance?", conversation_rules()) == parts
     finally:
         await dec.close()
     assert "at most 3" in server.requests[0].body["messages"][0]["content"]
@@ -262,7 +263,7 @@ async def test_decomposer_refuses_what_is_not_a_list_of_strings(
     dec = ChatDecomposer(ChatModel(endpoint(server, CHAT), "m", 64))
     try:
         with pytest.raises(Unavailable, match="no list"):
-            await dec.decompose("q")
+            await dec.decompose("q", conversation_rules())
     finally:
         await dec.close()
 
@@ -271,7 +272,7 @@ class Rules:
     def __init__(self) -> None:
         self.calls: list[str] = []
 
-    async def decompose(self, query: str) -> list[str]:
+    async def decompose(self, query: str, rules: EntityRules) -> list[str]:
         self.calls.append(query)
         return ["rule part"]
 
@@ -292,7 +293,9 @@ async def test_llm_decomposer_falls_back_to_the_rules(server: ModelServer, reply
     trace = ModelTrace()
     try:
         with tracing(trace):
-            parts = await FallbackDecomposer(model, rules, timeout_s=0.3).decompose("q")
+            parts = await FallbackDecomposer(model, rules, timeout_s=0.3).decompose(
+                "q", conversation_rules()
+            )
     finally:
         await model.close()
     assert parts == ["rule part"]
@@ -307,7 +310,9 @@ async def test_llm_decomposer_reports_that_it_ran(server: ModelServer) -> None:
     trace = ModelTrace()
     try:
         with tracing(trace):
-            parts = await FallbackDecomposer(model, rules, timeout_s=2.0).decompose("q")
+            parts = await FallbackDecomposer(model, rules, timeout_s=2.0).decompose(
+                "q", conversation_rules()
+            )
     finally:
         await model.close()
     assert parts == ["Sarah dance", "Jon dance"]

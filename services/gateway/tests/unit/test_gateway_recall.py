@@ -101,6 +101,7 @@ async def test_pool_is_over_fetched_and_filters_reach_every_backend(client: Any)
             types=["Memory"],
             start="2025-01-01",
             end="2025-12-31",
+            profile="conversation",
         ),
         metadata=client.auth(),
     )

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -51,8 +51,8 @@ ID_A = "0195a000-0000-7000-8000-00000000000a"
 ID_B = "0195a000-0000-7000-8000-00000000000b"
 
 
-def applier(stores: Stores, write_s: float = 5.0) -> Applier:
-    settings = Settings(write_timeout_s=write_s, embed_timeout_s=5.0, ack_wait_s=30.0)
+def applier(stores: Stores, write_s: float = 5.0, **kw: Any) -> Applier:
+    settings = Settings(write_timeout_s=write_s, embed_timeout_s=5.0, ack_wait_s=30.0, **kw)
     return stores.applier(settings)
 
 
@@ -75,6 +75,14 @@ async def test_a_batch_is_embedded_in_one_call_and_written_once_per_store(stores
         assert len(store.live("t1")) == 10
 
 
+async def test_out_of_the_box_a_speaker_prefix_names_nobody(stores: Stores) -> None:
+    event = written(42, content="Melanie: I'm planning a trip to Paris")
+    await applier(stores).apply([event])
+    m = stores.lexical.memory("t1", ID_A)
+    assert m is not None
+    assert m.tags == ("entity:places:paris",)
+
+
 async def test_version_is_the_sequence_and_entities_become_tags(stores: Stores) -> None:
     event = written(
         42,
@@ -82,7 +90,7 @@ async def test_version_is_the_sequence_and_entities_become_tags(stores: Stores) 
         tags=("Travel", "entity:people:bob"),
         entities=("people:bob",),  # the previous extraction, no longer in the content
     )
-    await applier(stores).apply([event])
+    await applier(stores, entities={"profile": "conversation"}).apply([event])
     m = stores.lexical.memory("t1", ID_A)
     assert m is not None
     assert m.version == 42

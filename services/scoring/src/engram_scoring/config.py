@@ -92,9 +92,9 @@ class Settings(ServiceSettings):
         default_factory=WeightSettings, description="Default weights; a request may override any."
     )
     profile: ProfileName = Field(
-        profiles.CONVERSATION,
+        profiles.DEFAULT,
         description="Profile of a request that names none: its weight overrides apply over "
-        "`weights` (default: label and context 0; conversation: none).",
+        "`weights` (default: label and context 0; conversation: none, for chat turns).",
     )
     recency_mode: Literal["linear", "half_life"] = Field(
         "linear", description="Recency as a linear fall over a window, or an exponential half-life."

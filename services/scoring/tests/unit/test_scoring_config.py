@@ -56,7 +56,7 @@ def test_negative_weight_setting_is_refused(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_request_knobs_on_top_of_defaults() -> None:
-    ranker = build_ranker(Settings(default_limit=7, max_limit=50))
+    ranker = build_ranker(Settings(default_limit=7, max_limit=50, profile="conversation"))
     p = ranker.params(None, 0, {})
     assert (p.fusion, p.limit, p.weights) == (Fusion.WEIGHTED, 7, Weights())
     p = ranker.params(Fusion.RRF, 50, {"exact": 1.0})
@@ -64,7 +64,8 @@ def test_request_knobs_on_top_of_defaults() -> None:
 
 
 def test_profile_overrides_go_over_the_configured_weights_and_under_the_request() -> None:
-    ranker = build_ranker(Settings(weights=WeightSettings(label=0.6, context=0.7, exact=0.5)))
+    weights = WeightSettings(label=0.6, context=0.7, exact=0.5)
+    ranker = build_ranker(Settings(weights=weights, profile="conversation"))
     configured = ranker.params(None, 0, {}).weights
     assert (configured.label, configured.context, configured.exact) == (0.6, 0.7, 0.5)
     assert ranker.params(None, 0, {}, "conversation").weights == configured
@@ -72,6 +73,12 @@ def test_profile_overrides_go_over_the_configured_weights_and_under_the_request(
     assert (off.label, off.context, off.exact) == (0.0, 0.0, 0.5)
     mine = ranker.params(None, 0, {"context": 0.2}, "default").weights
     assert (mine.label, mine.context) == (0.0, 0.2)
+
+
+def test_out_of_the_box_a_request_naming_no_profile_is_ranked_by_default() -> None:
+    ranker = build_ranker(Settings())
+    assert ranker.params(None, 0, {}).weights == ranker.params(None, 0, {}, "default").weights
+    assert ranker.params(None, 0, {}).weights.label == 0.0
 
 
 def test_the_profile_setting_is_the_one_of_a_request_that_names_none() -> None:

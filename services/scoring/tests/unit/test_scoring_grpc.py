@@ -219,20 +219,21 @@ async def test_the_profile_picks_the_weights_a_request_does_not_set(
         "query": "paint",
         "weights": {**zero, "exact": 0},
     }
-    # No profile: the service's (conversation): the answer after the question gains context.
+    # Conversation: the answer after the question gains context.
+    chat = await stub.Rank(request(**ask, profile="conversation"))
+    assert [r.memory.id for r in chat.results] == ["q", "a", "o"]
+    # Default (the service's, as no profile is set): no context weight, so the timeline
+    # neighbour gains nothing...
     unset = await stub.Rank(request(**ask))
-    assert [r.memory.id for r in unset.results] == ["q", "a", "o"]
-    said = await stub.Rank(request(**ask, profile="conversation"))
-    assert [(r.memory.id, r.score) for r in said.results] == [
-        (r.memory.id, r.score) for r in unset.results
-    ]
-    # Default: no context weight, so the timeline neighbour gains nothing...
     plain = await stub.Rank(request(**ask, profile="default"))
     assert [r.memory.id for r in plain.results] == ["q", "o", "a"]
+    assert [(r.memory.id, r.score) for r in unset.results] == [
+        (r.memory.id, r.score) for r in plain.results
+    ]
     assert {r.memory.id: r.components["context"] for r in plain.results}["a"] == 1.0
     # ...unless the request's own weights say so: they go on top of the profile's.
     mine = {**ask, "weights": {**ask["weights"], "context": 0.4}}
     again = await stub.Rank(request(**mine, profile="default"))
     assert [(r.memory.id, r.score) for r in again.results] == [
-        (r.memory.id, r.score) for r in unset.results
+        (r.memory.id, r.score) for r in chat.results
     ]

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from engram_core.entities import EntityRules
 from engram_core.errors import Unavailable
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,7 @@ class ChatDecomposer:
         self._max = max_queries
         self._timeout = timeout_s
 
-    async def decompose(self, query: str) -> list[str]:
+    async def decompose(self, query: str, rules: EntityRules) -> list[str]:
         text = await self._chat.complete(DECOMPOSE_PROMPT.format(n=self._max), query, self._timeout)
         try:
             parts = parse_queries(text, self._max + 1)

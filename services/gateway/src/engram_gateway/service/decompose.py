@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from engram_core.entities import CONCEPTS, PEOPLE, extract_entities
+from engram_core.entities import CONCEPTS, PEOPLE, EntityRules, extract_entities
 from engram_gateway.service.query import keywords
 
 DEFAULT_MAX_PARTS = 4
@@ -56,16 +56,17 @@ class RuleDecomposer:
     def __init__(self, max_parts: int = DEFAULT_MAX_PARTS) -> None:
         self._max_parts = max_parts
 
-    async def decompose(self, query: str) -> list[str]:
-        return decompose(query, self._max_parts)
+    async def decompose(self, query: str, rules: EntityRules) -> list[str]:
+        return decompose(query, rules, self._max_parts)
 
 
-def decompose(question: str, max_parts: int = DEFAULT_MAX_PARTS) -> list[str]:
-    """Sub-queries of ``question`` (never the question itself), best first; [] = no split."""
+def decompose(question: str, rules: EntityRules, max_parts: int = DEFAULT_MAX_PARTS) -> list[str]:
+    """Sub-queries of ``question`` (never the question itself), best first; [] = no split.
+    Names are read by ``rules`` (the recall's profile's)."""
     text = " ".join(question.split())
     parts = _clauses(text)
-    parts = [p for part in parts for p in _exceptions(part, text)]
-    parts = [p for part in parts for p in _names(part)]
+    parts = [p for part in parts for p in _exceptions(part, text, rules)]
+    parts = [p for part in parts for p in _names(part, rules)]
     return _distinct(parts, text)[:max_parts]
 
 
@@ -90,20 +91,20 @@ def _clauses(text: str) -> list[str]:
     return kept if len(kept) >= 2 else [text]
 
 
-def _exceptions(part: str, question: str) -> list[str]:
+def _exceptions(part: str, question: str, rules: EntityRules) -> list[str]:
     pieces = [p.strip(" ,?") for p in _EXCEPTION.split(part, maxsplit=1)]
     if len(pieces) < 2 or not all(keywords(p) for p in pieces):
         return [part]
     head, tail = pieces
     # "… besides not being able to hike" is about the question's person too.
-    people = [e.name for e in extract_entities(question) if e.kind == PEOPLE]
+    people = [e.name for e in extract_entities(question, rules) if e.kind == PEOPLE]
     missing = [n for n in people if n.lower() not in tail.lower()]
     return [head, " ".join([*missing, tail])]
 
 
-def _names(part: str) -> list[str]:
+def _names(part: str, rules: EntityRules) -> list[str]:
     # Concepts ("adoption", "mental health") are the topic, not things to split on.
-    entities = [e for e in extract_entities(part) if e.kind != CONCEPTS]
+    entities = [e for e in extract_entities(part, rules) if e.kind != CONCEPTS]
     names = sorted({e.name for e in entities}, key=len, reverse=True)
     coordinated = _coordination(part, names)
     if coordinated is not None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Protocol, TypeVar
 
+from engram_core.entities import EntityRules
 from engram_core.errors import DeadlineExceeded
 from engram_core.scoring import ScoredCandidate
 from engram_gateway.service import metrics
@@ -230,10 +231,10 @@ class FallbackDecomposer:
         self._fallback = fallback
         self._timeout = timeout_s
 
-    async def decompose(self, query: str) -> list[str]:
+    async def decompose(self, query: str, rules: EntityRules) -> list[str]:
         model = self._model
-        queries = await _guarded(DECOMPOSE, self._timeout, lambda _t: model.decompose(query))
-        return queries if queries is not None else await self._fallback.decompose(query)
+        queries = await _guarded(DECOMPOSE, self._timeout, lambda _t: model.decompose(query, rules))
+        return queries if queries is not None else await self._fallback.decompose(query, rules)
 
 
 def hyde_text(dense: str, hypothesis: str) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from engram_core import validation as v
+from engram_core.entities import EntityRules
 from engram_core.errors import InvalidArgument
 from engram_core.model import Hit
 from engram_core.scoring import DEFAULT_RRF_K, ScoredCandidate, StreamScore
@@ -65,10 +66,10 @@ def sub_queries(
     return out
 
 
-async def decomposed(decomposer: QueryDecomposer, query: str) -> list[str]:
+async def decomposed(decomposer: QueryDecomposer, query: str, rules: EntityRules) -> list[str]:
     """The decomposer's sub-queries; [] when it fails (the recall goes on without them)."""
     try:
-        return [q for q in await decomposer.decompose(query) if q.strip()]
+        return [q for q in await decomposer.decompose(query, rules) if q.strip()]
     except Exception as exc:  # a model-backed decomposer may time out or answer garbage
         log.warning("decomposition failed, recalling without it: %s", exc)
         return []

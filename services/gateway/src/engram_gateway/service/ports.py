@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from engram_core.entities import EntityRules
 from engram_core.log_events import Event
 from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation, ScanPage
 from engram_core.ordering import Sort
@@ -117,9 +118,10 @@ class RankerPort(Protocol):
 class QueryDecomposer(Protocol):
     """Splits a question into sub-queries run beside it (multi-query recall). The rule-based
     one (service/decompose.py) is the default; a model-backed one may replace it. [] = no
-    split. The question itself always runs too, so it need not be among the answers."""
+    split. The question itself always runs too, so it need not be among the answers.
+    ``rules`` are the recall's profile's entity rules, for a decomposer that reads names."""
 
-    async def decompose(self, query: str) -> list[str]: ...
+    async def decompose(self, query: str, rules: EntityRules) -> list[str]: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,9 +3,11 @@ and the text the vector stream embeds."""
 
 from __future__ import annotations
 
+import functools
 import re
 
-from engram_core.entities import PEOPLE, extract_entities
+from engram_core.entities import PEOPLE, EntityRules, builtin_rules, extract_entities
+from engram_core.profiles import profile_named
 
 MAX_KEYWORDS = 16
 MIN_KEYWORD_LENGTH = 3
@@ -26,8 +28,14 @@ STOPWORDS = frozenset(
 )  # fmt: skip
 
 
-def entity_keys(text: str) -> tuple[str, ...]:
-    return tuple(e.key for e in extract_entities(text))
+@functools.cache
+def rules_of(profile: str) -> EntityRules:
+    """The entity rules of the profile named ``profile``: what the query is read with."""
+    return builtin_rules(profile_named(profile))
+
+
+def entity_keys(text: str, rules: EntityRules) -> tuple[str, ...]:
+    return tuple(e.key for e in extract_entities(text, rules))
 
 
 def keywords(text: str) -> tuple[str, ...]:
@@ -37,7 +45,7 @@ def keywords(text: str) -> tuple[str, ...]:
     return tuple(kept)[:MAX_KEYWORDS]
 
 
-def dense_query(text: str) -> str:
+def dense_query(text: str, rules: EntityRules) -> str:
     """The query with the people it names left out, for the embedding.
 
     A small sentence embedder lets a name dominate the vector: "What did Caroline
@@ -46,7 +54,7 @@ def dense_query(text: str) -> str:
     asked about the rest. A query that is nothing but names is left whole.
     """
     out = text
-    for e in extract_entities(text):
+    for e in extract_entities(text, rules):
         if e.kind == PEOPLE:
             out = re.sub(rf"\b{re.escape(e.name)}(?:['’]s)?\b", " ", out)
     out = " ".join(out.split())

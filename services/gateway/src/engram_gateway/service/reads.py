@@ -123,7 +123,7 @@ class Reader:
 
     async def recall(self, tenant: str, req: RecallRequest, deadline: Deadline) -> RecallResult:
         started = time.perf_counter()
-        plan = plan_recall(req, self._config, self._models, self._clock())
+        plan = plan_recall(req, self._config, self._models, self._clock(), tenant)
         key = self._recall_cache.key(tenant, plan.fingerprint())
         if plan.min_sequence:  # before the cache, whose hits must not tell the log's position
             await self._watermark.check_issued(tenant, plan.min_sequence, deadline)

@@ -31,7 +31,8 @@ class Stages:
         """A round's context for ``RecallRequest(query, **kw)``, nothing found yet."""
         reader = self.harness.gateway.reader
         deps = reader._deps()
-        plan = plan_recall(RecallRequest(query=query, **kw), deps.config, deps.models, deps.clock())
+        request = RecallRequest(query=query, **kw)
+        plan = plan_recall(request, deps.config, deps.models, deps.clock(), self.harness.tenant)
         memo = RelationMemo(deps.graph, self.harness.tenant, ORIGIN_USER)
         tracer = self.provider.get_tracer("stages")
         return RecallContext(

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from engram_core.model import Hit
+from engram_core.profiles import CONVERSATION, DEFAULT
 from engram_core.scoring import Candidate
 from engram_gateway.service import RecallMode
 from engram_gateway.service.recall.stages.neighbours import Neighbours
@@ -17,6 +18,9 @@ T0 = datetime(2025, 5, 1, 12, tzinfo=UTC)
 
 
 def found_question(stages: Any, **kw: Any) -> Any:
+    """A question found, its answer stored next; the conversation profile unless ``kw``
+    names another."""
+    kw.setdefault("profile", CONVERSATION)
     h = stages.harness
     h.vector.whole_windows = True
     question = h.memory(Q, "what did Caroline paint", timestamp=T0)
@@ -39,6 +43,13 @@ async def test_the_memory_stored_next_to_a_candidate_joins_it(stages: Any) -> No
     ctx = await stages.run(found_question(stages), Neighbours())
     assert ids(ctx) == {Q, A}
     assert len(stages.spans("context")) == 1
+
+
+async def test_the_default_profile_reads_no_neighbours(stages: Any) -> None:
+    ctx = await stages.run(found_question(stages, profile=DEFAULT), Neighbours())
+    assert ids(ctx) == {Q}
+    assert [op for op, _ in stages.harness.vector.calls] == []
+    assert stages.spans("context") == []
 
 
 async def test_a_baseline_mode_or_no_vector_answer_reads_no_neighbours(stages: Any) -> None:

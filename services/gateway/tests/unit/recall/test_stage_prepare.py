@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from engram_core.entities import EntityRules
 from engram_gateway.service.models import QueryModels
 from engram_gateway.service.recall.stages.prepare import Decompose, Hyde
 
@@ -19,7 +20,7 @@ class Answering:
 
 
 class Splitting:
-    async def decompose(self, query: str) -> list[str]:
+    async def decompose(self, query: str, rules: EntityRules) -> list[str]:
         return ["alpha", " ", "beta"]
 
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from engram_core.model import Hit
+from engram_core.profiles import CONVERSATION, DEFAULT
 from engram_gateway.service import RecallMode
 from engram_gateway.service.models import ModelsConfig, QueryModels
 from engram_gateway.service.recall.stages.preceding import Preceding
@@ -32,6 +33,9 @@ class LongestFirst:
 
 
 def answered(stages: Any, reranker: LongestFirst, **kw: Any) -> Any:
+    """An answer stored after its question, reranked under the conversation profile
+    unless ``kw`` names another."""
+    kw.setdefault("profile", CONVERSATION)
     h = stages.harness
     h.vector.whole_windows = True
     h.world.put(
@@ -53,6 +57,14 @@ async def test_the_reranker_reads_the_question_before_an_answer(stages: Any) -> 
     assert ctx.before == {A: "which tea do you like?"}
     assert reranker.documents == ["which tea do you like?\ngreen tea"]
     assert ctx.ranked[0].components["rerank"] > 0
+
+
+async def test_the_default_profile_reads_each_answer_alone(stages: Any) -> None:
+    reranker = LongestFirst()
+    ctx = await stages.run(answered(stages, reranker, profile=DEFAULT), Preceding(), Rerank())
+    assert ctx.before is None
+    assert reranker.documents == ["green tea"]
+    assert [op for op, _ in stages.harness.vector.calls] == []
 
 
 async def test_without_a_vector_answer_the_answer_is_read_alone(stages: Any) -> None:

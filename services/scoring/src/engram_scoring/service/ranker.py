@@ -8,7 +8,7 @@ from datetime import datetime
 
 from engram_core.errors import InvalidArgument
 from engram_core.model import utcnow
-from engram_core.profiles import CONVERSATION, PROFILES, Profile, profile_named
+from engram_core.profiles import DEFAULT, PROFILES, Profile, profile_named
 from engram_core.scoring import (
     Candidate,
     Focus,
@@ -34,7 +34,7 @@ class Ranker:
         defaults: Params,
         limits: Limits,
         clock: Callable[[], datetime] = utcnow,
-        profile: Profile = PROFILES[CONVERSATION],
+        profile: Profile = PROFILES[DEFAULT],
     ) -> None:
         self.defaults = defaults
         self.limits = limits

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from engram_core import profiles
 from engram_core import validation as v
 from engram_gateway.service.context import ContextConfig
 from engram_gateway.service.deadline import Budget
@@ -48,8 +50,12 @@ class ReadConfig:
     # Timeline neighbours of the best candidates (hybrid mode; seeds=0 turns it off).
     context: ContextConfig = field(default_factory=ContextConfig)
     context_budget: Budget = field(default_factory=lambda: Budget(fraction=0.3, cap_s=0.5))
-    # Leave the people a query names out of the text the vector stream embeds.
+    # Leave the people a query names out of the text the vector stream embeds (when the
+    # recall's profile drops them too).
     dense_without_people: bool = True
+    # The recall's profile when the request names none: the tenant's, else this one.
+    profile: str = profiles.DEFAULT
+    tenant_profiles: Mapping[str, str] = field(default_factory=dict)
     # Post-ranking (service/postrank.py); off by default except duplicate ids.
     post: PostRank = field(default_factory=PostRank)
     default_timezone: str = ""  # for time_query when the request names none

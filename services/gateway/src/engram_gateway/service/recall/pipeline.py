@@ -19,8 +19,10 @@ from typing import Protocol, TypeVar
 
 from opentelemetry.trace import Tracer
 
+from engram_core.entities import EntityRules
 from engram_core.errors import DeadlineExceeded, InvalidArgument
 from engram_core.model import Hit
+from engram_core.profiles import PROFILES, Profile
 from engram_core.scoring import Candidate, ScoredCandidate, StreamScore
 from engram_gateway.service import metrics
 from engram_gateway.service.deadline import Budget, Deadline
@@ -34,7 +36,7 @@ from engram_gateway.service.ports import (
     RecallResult,
     VectorPort,
 )
-from engram_gateway.service.query import dense_query
+from engram_gateway.service.query import dense_query, rules_of
 from engram_gateway.service.recall.config import ReadConfig
 from engram_gateway.service.recall.plan import Plan
 from engram_gateway.service.recall.planner import rank_limit
@@ -91,6 +93,15 @@ class RecallContext:
         return self.plan.text
 
     @property
+    def profile(self) -> Profile:
+        return PROFILES[self.plan.profile]  # the planner checked the name
+
+    @property
+    def rules(self) -> EntityRules:
+        """What the query's entities are read with: the profile's extraction rules."""
+        return rules_of(self.plan.profile)
+
+    @property
     def dense(self) -> str:
         """What the vector stream embeds for ``text``; the lexical and graph streams keep
         ``text``."""
@@ -100,7 +111,8 @@ class RecallContext:
         return self._dense[1]
 
     def dense_of(self, text: str) -> str:
-        return dense_query(text) if self.deps.config.dense_without_people else text
+        drop = self.deps.config.dense_without_people and self.profile.drop_names_from_dense_query
+        return dense_query(text, self.rules) if drop else text
 
     @property
     def rank_limit(self) -> int:

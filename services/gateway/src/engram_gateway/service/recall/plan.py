@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from engram_core import scoring
+from engram_core import profiles, scoring
 from engram_core.model import Filter, TagMatch, TagMode
 from engram_core.ordering import Sort
 from engram_core.state import StateMode
@@ -84,6 +84,7 @@ class RecallRequest:
     focus: scoring.Focus = field(default_factory=scoring.Focus)  # validated by the planner
     recency_bias: scoring.RecencyBias | None = None  # None: the scoring service's default
     embedding: Sequence[float] = ()  # the query's vector: the model is skipped
+    profile: str = ""  # engram_core.profiles; "": the tenant's, else the gateway's
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +114,7 @@ class Plan:
     focus: scoring.Focus = field(default_factory=scoring.Focus)
     recency_bias: scoring.RecencyBias | None = None
     embedding: tuple[float, ...] = ()
+    profile: str = profiles.DEFAULT  # resolved: the request's, the tenant's or the gateway's
 
     @property
     def text(self) -> str:

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from engram_core import validation as v
 from engram_core.model import META_PATTERN, Filter
+from engram_core.profiles import profile_named
 from engram_core.state import StateMode
 from engram_core.timequery import resolve_window
 from engram_gateway.service.expand import plan_expansion
@@ -19,7 +20,9 @@ from engram_gateway.service.recall.plan import Plan, RecallMode, RecallRequest
 from engram_gateway.service.trending import check_sort, is_trending
 
 
-def plan_recall(req: RecallRequest, cfg: ReadConfig, models: QueryModels, now: datetime) -> Plan:
+def plan_recall(
+    req: RecallRequest, cfg: ReadConfig, models: QueryModels, now: datetime, tenant: str = ""
+) -> Plan:
     """``req`` validated; an invalid field is InvalidArgument naming it."""
     limits = cfg.limits
     flt = _filter(req, cfg, now)
@@ -55,7 +58,14 @@ def plan_recall(req: RecallRequest, cfg: ReadConfig, models: QueryModels, now: d
         focus=v.check_focus(req.focus, "focus", limits),
         recency_bias=req.recency_bias,
         embedding=v.check_embedding(req.embedding, "embedding", has_query=not bare),
+        profile=profile_of(req, cfg, tenant),
     )
+
+
+def profile_of(req: RecallRequest, cfg: ReadConfig, tenant: str) -> str:
+    """The recall's profile: the request's, else the tenant's, else the gateway's."""
+    name = req.profile or cfg.tenant_profiles.get(tenant, "") or cfg.profile
+    return profile_named(name).name
 
 
 def _filter(req: RecallRequest, cfg: ReadConfig, now: datetime) -> Filter:

@@ -1,7 +1,8 @@
 """The context stage: the best candidates' timeline neighbours join the candidates.
 
 Neighbours come from the vector store, so a mode without it (a single-stream baseline)
-goes without; ``seeds=0`` turns the stage off.
+goes without; it runs for a profile with ``timeline_context`` (chat turns, whose answer is
+often the turn after the one that matches), and ``seeds=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -22,7 +23,12 @@ class Neighbours(StageDefaults):
 
     def applies(self, ctx: RecallContext) -> bool:
         cfg = ctx.deps.config.context
-        return bool(cfg.seeds) and ctx.plan.mode.hybrid and "vector" in ctx.answers
+        return (
+            ctx.profile.timeline_context
+            and bool(cfg.seeds)
+            and ctx.plan.mode.hybrid
+            and "vector" in ctx.answers
+        )
 
     def share(self, config: ReadConfig) -> Budget | None:
         return config.context_budget

@@ -1,7 +1,8 @@
 """For the reranker: the content stored just before each memory it will read.
 
-Read from the vector store's timeline, so a mode without it goes without; a failed read
-degrades the answer as ``context`` (the same windows as the context stage).
+Read from the vector store's timeline, so a mode without it goes without, and only for a
+profile with ``question_before``; a failed read degrades the answer as ``context`` (the
+same windows as the context stage).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class Preceding(StageDefaults):
     def applies(self, ctx: RecallContext) -> bool:
         return (
             ctx.plan.rerank
+            and ctx.profile.question_before
             and ctx.deps.models.reads_preceding
             and "vector" in ctx.answers
             and bool(ctx.ranked)

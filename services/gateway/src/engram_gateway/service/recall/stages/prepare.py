@@ -26,5 +26,5 @@ class Decompose(StageDefaults):
         return ctx.plan.decompose
 
     async def run(self, ctx: RecallContext, timeout: float) -> None:
-        parts = await decomposed(ctx.deps.decomposer, ctx.plan.query)
+        parts = await decomposed(ctx.deps.decomposer, ctx.plan.query, ctx.rules)
         ctx.decomposed = tuple(parts)

@@ -103,7 +103,7 @@ def stream_calls(
             lambda t: deps.lexical.search(tenant, text, flt, pool, timeout=t),
         )
     if "graph" in wanted and searches_graph(ctx):
-        ents, words = entity_keys(text), keywords(text)
+        ents, words = entity_keys(text, ctx.rules), keywords(text)
         if ents or words:
             calls["graph"] = (
                 cfg.graph_budget,

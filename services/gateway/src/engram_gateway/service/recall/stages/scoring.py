@@ -28,6 +28,7 @@ class Scoring(StageDefaults):
             timeout=timeout,
             focus=plan.focus,
             recency_bias=plan.recency_bias,
+            profile=plan.profile,
         )
 
     def fallback(self, ctx: RecallContext) -> None:
