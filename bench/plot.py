@@ -62,7 +62,8 @@ def newest_cells(results: Path) -> list[Cell]:
         cell = cell_of(path.name, json.loads(path.read_text(encoding="utf-8")))
         if cell is not None:
             cells[(cell.profile, cell.storage)] = cell
-    return [cells[k] for k in sorted(cells)]
+    # By profile, then the bench's default storage (tagged) before the others.
+    return [cells[k] for k in sorted(cells, key=lambda k: (k[0], k[1] != "tagged", k[1]))]
 
 
 def table(cells: Sequence[Cell]) -> str:
@@ -88,7 +89,7 @@ def draw(cells: Sequence[Cell], out: Path) -> None:
     ax.set_xticks(range(len(FIGURES)), list(FIGURES.values()))
     ax.set_ylim(0, 1)
     ax.set_title("LoCoMo dev, hybrid recall through the API, by profile and storage")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)
