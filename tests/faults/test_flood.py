@@ -7,15 +7,22 @@ ratio is a figure of the run, not a pass condition."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
+import signal
+import subprocess
+import sys
 import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import grpc
 import pytest
 
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from engram_testing.devstack import DevStack
+from engram_testing.devstack import DEV_TOKEN, DevStack
 from engram_testing.faults import AUTH_A, AUTH_B, Figures, Metadata, Stub, read_back_s
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
@@ -23,7 +30,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 SAMPLES = 100
 LOADED_CAP_S = 40.0  # B's loaded phase stops here even short of SAMPLES (a p99 of fewer)
 FLOOD_RECALLERS = 48
-FLOOD_STORERS = 4
+FLOOD_STORERS = 4  # StoreBatches of 50 at once
 WORDS = ("ledger", "Postgres", "hiking", "Alps", "chairs", "Berlin", "release", "plan")
 
 
@@ -63,54 +70,35 @@ async def _b_recalls(gateway: Stub, label: str) -> tuple[list[float], int]:
     return latencies, failed
 
 
-async def _flood(gateway: Stub, done: asyncio.Event, counts: dict[str, int]) -> None:
-    async def recaller(n: int) -> None:
-        i = 0
-        while not done.is_set():
-            i += 1
-            try:
-                await gateway.Recall(
-                    gateway_pb2.RecallRequest(query=f"flood {n} {i} {WORDS[i % 8]}", limit=20),
-                    metadata=AUTH_A,
-                    timeout=10,
-                )
-                counts["ok"] += 1
-            except grpc.aio.AioRpcError as err:
-                counts[err.code().name] = counts.get(err.code().name, 0) + 1
-
-    async def storer(n: int) -> None:
-        i = 0
-        while not done.is_set():
-            i += 1
-            batch = [common_pb2.MemoryInput(content=f"flood {n} {i} {j}") for j in range(50)]
-            try:
-                await gateway.StoreBatch(
-                    gateway_pb2.StoreBatchRequest(memories=batch), metadata=AUTH_A, timeout=10
-                )
-            except grpc.aio.AioRpcError:
-                await asyncio.sleep(0.1)
-
-    await asyncio.gather(
-        *(recaller(n) for n in range(FLOOD_RECALLERS)),
-        *(storer(n) for n in range(FLOOD_STORERS)),
+@contextmanager
+def _flooding(address: str) -> Iterator[Counter[str]]:
+    """Tenant A's flood in a process of its own for the block; its outcome counts after."""
+    counts: Counter[str] = Counter()
+    args = [address, DEV_TOKEN, str(FLOOD_RECALLERS), str(FLOOD_STORERS)]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "engram_testing.flood", *args], stdout=subprocess.PIPE, text=True
     )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline() == "flooding\n"
+        yield counts
+    finally:
+        child.send_signal(signal.SIGTERM)
+        out, _ = child.communicate(timeout=60)
+    counts.update(json.loads(out))
 
 
 async def test_a_flooding_tenant_leaves_the_other_admitted_and_answered(
     fault_stack: DevStack, figures: Figures
 ) -> None:
-    counts = {"ok": 0}
     async with grpc.aio.insecure_channel(fault_stack.gateway_address) as channel:
         gateway = gateway_pb2_grpc.MemoryServiceStub(channel)
         await _seed(gateway, AUTH_A, "alpha")
         await _seed(gateway, AUTH_B, "bravo")
         quiet, quiet_failed = await _b_recalls(gateway, "quiet")
-        done = asyncio.Event()
-        flood = asyncio.create_task(_flood(gateway, done, counts))
-        await asyncio.sleep(2.0)  # the flood at full strength first
-        loaded, loaded_failed = await _b_recalls(gateway, "loaded")
-        done.set()
-        await flood
+        with _flooding(fault_stack.gateway_address) as counts:
+            await asyncio.sleep(2.0)  # the flood at full strength first
+            loaded, loaded_failed = await _b_recalls(gateway, "loaded")
     quiet_p99, loaded_p99 = p99(quiet), p99(loaded) if loaded else math.inf
     figures.record(
         "tenant_flood",
