@@ -203,6 +203,7 @@ def _reader(
         settings.recall_queue,
         settings.recall_tenant_queue,
         tenant_label=settings.metrics_tenant_label,
+        tenant_share=settings.recall_tenant_share,
     )
     return Reader(
         backends.vector,

@@ -270,6 +270,13 @@ class Settings(ServiceSettings):
         description="Recalls one tenant may have waiting for a turn; one more of that tenant "
         "is refused with RESOURCE_EXHAUSTED at once (retry-after-ms), the others still wait.",
     )
+    recall_tenant_share: bool = Field(
+        True,
+        description="While several tenants have recalls in progress or waiting, each holds "
+        "at most ceil(recall_concurrency / tenants) of the turns, so a flooding tenant's "
+        "recalls leave the backends to the others' (a turn may stay unused); one tenant alone "
+        "gets them all.",
+    )
     publish_timeout_s: float = Field(
         5.0,
         gt=0,
