@@ -141,21 +141,19 @@ class Admission:
                 del self._queues[tenant]
                 self._hand_over()  # one tenant fewer: the others' shares may have grown
 
-    def _share(self) -> int:
-        """The slots one tenant may hold while the tenants holding or waiting contend."""
+    def _share(self, newcomer: str = "") -> int:
+        """The slots one tenant may hold while the tenants holding or waiting (and a
+        newcomer, counted among them) contend."""
         limit = self._config.limit
         if not self._config.tenant_share:
             return limit
-        return math.ceil(limit / max(1, len(self._held.keys() | self._queues.keys())))
+        tenants = self._held.keys() | self._queues.keys() | ({newcomer} if newcomer else set())
+        return math.ceil(limit / max(1, len(tenants)))
 
     def _may_enter(self, tenant: str) -> bool:
         """A newcomer takes a free slot at once unless its own earlier recalls are waiting or
-        it holds its share (counting itself among the tenants)."""
-        if tenant in self._queues:
-            return False
-        tenants = len(self._held.keys() | self._queues.keys() | {tenant})
-        share = math.ceil(self._config.limit / tenants) if self._config.tenant_share else 0
-        return not share or self._held.get(tenant, 0) < share
+        it holds its share."""
+        return tenant not in self._queues and self._held.get(tenant, 0) < self._share(tenant)
 
     def _take(self, tenant: str) -> None:
         self._busy += 1
