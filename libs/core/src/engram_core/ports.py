@@ -270,8 +270,8 @@ class RateDecision:
 class RateLimiter(Protocol):
     """Counts hits per key in windows of `window_s`. A limiter that is down allows."""
 
-    async def hit(self, key: str, limit: int, window_s: float) -> RateDecision:
-        """Count one hit; allowed while at most `limit` hits fell in the current window."""
+    async def hit(self, key: str, limit: int, window_s: float, cost: int = 1) -> RateDecision:
+        """Count `cost` hits; allowed while at most `limit` hits fell in the current window."""
         ...
 
 
