@@ -116,10 +116,15 @@ class StoreClient(Generic[StubT]):
         self, tenant: str, cursor: str | None, limit: int, timeout: float | None = None
     ) -> ScanPage:
         """One page of the tenant's live memories; the proto's "" cursor is the port's None."""
+        return await self._scan(self._stub.Scan, tenant, cursor, limit, timeout)
+
+    async def _scan(
+        self, rpc: _Rpc, tenant: str, cursor: str | None, limit: int, timeout: float | None
+    ) -> ScanPage:
         request = self._messages.ScanRequest(
             tenant=tenant, cursor=cursor or "", limit=limit, **self._scope
         )
-        reply = await self._call(self._stub.Scan, request, timeout)
+        reply = await self._call(rpc, request, timeout)
         return ScanPage(
             memories=[memory_from_proto(m) for m in reply.memories],
             next_cursor=reply.next_cursor or None,

@@ -8,7 +8,7 @@ import grpc
 
 from engram.vector.v1 import vector_pb2, vector_pb2_grpc
 from engram_clients._store import GenerationsClient
-from engram_core.model import Filter, Hit, Memory, UpsertResult
+from engram_core.model import Filter, Hit, Memory, ScanPage, UpsertResult
 from engram_platform.convert import filter_to_proto, hit_from_proto, memory_to_proto
 
 NAME = "vector"
@@ -30,6 +30,12 @@ class VectorClient(GenerationsClient["vector_pb2_grpc.VectorServiceAsyncStub"]):
             **self._scope,
         )
         return await self._upsert(request, timeout)
+
+    async def scan_by_sequence(
+        self, tenant: str, cursor: str | None, limit: int, timeout: float | None = None
+    ) -> ScanPage:
+        """`scan` ordered by the version that last wrote each memory (ScanBySequence)."""
+        return await self._scan(self._stub.ScanBySequence, tenant, cursor, limit, timeout)
 
     async def search(
         self,

@@ -118,6 +118,12 @@ def recorder(kind: Kind) -> Any:
             more = "m1" if request.cursor == "" else ""
             return pb2.ScanResponse(memories=[memory_to_proto(m)], next_cursor=more)
 
+        async def ScanBySequence(self, request: Any, context: Any) -> Any:  # noqa: N802
+            self.seen.append(("by_sequence", request))
+            m = Memory(id="m2", tenant=request.tenant, content="c", timestamp=T0, updated_at=T0)
+            more = "4:m2" if request.cursor == "" else ""
+            return pb2.ScanResponse(memories=[memory_to_proto(m)], next_cursor=more)
+
         async def UpdateRelevance(self, request: Any, context: Any) -> Any:  # noqa: N802
             self.seen.append(request)
             return pb2.UpdateRelevanceResponse(updated=len(request.updates) + 30)
@@ -216,6 +222,24 @@ async def test_scan_maps_cursors_both_ways(served: Served) -> None:
     last = await served.client.scan("t", first.next_cursor, 50, timeout=5)
     assert served.servicer.seen[-1].cursor == "m1"
     assert last == ScanPage(memories=first.memories, next_cursor=None)
+
+
+async def test_vector_scan_by_sequence_calls_its_own_rpc(served: Served) -> None:
+    if not isinstance(served.client, VectorClient):
+        return
+    first = await served.client.scan_by_sequence("t", None, 50)
+    assert [m.id for m in first.memories] == ["m2"]
+    assert first.next_cursor == "4:m2"
+    last = await served.client.in_generation("v2").scan_by_sequence("t", "4:m2", 50)
+    assert last.next_cursor is None
+    (rpc, sent) = served.servicer.seen[-1]
+    assert (rpc, sent.tenant, sent.cursor, sent.limit, sent.generation) == (
+        "by_sequence",
+        "t",
+        "4:m2",
+        50,
+        "v2",
+    )
 
 
 async def test_update_relevance_sends_the_updates(served: Served) -> None:

@@ -79,6 +79,13 @@ class VectorIndex(Protocol):
 
     async def scan(self, tenant: str, cursor: str | None, limit: int) -> ScanPage: ...
 
+    async def scan_by_sequence(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
+        """Every live memory (archived included) at most ``limit`` a page, ordered by the
+        version of the write that last touched it, ties by id (`engram_core.sequence_cursor`).
+        A memory written between pages moves to the end and is met again; a page may hold
+        fewer than ``limit`` while more follow (``next_cursor`` None only when done)."""
+        ...
+
     async def update_relevance(self, tenant: str, updates: Sequence[RelevanceUpdate]) -> int: ...
 
     async def neighbours(
@@ -270,8 +277,8 @@ class RateDecision:
 class RateLimiter(Protocol):
     """Counts hits per key in windows of `window_s`. A limiter that is down allows."""
 
-    async def hit(self, key: str, limit: int, window_s: float) -> RateDecision:
-        """Count one hit; allowed while at most `limit` hits fell in the current window."""
+    async def hit(self, key: str, limit: int, window_s: float, cost: int = 1) -> RateDecision:
+        """Count `cost` hits; allowed while at most `limit` hits fell in the current window."""
         ...
 
 

@@ -61,14 +61,14 @@ class MemoryRateLimiter:
     def __init__(self) -> None:
         self._windows: dict[str, tuple[int, float]] = {}  # key -> (hits, window end)
 
-    async def hit(self, key: str, limit: int, window_s: float) -> RateDecision:
+    async def hit(self, key: str, limit: int, window_s: float, cost: int = 1) -> RateDecision:
         now = time.monotonic()
         hits, end = self._windows.get(key, (0, 0.0))
         if end <= now:
             if len(self._windows) >= _SWEEP_AT:
                 self._sweep(now)
             hits, end = 0, now + window_s
-        hits += 1
+        hits += cost
         self._windows[key] = (hits, end)
         if hits <= limit:
             return RateDecision(allowed=True)

@@ -347,13 +347,13 @@ class RedisLease:
 
 # --- rate limiter -----------------------------------------------------------------------
 
-# A fixed window that starts at the key's first hit: INCR, and PEXPIRE when the counter is
-# new (or lost its TTL somehow, so it can never stick). Returns the count and the window's
-# remaining ms.
+# A fixed window that starts at the key's first hit: INCRBY the cost, and PEXPIRE when the
+# counter is new (or lost its TTL somehow, so it can never stick). Returns the count and the
+# window's remaining ms.
 _RATE_HIT = """
-local n = redis.call('INCR', KEYS[1])
+local n = redis.call('INCRBY', KEYS[1], ARGV[2])
 local ttl = redis.call('PTTL', KEYS[1])
-if n == 1 or ttl < 0 then
+if n == tonumber(ARGV[2]) or ttl < 0 then
   ttl = tonumber(ARGV[1])
   redis.call('PEXPIRE', KEYS[1], ttl)
 end
@@ -371,9 +371,10 @@ class RedisRateLimiter:
         self._key = f"{link.prefix}rate:"
         self._hit = link.client.register_script(_RATE_HIT)
 
-    async def hit(self, key: str, limit: int, window_s: float) -> RateDecision:
+    async def hit(self, key: str, limit: int, window_s: float, cost: int = 1) -> RateDecision:
         reply = await self._link.run(
-            "rate limit", lambda: self._hit(keys=[self._key + key], args=[_ms(window_s)])
+            "rate limit",
+            lambda: self._hit(keys=[self._key + key], args=[_ms(window_s), cost]),
         )
         if reply is None:  # Redis down: fail open
             return RateDecision(allowed=True)

@@ -197,8 +197,9 @@ class Engram:
 
     def list(self, **filters: Any) -> Generator[Memory, None, None]:
         """Every memory of the tenant that passes the filters (ListRequest's fields: tags,
-        tag_mode, types, start, end, include_archived, page_size, cursor, ...), in the
-        store's scan order (by point id, not sequence), a page at a time."""
+        tag_mode, types, start, end, include_archived, page_size, cursor, ...), a page at a
+        time, in log sequence order of each memory's last write: one updated meanwhile
+        comes again at the end, and a page's cursor resumes with what changed since."""
         for page in self.list_pages(**filters):
             yield from page.memories
 

@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from google.protobuf import struct_pb2, timestamp_pb2
+from google.protobuf import field_mask_pb2, struct_pb2, timestamp_pb2
 
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2
@@ -117,7 +117,6 @@ class TransferEndToEnd(GatewayFixture):
         await wait_for_watermark(gateway, stored.sequence)
         pages = await _listed(gateway, AUTH, tags=[tag], page_size=2)
         listed = [m.id for p in pages for m in p.memories]
-        # The store's scan order: stable (writes never move a memory), not creation order.
         assert sorted(listed) == sorted(stored.ids)
         assert pages[-1].cursor == ""
         first = next(i for i, p in enumerate(pages) if p.memories and p.cursor)
@@ -129,6 +128,37 @@ class TransferEndToEnd(GatewayFixture):
             "Ana chose Postgres for the billing ledger"
         ]
         assert not [m for p in await _listed(gateway, IMPORT_AUTH, tags=[tag]) for m in p.memories]
+
+    async def test_list_is_in_sequence_order_and_an_update_moves_a_memory_last(
+        self, gateway: Stub
+    ) -> None:
+        tag = f"seq:{uuid.uuid4().hex[:8]}"
+        stored = await gateway.StoreBatch(
+            gateway_pb2.StoreBatchRequest(memories=_memories(tag)), metadata=AUTH
+        )
+        await wait_for_watermark(gateway, stored.sequence)
+        pages = await _listed(gateway, AUTH, tags=[tag], page_size=2)
+        before = [m for p in pages for m in p.memories]
+        assert [m.version for m in before] == sorted(m.version for m in before)
+        first = before[0]
+        updated = await gateway.Update(
+            gateway_pb2.UpdateRequest(
+                id=first.id,
+                memory=common_pb2.MemoryInput(content="Ana chose Postgres, then CockroachDB"),
+                update_mask=field_mask_pb2.FieldMask(paths=["content"]),
+            ),
+            metadata=AUTH,
+        )
+        await wait_for_watermark(gateway, updated.sequence)
+        # Resuming after the first page brings the rest, then what changed since.
+        resumed = await _listed(gateway, AUTH, tags=[tag], page_size=2, cursor=pages[0].cursor)
+        got = [m for p in resumed for m in p.memories]
+        rest = [m.id for m in before[len(pages[0].memories) :]]
+        assert [m.id for m in got] == [*rest, first.id]
+        assert got[-1].content == "Ana chose Postgres, then CockroachDB"
+        assert got[-1].version == updated.sequence
+        again = [m.id for p in await _listed(gateway, AUTH, tags=[tag]) for m in p.memories]
+        assert again == [m.id for m in before[1:]] + [first.id]
 
     async def test_export_then_import_into_an_empty_tenant_keeps_every_field_and_relation(
         self, gateway: Stub, stack: DevStack, tmp_path: Path

@@ -70,6 +70,7 @@ from engram_gateway.service.ports import (
     RecallCodec,
     VectorPort,
 )
+from engram_gateway.service.rate_limit import WRITE_KEY_PREFIX
 from engram_gateway.service.recall_cache import RecallCache
 from engram_gateway.service.stats import StatsView, TenantLog
 from engram_gateway.service.tenants import TenantEraser, TenantPurge
@@ -203,6 +204,7 @@ def _reader(
         settings.recall_queue,
         settings.recall_tenant_queue,
         tenant_label=settings.metrics_tenant_label,
+        tenant_share=settings.recall_tenant_share,
     )
     return Reader(
         backends.vector,
@@ -271,14 +273,7 @@ def build_gateway(
     lookup = Lookup(backends.vector, backends.lexical)
     shared = _Shared(lookup, recall_cache, AccessRecorder(event_log, clock, ids), clock, ids)
     reader = _reader(settings, backends, event_log, shared, models)
-    rate_limit = TenantRateLimit(
-        limiter or MemoryRateLimiter(),
-        RateLimitConfig(
-            settings.rate_limit_rps,
-            settings.rate_limit_window_s,
-            tenant_label=settings.metrics_tenant_label,
-        ),
-    )
+    rate_limit, write_rate = _rate_limits(settings, limiter or MemoryRateLimiter())
     stats = StatsView(reader, tenant_log, settings.backend_timeout_s)
     lister = Lister(backends.vector, backends.graph, settings.backend_timeout_s)
     tenants = _tenants(settings, backends, event_log, cache, shared, tenant_log, purge)
@@ -287,10 +282,30 @@ def build_gateway(
         reader=reader,
         access=shared.access,
         rate_limit=rate_limit,
+        write_rate=write_rate,
         stats=stats,
         lister=lister,
         tenants=tenants,
     )
+
+
+def _rate_limits(
+    settings: Settings, limiter: RateLimiter
+) -> tuple[TenantRateLimit, TenantRateLimit]:
+    """Per tenant: requests of every RPC, and memories written."""
+    requests = RateLimitConfig(
+        settings.rate_limit_rps,
+        settings.rate_limit_window_s,
+        tenant_label=settings.metrics_tenant_label,
+    )
+    writes = RateLimitConfig(
+        settings.write_rate_limit,
+        settings.rate_limit_window_s,
+        tenant_label=settings.metrics_tenant_label,
+        key_prefix=WRITE_KEY_PREFIX,
+        counted="memories",
+    )
+    return TenantRateLimit(limiter, requests), TenantRateLimit(limiter, writes)
 
 
 def build_admin(

@@ -283,6 +283,13 @@ class Settings(ServiceSettings):
         description="Recalls one tenant may have waiting for a turn; one more of that tenant "
         "is refused with RESOURCE_EXHAUSTED at once (retry-after-ms), the others still wait.",
     )
+    recall_tenant_share: bool = Field(
+        True,
+        description="While several tenants have recalls in progress or waiting, each holds "
+        "at most ceil(recall_concurrency / tenants) of the turns, so a flooding tenant's "
+        "recalls leave the backends to the others' (a turn may stay unused); one tenant alone "
+        "gets them all.",
+    )
     publish_timeout_s: float = Field(
         5.0,
         gt=0,
@@ -331,6 +338,14 @@ class Settings(ServiceSettings):
         "whole window's share at once).",
     )
 
+    write_rate_limit: float = Field(
+        0.0,
+        ge=0,
+        description="Memories per second one tenant may store (Store, StoreBatch, "
+        "StoreStream count each memory), counted in the same windows; 0 = no limit. Bounds "
+        "the embedding and store work one tenant's writes cost the others.",
+    )
+
     # Metrics
     metrics_tenant_label: bool = Field(
         False,
@@ -340,11 +355,15 @@ class Settings(ServiceSettings):
 
     @model_validator(mode="after")
     def _rate_limit_admits_one_per_window(self) -> Settings:
-        if 0 < self.rate_limit_rps * self.rate_limit_window_s < 1:
-            raise ValueError(
-                f"rate_limit_rps × rate_limit_window_s must be >= 1 request per window "
-                f"(got {self.rate_limit_rps} × {self.rate_limit_window_s})"
-            )
+        for name, rate in (
+            ("rate_limit_rps", self.rate_limit_rps),
+            ("write_rate_limit", self.write_rate_limit),
+        ):
+            if 0 < rate * self.rate_limit_window_s < 1:
+                raise ValueError(
+                    f"{name} × rate_limit_window_s must be >= 1 per window "
+                    f"(got {rate} × {self.rate_limit_window_s})"
+                )
         return self
 
     @model_validator(mode="after")

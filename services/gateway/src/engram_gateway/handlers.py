@@ -24,7 +24,14 @@ from engram_gateway.mapping import (
     stats_to_proto,
     store_outcome_to_proto,
 )
-from engram_gateway.service import Deadline, Gateway, StatsView, StoreItem, batch_items
+from engram_gateway.service import (
+    Deadline,
+    Gateway,
+    StatsView,
+    StoreItem,
+    StoreOutcome,
+    batch_items,
+)
 from engram_platform.convert import memory_to_proto, struct_to_dict
 
 if TYPE_CHECKING:
@@ -46,6 +53,7 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
         self._reader = gateway.reader
         self._auth = auth
         self._rate_limit = gateway.rate_limit
+        self._write_rate = gateway.write_rate
         self._default_deadline = default_deadline_s
         self._max_stream = max_stream
         self._lister = gateway.lister
@@ -66,12 +74,17 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
 
     # --- writes -------------------------------------------------------------------------
 
+    async def _store(self, tenant: str, items: list[StoreItem], context: Context) -> StoreOutcome:
+        """Store once the tenant's write rate allows every memory of the call."""
+        await self._write_rate.admit(tenant, len(items))
+        return await self._writer.store(tenant, items, self._deadline(context))
+
     async def Store(  # noqa: N802 (generated servicer names)
         self, request: gateway_pb2.StoreRequest, context: Context
     ) -> gateway_pb2.StoreResponse:
         tenant = await self._tenant(context, Scope.WRITE)
         item = StoreItem(memory_input_from_proto(request.memory), request.idempotency_key)
-        [stored] = (await self._writer.store(tenant, [item], self._deadline(context))).results
+        [stored] = (await self._store(tenant, [item], context)).results
         return gateway_pb2.StoreResponse(
             id=stored.id, sequence=stored.sequence, duplicate=stored.duplicate
         )
@@ -87,7 +100,7 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
             list(request.idempotency_keys),
             self._writer.limits,
         )
-        out = await self._writer.store(tenant, items, self._deadline(context))
+        out = await self._store(tenant, items, context)
         return store_outcome_to_proto(out)
 
     async def StoreStream(  # noqa: N802
@@ -110,7 +123,7 @@ class MemoryHandlers(gateway_pb2_grpc.MemoryServiceServicer):
         if not items:
             raise InvalidArgument("requests", "must not be empty")
         # The deadline is read once the stream has ended: publishing gets what is left.
-        out = await self._writer.store(tenant, items, self._deadline(context))
+        out = await self._store(tenant, items, context)
         return store_outcome_to_proto(out)
 
     async def Update(  # noqa: N802

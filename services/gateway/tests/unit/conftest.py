@@ -33,6 +33,7 @@ from engram_platform import jetstream
 from engram_platform.cache import MemoryCache
 from engram_platform.errors import FIELD_KEY
 from engram_platform.settings import NatsSettings
+from engram_testing.fakes.common import sequence_page
 from engram_testing.fakes.graph import FakeGraphStore
 from engram_testing.nats_server import NatsServer, start_nats
 
@@ -175,17 +176,12 @@ class FakeVector(FakeBackend):
         searches = (self.search(tenant, f, limit, query, vector, timeout) for f in flts)
         return list(await asyncio.gather(*searches))
 
-    async def scan(
+    async def scan_by_sequence(
         self, tenant: str, cursor: str | None, limit: int, timeout: float | None = None
     ) -> ScanPage:
-        """Like the vector store: a stable order (here by id), the cursor the next page's first."""
-        await self._enter("scan", (cursor, limit))
-        held = sorted(
-            (m for m in self.world.of(tenant) if cursor is None or m.id >= cursor),
-            key=lambda m: m.id,
-        )
-        more = held[limit:]
-        return ScanPage(held[:limit], more[0].id if more else None)
+        """Like the vector store: by (version, id), resumed after the cursor's place."""
+        await self._enter("scan_by_sequence", (cursor, limit))
+        return sequence_page(self.world.of(tenant), cursor, limit)
 
 
 class FakeLexical(FakeBackend):

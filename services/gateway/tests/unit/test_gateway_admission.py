@@ -75,6 +75,88 @@ async def test_turns_go_round_the_tenants() -> None:
     assert admission.waiting == 0
 
 
+class _Gates:
+    """Recalls that each stay inside until let go by name; who is inside, in entry order."""
+
+    def __init__(self, admission: Admission) -> None:
+        self.admission = admission
+        self.inside: list[str] = []
+        self.entered: list[str] = []
+        self._go: dict[str, asyncio.Event] = {}
+        self.tasks: list[asyncio.Task[None]] = []
+
+    async def _one(self, tenant: str, name: str) -> None:
+        self._go[name] = asyncio.Event()
+        async with self.admission.turn(tenant, Deadline.within(5.0)):
+            self.entered.append(name)
+            self.inside.append(name)
+            await self._go[name].wait()
+            self.inside.remove(name)
+
+    async def start(self, tenant: str, *names: str) -> None:
+        self.tasks += [asyncio.create_task(self._one(tenant, n)) for n in names]
+        await asyncio.sleep(0.01)
+
+    async def let_go(self, *names: str) -> None:
+        for name in names:
+            self._go[name].set()
+        await asyncio.sleep(0.01)
+
+    def of(self, tenant: str) -> list[str]:
+        return [n for n in self.inside if n.startswith(tenant)]
+
+    async def finish(self) -> None:
+        for go in self._go.values():
+            go.set()
+        await asyncio.gather(*self.tasks)
+
+
+async def test_with_two_tenants_the_flooding_one_holds_at_most_its_share() -> None:
+    gates = _Gates(Admission(AdmissionConfig(limit=4, queue=20)))
+    await gates.start("a", *(f"a{i}" for i in range(8)))
+    assert gates.of("a") == ["a0", "a1", "a2", "a3"]  # alone, a tenant gets every slot
+    await gates.start("b", "b0")
+    await gates.let_go("a0")
+    assert gates.of("b") == ["b0"]
+    # Two tenants: a's share is 2 of 4. Its releases free slots until it is down to it,
+    # although its own recalls are waiting and a slot stays unused.
+    await gates.let_go("a1")
+    assert gates.of("a") == ["a2", "a3"]
+    await gates.let_go("a2")
+    assert gates.of("a") == ["a3", "a4"]
+    assert len(gates.inside) == 3
+    # b done: a alone again, its waiters fill every slot.
+    await gates.let_go("b0")
+    assert gates.of("a") == ["a3", "a4", "a5", "a6"]
+    await gates.finish()
+    assert gates.entered == ["a0", "a1", "a2", "a3", "b0", "a4", "a5", "a6", "a7"]
+    assert gates.admission.waiting == 0
+
+
+async def test_a_newcomer_below_its_share_takes_a_free_slot_at_once() -> None:
+    gates = _Gates(Admission(AdmissionConfig(limit=4, queue=20)))
+    await gates.start("a", *(f"a{i}" for i in range(6)))
+    await gates.start("b", "b0")
+    await gates.let_go("a0", "a1")  # b0 enters; a drops to its share of 2
+    assert gates.of("a") == ["a2", "a3"]
+    await gates.let_go("b0")  # b leaves: a alone, back to every slot
+    assert gates.of("a") == ["a2", "a3", "a4", "a5"]
+    await gates.let_go("a2")
+    await gates.start("c", "c0")  # a free slot and c below its share: no wait behind a
+    assert gates.of("c") == ["c0"]
+    await gates.finish()
+
+
+async def test_without_tenant_share_a_flooding_tenant_refills_every_slot() -> None:
+    gates = _Gates(Admission(AdmissionConfig(limit=4, queue=20, tenant_share=False)))
+    await gates.start("a", *(f"a{i}" for i in range(8)))
+    await gates.start("b", "b0")
+    await gates.let_go("a0", "a1")
+    assert gates.of("a") == ["a2", "a3", "a4"]
+    assert gates.of("b") == ["b0"]
+    await gates.finish()
+
+
 async def test_a_full_queue_refuses_at_once() -> None:
     admission = Admission(AdmissionConfig(limit=1, queue=1))
     inside: list[str] = []

@@ -40,7 +40,7 @@ def ids(pages: list[Any]) -> list[str]:
     return [m.id for p in pages for m in p.memories]
 
 
-async def test_pages_in_the_stores_order_and_a_cursor_resumes_after_any_page(client: Any) -> None:
+async def test_pages_and_a_cursor_resumes_after_any_page(client: Any) -> None:
     seed(client.harness)
     pages = await listing(client, page_size=2, include_archived=True)
     assert [len(p.memories) for p in pages] == [2, 2, 1]
@@ -49,6 +49,28 @@ async def test_pages_in_the_stores_order_and_a_cursor_resumes_after_any_page(cli
     assert all(p.cursor for p in pages[:-1])
     rest = await listing(client, page_size=2, include_archived=True, cursor=pages[0].cursor)
     assert ids(rest) == [uid(i) for i in range(2, 5)]
+
+
+async def test_pages_in_the_order_of_the_last_write_ties_by_id(client: Any) -> None:
+    """A StoreBatch writes many memories with one sequence: those tie, and are split
+    across pages without losing or repeating one."""
+    h = client.harness
+    versions = {0: 9, 1: 4, 2: 9, 3: 2, 4: 4, 5: 9}
+    h.world.put(*(h.memory(uid(i), f"note {i}", version=v) for i, v in versions.items()))
+    for size in (1, 2, 4):
+        pages = await listing(client, page_size=size)
+        assert ids(pages) == [uid(i) for i in (3, 1, 4, 0, 2, 5)]
+
+
+async def test_a_cursor_resumes_and_an_update_moves_the_memory_to_the_end(client: Any) -> None:
+    h = client.harness
+    h.world.put(*(h.memory(uid(i), f"note {i}", version=i + 1) for i in range(4)))
+    first = (await listing(client, page_size=2))[0]
+    assert [m.id for m in first.memories] == [uid(0), uid(1)]
+    h.world.put(h.memory(uid(0), "edited", version=10))
+    rest = await listing(client, page_size=2, cursor=first.cursor)
+    assert ids(rest) == [uid(2), uid(3), uid(0)]
+    assert [m.content for p in rest for m in p.memories][-1] == "edited"
 
 
 async def test_every_field_of_a_memory_comes_back(client: Any) -> None:
@@ -115,6 +137,10 @@ async def test_another_tenants_memories_are_never_listed(client: Any) -> None:
     ("kw", "field"),
     [
         ({"cursor": "not-a-cursor"}, "cursor"),
+        ({"cursor": uid(1)}, "cursor"),  # a bare id: the cursor of no listing
+        ({"cursor": f"7:{uid(1).upper()}"}, "cursor"),
+        ({"cursor": "7:note-1"}, "cursor"),
+        ({"cursor": f"-7:{uid(1)}"}, "cursor"),
         ({"page_size": 1001}, "page_size"),
         ({"page_size": -1}, "page_size"),
         ({"start": "yesterday-ish"}, "start"),
@@ -128,20 +154,20 @@ async def test_a_wrong_argument_is_named_before_any_store_call(
         await listing(client, **kw)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert client.field_of(err.value) == field
-    assert not [c for c in client.harness.vector.calls if c[0] == "scan"]
+    assert not [c for c in client.harness.vector.calls if c[0] == "scan_by_sequence"]
 
 
 async def test_a_store_failure_mid_listing_ends_the_stream_unavailable(client: Any) -> None:
     h = client.harness
     seed(h)
-    scan = h.vector.scan
+    scan = h.vector.scan_by_sequence
 
     async def first_page_only(tenant: str, cursor: str | None, *args: Any) -> Any:
         if cursor is not None:
             raise Unavailable("vector down")
         return await scan(tenant, cursor, *args)
 
-    h.vector.scan = first_page_only
+    h.vector.scan_by_sequence = first_page_only
     call = client.stub.List(gateway_pb2.ListRequest(page_size=2), metadata=client.auth())
     assert len((await call.read()).memories) == 2
     with pytest.raises(grpc.aio.AioRpcError) as err:

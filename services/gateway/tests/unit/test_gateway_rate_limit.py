@@ -108,6 +108,36 @@ async def test_store_stream_counts_once(new_harness: Callable[..., Any]) -> None
         assert exc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
+# Three memories per 30 s window.
+THREE_MEMORIES: dict[str, Any] = {"write_rate_limit": 0.1, "rate_limit_window_s": 30.0}
+
+
+def _batch(n: int) -> gateway_pb2.StoreBatchRequest:
+    return gateway_pb2.StoreBatchRequest(
+        memories=[common_pb2.MemoryInput(content=f"m{i}") for i in range(n)]
+    )
+
+
+async def test_the_write_rate_counts_memories_not_calls(new_harness: Callable[..., Any]) -> None:
+    async with _stub(new_harness, **THREE_MEMORIES) as stub:
+        assert len((await stub.StoreBatch(_batch(2), metadata=_auth())).ids) == 2
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await stub.StoreBatch(_batch(2), metadata=_auth())  # 4 memories > 3
+        assert exc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "3 memories per 30s" in (exc.value.details() or "")
+        # Reads are not writes, and another tenant has its own budget.
+        await stub.Recall(gateway_pb2.RecallRequest(query="m1"), metadata=_auth())
+        assert len((await stub.StoreBatch(_batch(3), metadata=_auth("other"))).ids) == 3
+
+
+async def test_a_batch_larger_than_a_window_passes_alone() -> None:
+    config = RateLimitConfig(3, 1.0, key_prefix="w:", counted="memories")
+    limit = TenantRateLimit(MemoryRateLimiter(), config)
+    await limit.admit("acme", 50)  # a whole window's allowance
+    with pytest.raises(ResourceExhausted, match="3 memories per 1s"):
+        await limit.admit("acme", 1)
+
+
 async def test_refused_auth_does_not_use_the_budget(new_harness: Callable[..., Any]) -> None:
     async with _stub(new_harness, **ONE_PER_WINDOW) as stub:
         for token in ("unknown", "w-token"):  # UNAUTHENTICATED, PERMISSION_DENIED
@@ -139,7 +169,7 @@ async def test_limit_allows_the_rate_then_refuses_with_retry_after() -> None:
 
 async def test_retry_after_comes_from_the_limiter() -> None:
     class Refusing:
-        async def hit(self, key: str, limit: int, window_s: float) -> RateDecision:
+        async def hit(self, key: str, limit: int, window_s: float, cost: int = 1) -> RateDecision:
             assert key == "gateway:rps:acme"
             assert (limit, window_s) == (10, 1.0)
             return RateDecision(allowed=False, retry_after_s=0.4321)

@@ -242,6 +242,14 @@ class VectorHandlers(vector_pb2_grpc.VectorServiceServicer):
         page = await self._service.scan(tenant, cursor, limit, request.generation)
         return mapping.scan_response(page)
 
+    async def ScanBySequence(  # noqa: N802
+        self, request: vector_pb2.ScanRequest, context: Context
+    ) -> vector_pb2.ScanResponse:
+        tenant = _tenant(request.tenant)
+        cursor, limit = _scan_args(request)
+        page = await self._service.scan_by_sequence(tenant, cursor, limit, request.generation)
+        return mapping.scan_response(page)
+
     async def UpdateRelevance(  # noqa: N802
         self, request: vector_pb2.UpdateRelevanceRequest, context: Context
     ) -> vector_pb2.UpdateRelevanceResponse:

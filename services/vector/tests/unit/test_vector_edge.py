@@ -13,6 +13,7 @@ from engram_core.errors import InvalidArgument, Unavailable
 from engram_core.model import AccessUpdate, Filter, UpsertResult
 from engram_testing.contracts.vector import DIM, T, axis, mem
 from engram_testing.fakes.vector import FakeVectorIndex
+from engram_vector.adapters import edge
 from engram_vector.adapters.edge import EdgeOptions, EdgeVectorIndex
 
 NO_OPTIMIZE = EdgeOptions(dimension=DIM, optimize_enabled=False)
@@ -49,6 +50,25 @@ async def test_data_survives_a_restart(tmp_path: Path) -> None:
         assert await index.count(T) == 1
         # The tombstone came back too.
         assert await index.upsert(T, [(mem("b", version=4), axis(1))]) == UpsertResult(0, 1)
+    finally:
+        await index.close()
+
+
+async def test_a_shard_made_without_the_version_index_is_listed_by_sequence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ordering by version needs its range index, which older shards were created without."""
+    root = tmp_path / "vector"
+    with monkeypatch.context() as patched:
+        patched.setattr(edge, "_create_indexes", lambda shard: None)
+        index = await EdgeVectorIndex.open(root, NO_OPTIMIZE)
+        await index.upsert(T, [(mem("a", version=5), axis(0)), (mem("b", version=2), axis(1))])
+        await index.close()
+
+    index = await EdgeVectorIndex.open(root, NO_OPTIMIZE)
+    try:
+        page = await index.scan_by_sequence(T, None, 1)
+        assert [m.id for m in page.memories] == ["b"]
     finally:
         await index.close()
 

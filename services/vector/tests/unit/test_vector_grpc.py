@@ -279,6 +279,8 @@ def _tagged(count: int, tag: str) -> vector_pb2.Point:
         ("Scan", vector_pb2.ScanRequest(tenant=T, limit=0), "limit"),
         ("Scan", vector_pb2.ScanRequest(tenant=T, limit=1001), "limit"),
         ("Scan", vector_pb2.ScanRequest(tenant=T, limit=5, cursor="c" * 257), "cursor"),
+        ("ScanBySequence", vector_pb2.ScanRequest(tenant=T, limit=0), "limit"),
+        ("ScanBySequence", vector_pb2.ScanRequest(tenant=T, limit=5, cursor=GOOD_ID), "cursor"),
         ("UpdateRelevance", _relevance((GOOD_ID, 0.5), ("nope", 0.5)), "updates[1].id"),
         ("UpdateRelevance", _relevance((GOOD_ID, 1.01)), "updates[0].relevance_score"),
         ("UpdateRelevance", _relevance((GOOD_ID, float("nan"))), "updates[0].relevance_score"),
@@ -327,6 +329,10 @@ async def test_scan_neighbours_and_update_relevance(
     scanned = {m.id: memory_from_proto(m) for m in [*first.memories, *rest.memories]}
     assert sorted(scanned) == sorted(DOCS)
     assert scanned[deploy].relevance_score == 0.75
+
+    by_sequence = await stub.ScanBySequence(vector_pb2.ScanRequest(tenant=T, limit=10))
+    assert sorted(m.id for m in by_sequence.memories) == sorted(DOCS)
+    assert by_sequence.next_cursor == ""
 
     found = await stub.Neighbours(
         vector_pb2.NeighboursRequest(tenant=T, ids=[lunch, ghost, deploy], limit=1, min_score=-1)

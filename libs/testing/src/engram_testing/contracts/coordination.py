@@ -304,6 +304,11 @@ class RateLimiterContract:
         await asyncio.sleep(max(0.0, self.WINDOW_S - (time.monotonic() - started)) + 0.05)
         assert (await limiter.hit("acme", 2, self.WINDOW_S)).allowed
 
+    async def test_a_hit_counts_its_cost(self, limiter: RateLimiter) -> None:
+        assert (await limiter.hit("acme", 5, self.WINDOW_S, cost=3)).allowed
+        assert (await limiter.hit("acme", 5, self.WINDOW_S, cost=2)).allowed
+        assert not (await limiter.hit("acme", 5, self.WINDOW_S)).allowed
+
     async def test_keys_are_counted_apart(self, limiter: RateLimiter) -> None:
         assert await self._hits(limiter, "acme", 3, limit=2) == [True, True, False]
         assert await self._hits(limiter, "globex", 2, limit=2) == [True, True]

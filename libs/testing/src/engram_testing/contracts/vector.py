@@ -218,6 +218,81 @@ class VectorIndexContract(MemoryStoreContract):
             assert await index.search(T, axis(0), flt, 10) == []
         assert await index.count(T) == 0
 
+    # -- scan by sequence ----------------------------------------------------------------------
+
+    async def _by_sequence(self, index: VectorIndex, limit: int) -> list[Memory]:
+        out: list[Memory] = []
+        cursor: str | None = None
+        for _ in range(200):
+            page = await index.scan_by_sequence(T, cursor, limit)
+            assert len(page.memories) <= limit
+            out.extend(page.memories)
+            if page.next_cursor is None:
+                return out
+            assert page.next_cursor != cursor, "the cursor must move"
+            cursor = page.next_cursor
+        raise AssertionError("the scan by sequence never ended")
+
+    async def _tied_corpus(self, index: VectorIndex) -> None:
+        # One event may write many memories: versions 5 and 9 hold several each.
+        versions = {"a": 9, "b": 5, "c": 9, "d": 2, "e": 5, "f": 9, "g": 7, "h": 9, "i": 5}
+        items = [(mem(i, version=v), axis(n % DIM)) for n, (i, v) in enumerate(versions.items())]
+        await index.upsert(T, items)
+        await index.upsert(OTHER, [(mem("z", tenant=OTHER, version=1), axis(0))])
+        await index.upsert(T, [(mem("j", version=3, archived=True), axis(1))])
+        await index.upsert(T, [(mem("k", version=4), axis(2))])
+        await index.delete(T, ["k"], version=6)
+
+    @pytest.mark.parametrize("limit", [1, 2, 3, 4, 100])
+    async def test_scan_by_sequence_orders_by_version_listing_each_once(
+        self, index: VectorIndex, limit: int
+    ) -> None:
+        await self._tied_corpus(index)
+        listed = await self._by_sequence(index, limit)
+        assert sorted(m.id for m in listed) == sorted("abcdefghij")
+        assert [m.version for m in listed] == sorted(m.version for m in listed)
+
+    async def test_scan_by_sequence_moves_a_rewritten_memory_to_the_end(
+        self, index: VectorIndex
+    ) -> None:
+        await self._tied_corpus(index)
+        first = await index.scan_by_sequence(T, None, 3)
+        assert [m.id for m in first.memories][:2] == ["d", "j"]
+        await index.upsert(T, [(mem("d", "changed", version=20), axis(0))])
+        assert first.next_cursor is not None
+        rest: list[Memory] = []
+        cursor: str | None = first.next_cursor
+        while cursor is not None:
+            page = await index.scan_by_sequence(T, cursor, 3)
+            rest.extend(page.memories)
+            cursor = page.next_cursor
+        assert rest[-1].id == "d"
+        assert rest[-1].content == "changed"
+        assert sorted(m.id for m in first.memories + rest) == sorted("abcdefghijd")
+
+    async def test_scan_by_sequence_of_an_empty_tenant_is_one_empty_page(
+        self, index: VectorIndex
+    ) -> None:
+        await index.upsert(OTHER, [(mem("z", tenant=OTHER), axis(0))])
+        page = await index.scan_by_sequence(T, None, 10)
+        assert page.memories == []
+        assert page.next_cursor is None
+
+    @pytest.mark.parametrize("cursor", ["x", "12", "-1:a", "a:b", "1: a"])
+    async def test_scan_by_sequence_names_a_bad_cursor(
+        self, index: VectorIndex, cursor: str
+    ) -> None:
+        with pytest.raises(InvalidArgument) as err:
+            await index.scan_by_sequence(T, cursor, 10)
+        assert err.value.field == "cursor"
+
+    async def test_scan_by_sequence_limit_below_one_is_invalid_argument(
+        self, index: VectorIndex
+    ) -> None:
+        with pytest.raises(InvalidArgument) as err:
+            await index.scan_by_sequence(T, None, 0)
+        assert err.value.field == "limit"
+
     # -- tenants -------------------------------------------------------------------------------
 
     async def test_tenants_are_isolated(self, index: VectorIndex) -> None:

@@ -4,13 +4,14 @@ fail."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Generic, TypeVar
 
 from engram_core.access import apply_access, keep_derived
 from engram_core.errors import EngramError, InvalidArgument
 from engram_core.model import AccessUpdate, Memory, RelevanceUpdate, ScanPage
+from engram_core.sequence_cursor import SequenceCursor, decode, encode
 
 P = TypeVar("P")  # what a store keeps beside each memory (a unit vector, the mentions)
 _Key = tuple[str, str]  # tenant, id
@@ -120,6 +121,11 @@ class FakeStore(Generic[P]):
         more = len(after) > len(page)
         return ScanPage(memories=page, next_cursor=page[-1].id if more else None)
 
+    async def scan_by_sequence(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
+        """By (version, id): `engram_core.sequence_cursor`'s order."""
+        self._check()
+        return sequence_page([m for m, _ in self._all_live(tenant)], cursor, limit)
+
     async def update_relevance(self, tenant: str, updates: Sequence[RelevanceUpdate]) -> int:
         self._check()
         changed: set[str] = set()
@@ -136,3 +142,25 @@ class FakeStore(Generic[P]):
 
     async def close(self) -> None:
         return None
+
+
+def sequence_page(memories: Iterable[Memory], cursor: str | None, limit: int) -> ScanPage:
+    """A page of a scan by sequence over ``memories`` (any order): those after ``cursor`` by
+    (version, id), the first ``limit``; an id-less cursor skips its whole version."""
+    if limit < 1:
+        raise InvalidArgument("limit", f"must be >= 1, got {limit}")
+    after = None if cursor is None else decode(cursor)
+    rest = sorted(
+        (m for m in memories if after is None or _after(m, after)),
+        key=lambda m: (m.version, m.id),
+    )
+    page = rest[:limit]
+    if len(rest) <= limit:
+        return ScanPage(page, None)
+    return ScanPage(page, encode(SequenceCursor(page[-1].version, page[-1].id)))
+
+
+def _after(m: Memory, cursor: SequenceCursor) -> bool:
+    if m.version != cursor.version:
+        return m.version > cursor.version
+    return bool(cursor.id) and m.id > cursor.id

@@ -37,6 +37,7 @@ class Gateway:
     reader: Reader
     access: AccessRecorder
     rate_limit: TenantRateLimit = field(default_factory=TenantRateLimit.off)
+    write_rate: TenantRateLimit = field(default_factory=TenantRateLimit.off)  # per memory
     admin: Admin | None = None  # AdminService; None: not served
     stats: StatsView | None = None  # None: the reader's counts, no log positions
     dead_letters: DeadLetters | None = None  # AdminService's; None: UNAVAILABLE

@@ -13,11 +13,17 @@ from filling the whole queue: the others still get in.
 Turns go round the tenants: a freed slot goes to the tenant after the last one served, and
 within a tenant in arrival order. So one tenant sending a flood of recalls makes the others
 wait for at most one of its recalls each, not for the whole flood.
+
+While more than one tenant has recalls in progress or waiting, each holds at most its share
+of the slots, ``ceil(limit / tenants)`` (``tenant_share``): a slot one tenant cannot use
+stays free rather than going to the flooding one, so the other's recall shares the backends
+with fewer of the flood's. A tenant alone still gets every slot.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -39,6 +45,7 @@ class AdmissionConfig:
     queue: int = 256  # recalls that may wait for a turn, over all tenants
     tenant_queue: int = 32  # recalls one tenant may have waiting
     tenant_label: bool = False  # refusals counted per tenant (a label per tenant: opt in)
+    tenant_share: bool = True  # with several tenants, each holds at most its share of limit
 
     def __post_init__(self) -> None:
         if self.limit < 0 or self.queue < 0 or self.tenant_queue < 0:
@@ -49,6 +56,7 @@ class Admission:
     def __init__(self, config: AdmissionConfig) -> None:
         self._config = config
         self._busy = 0
+        self._held: dict[str, int] = {}  # slots each tenant holds now
         # Each tenant's waiters in arrival order; the dict's order is the round of tenants.
         self._queues: dict[str, deque[asyncio.Future[None]]] = {}
         self._waiting = 0
@@ -65,8 +73,8 @@ class Admission:
             yield 0.0
             return
         started = time.monotonic()
-        if self._busy < self._config.limit and not self._waiting:
-            self._busy += 1
+        if self._busy < self._config.limit and self._may_enter(tenant):
+            self._take(tenant)
         else:
             await self._wait(tenant, deadline, started)
         entered = time.monotonic()
@@ -75,7 +83,7 @@ class Admission:
         finally:
             held = time.monotonic() - entered
             self._turn_s += _TURN_WEIGHT * (held - self._turn_s)
-            self._release()
+            self._release(tenant)
 
     def retry_after_s(self) -> float:
         """About when a refused recall would get in: a slot frees every turn / limit seconds
@@ -123,7 +131,7 @@ class Admission:
         """A waiter gives up: out of its queue, or, if the slot reached it meanwhile, the slot
         goes on to the next one."""
         if handed.done() and not handed.cancelled():
-            self._release()
+            self._release(tenant)
             return
         queue = self._queues.get(tenant)
         if queue is not None and handed in queue:
@@ -131,17 +139,47 @@ class Admission:
             self._waiting -= 1
             if not queue:
                 del self._queues[tenant]
+                self._hand_over()  # one tenant fewer: the others' shares may have grown
 
-    def _release(self) -> None:
-        """The slot goes to the first waiter of the next tenant in the round, else is free."""
-        while self._queues:
-            tenant = next(iter(self._queues))
+    def _share(self, newcomer: str = "") -> int:
+        """The slots one tenant may hold while the tenants holding or waiting (and a
+        newcomer, counted among them) contend."""
+        limit = self._config.limit
+        if not self._config.tenant_share:
+            return limit
+        tenants = self._held.keys() | self._queues.keys() | ({newcomer} if newcomer else set())
+        return math.ceil(limit / max(1, len(tenants)))
+
+    def _may_enter(self, tenant: str) -> bool:
+        """A newcomer takes a free slot at once unless its own earlier recalls are waiting or
+        it holds its share."""
+        return tenant not in self._queues and self._held.get(tenant, 0) < self._share(tenant)
+
+    def _take(self, tenant: str) -> None:
+        self._busy += 1
+        self._held[tenant] = self._held.get(tenant, 0) + 1
+
+    def _release(self, tenant: str) -> None:
+        self._busy -= 1
+        left = self._held[tenant] - 1
+        if left:
+            self._held[tenant] = left
+        else:
+            del self._held[tenant]
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Free slots go round the tenants below their share, each to its first waiter."""
+        while self._busy < self._config.limit:
+            share = self._share()
+            tenant = next((t for t in self._queues if self._held.get(t, 0) < share), None)
+            if tenant is None:
+                return
             queue = self._queues.pop(tenant)
             handed = queue.popleft()
             self._waiting -= 1
             if queue:
                 self._queues[tenant] = queue  # to the end of the round
             if not handed.done():
+                self._take(tenant)
                 handed.set_result(None)
-                return
-        self._busy -= 1

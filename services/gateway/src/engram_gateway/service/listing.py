@@ -1,8 +1,11 @@
-"""List: a tenant's memories page by page, straight off the vector store's scan.
+"""List: a tenant's memories page by page, straight off the vector store's scan by sequence.
 
 The vector store holds whole memories (archived included), so its scan is the listing; the
-filters are applied here with the reference semantics every index shares. The cursor a
-caller resumes with is the store's own (a point id), checked here so a wrong one is named.
+filters are applied here with the reference semantics every index shares. The order is the
+log sequence of the write that last touched each memory (ties by id), so a memory updated
+during a listing moves to the end and is listed again, and resuming from a cursor also
+brings what changed since. The cursor is the store's (version and id of the last memory
+read, `engram_core.sequence_cursor`), checked here so a wrong one is named.
 """
 
 from __future__ import annotations
@@ -10,9 +13,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
+from engram_core import sequence_cursor
 from engram_core import validation as v
 from engram_core.errors import InvalidArgument
 from engram_core.filters import matches
+from engram_core.ids import normalise_id
 from engram_core.model import Filter, Memory, Relation, TagMatch, TagMode
 from engram_gateway.service.ports import GraphPort, VectorPort
 
@@ -69,10 +74,10 @@ def _page_size(value: int) -> int:
 def _cursor(value: str) -> str | None:
     if not value:
         return None
-    try:
-        return v.check_id(value, "cursor")
-    except InvalidArgument:
-        raise InvalidArgument("cursor", "not a cursor List returned") from None
+    cursor = sequence_cursor.decode(value, "cursor")
+    if cursor.id and normalise_id(cursor.id) != cursor.id:
+        raise InvalidArgument("cursor", "not a cursor a listing returned")
+    return value
 
 
 class Lister:
@@ -82,11 +87,11 @@ class Lister:
         self._timeout = backend_timeout_s
 
     async def pages(self, tenant: str, req: ListRequest) -> AsyncIterator[ListPage]:
-        """Pages in the store's scan order; a page the filters empty is skipped unless last.
+        """Pages in sequence order; a page the filters empty is skipped unless last.
         Every argument is checked before the first store call."""
         flt, size, cursor = _filter(req), _page_size(req.page_size), _cursor(req.cursor)
         while True:
-            page = await self._vector.scan(tenant, cursor, size, self._timeout)
+            page = await self._vector.scan_by_sequence(tenant, cursor, size, self._timeout)
             kept = tuple(m for m in page.memories if matches(m, flt))
             cursor = page.next_cursor
             if kept or cursor is None:

@@ -47,10 +47,11 @@ class VectorPort(Protocol):
 
     async def count(self, tenant: str, timeout: float | None = None) -> int: ...
 
-    async def scan(
+    async def scan_by_sequence(
         self, tenant: str, cursor: str | None, limit: int, timeout: float | None = None
     ) -> ScanPage:
-        """Every live memory of the tenant (archived included) in a stable order (List)."""
+        """Every live memory of the tenant (archived included) by the version that last
+        wrote it, ties by id (List; `engram_core.ports.VectorIndex.scan_by_sequence`)."""
         ...
 
 

@@ -1,4 +1,6 @@
-"""Per-tenant request rate limit, checked once per RPC after the tenant is known.
+"""Per-tenant rate limits: requests, checked once per RPC after the tenant is known, and
+memories written, checked once per write RPC with the number of memories it stores (a batch
+of 50 costs 50: what a write costs the ingest workers and stores is per memory, not per call).
 
 Counters live in the RateLimiter port: Redis when the gateway's cache backend is redis (so
 the limit holds across replicas), else in-process (each replica counts its own). A limiter
@@ -14,6 +16,7 @@ from engram_core.ports import RateLimiter
 from engram_gateway.service import metrics
 
 KEY_PREFIX = "gateway:rps:"
+WRITE_KEY_PREFIX = "gateway:wps:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +24,8 @@ class RateLimitConfig:
     requests_per_s: float = 0.0  # 0 = no limit
     window_s: float = 1.0  # counted in fixed windows this long: a burst may use one whole
     tenant_label: bool = False  # refusals counted per tenant (a label per tenant: opt in)
+    key_prefix: str = KEY_PREFIX
+    counted: str = "requests"  # what the limit counts, for the refusal's message
 
     @property
     def per_window(self) -> int:
@@ -40,16 +45,19 @@ class TenantRateLimit:
     def enabled(self) -> bool:
         return self._limiter is not None
 
-    async def admit(self, tenant: str) -> None:
-        """Count one request of `tenant`; RESOURCE_EXHAUSTED when it is over its limit."""
+    async def admit(self, tenant: str, cost: int = 1) -> None:
+        """Count `cost` of `tenant`; RESOURCE_EXHAUSTED when it is over its limit. A cost
+        above a whole window's allowance counts as that allowance, so it can still pass."""
         if self._limiter is None:
             return
         cfg = self._config
-        decision = await self._limiter.hit(KEY_PREFIX + tenant, cfg.per_window, cfg.window_s)
+        decision = await self._limiter.hit(
+            cfg.key_prefix + tenant, cfg.per_window, cfg.window_s, min(cost, cfg.per_window)
+        )
         if not decision.allowed:
             metrics.rejected("rate_limit", tenant, cfg.tenant_label)
             raise ResourceExhausted(
-                f"tenant {tenant!r} is over its rate limit of {cfg.per_window} requests per "
+                f"tenant {tenant!r} is over its rate limit of {cfg.per_window} {cfg.counted} per "
                 f"{cfg.window_s:g}s; retry after {decision.retry_after_s:.3f}s",
                 retry_after_s=decision.retry_after_s,
             )

@@ -36,6 +36,7 @@ RUST = mem(uid(3), "sarah prefers rust for the deploy services", tags=("project:
 THEIRS = mem(uid(4), "the deploy pipeline runs on fridays", tenant=OTHER)
 
 ARCHIVED = replace(mem(uid(7), "an archived note"), archived=True)
+_SIX = [DEPLOY, LUNCH, RUST, ARCHIVED, mem(uid(8), "eight"), mem(uid(9), "nine")]
 
 
 class VectorPortContract:
@@ -137,21 +138,33 @@ class VectorPortContract:
             0,
         )
 
-    async def test_scan_pages_every_memory_once(self, port: VectorPort, put: Put) -> None:
-        archived = replace(mem(uid(5), "archived"), archived=True)
-        await put(DEPLOY, LUNCH, RUST, archived, THEIRS)
-        seen: list[str] = []
+    async def _by_sequence(self, port: VectorPort, limit: int) -> list[Memory]:
+        seen: list[Memory] = []
         cursor: str | None = None
-        for _ in range(10):
-            page = await port.scan(T, cursor, 3)
-            assert len(page.memories) <= 3
-            seen += [m.id for m in page.memories]
+        for _ in range(20):
+            page = await port.scan_by_sequence(T, cursor, limit)
+            assert len(page.memories) <= limit
+            seen += page.memories
             cursor = page.next_cursor
             if cursor is None:
-                break
-        assert sorted(seen) == sorted([DEPLOY.id, LUNCH.id, RUST.id, archived.id])
-        again = await port.scan(T, None, 3)
-        assert [m.id for m in again.memories] == seen[:3]  # a stable order
+                return seen
+        raise AssertionError("the scan by sequence never ended")
+
+    @pytest.mark.parametrize("limit", [1, 2, 3, 10])
+    async def test_scan_by_sequence_pages_every_memory_once_by_version(
+        self, port: VectorPort, put: Put, limit: int
+    ) -> None:
+        # Versions 3 and 8 hold several memories each, as one StoreBatch event writes them.
+        at = [replace(m, version=v) for m, v in zip(_SIX, (8, 3, 8, 3, 1, 8), strict=True)]
+        await put(*at, THEIRS)
+        seen = await self._by_sequence(port, limit)
+        assert sorted(m.id for m in seen) == sorted(m.id for m in at)
+        assert [m.version for m in seen] == [1, 3, 3, 8, 8, 8]
+
+    async def test_scan_by_sequence_names_a_bad_cursor(self, port: VectorPort) -> None:
+        with pytest.raises(InvalidArgument) as err:
+            await port.scan_by_sequence(T, "not-a-cursor", 3)
+        assert err.value.field == "cursor"
 
     async def test_an_unreachable_service_is_unavailable(self, down: VectorPort) -> None:
         with pytest.raises(Unavailable):

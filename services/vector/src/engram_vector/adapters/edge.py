@@ -42,6 +42,7 @@ from engram_core.model import (
     ScanPage,
     UpsertResult,
 )
+from engram_vector.adapters import by_sequence as bs
 from engram_vector.adapters import payload as pl
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ def _create_indexes(shard: qe.EdgeShard) -> None:
     shard.update(op(pl.TENANT, qe.KeywordIndexParams(is_tenant=True)))
     for key in (pl.TAGS, pl.TAG_PREFIXES, pl.TYPE):
         shard.update(op(key, qe.PayloadSchemaType.Keyword))
-    for key in (pl.TS, pl.ARCHIVED, pl.DELETED):
+    for key in (pl.TS, pl.ARCHIVED, pl.DELETED, pl.VERSION):
         shard.update(op(key, qe.PayloadSchemaType.Integer))
 
 
@@ -150,9 +151,12 @@ def _open_shard(root: Path, options: EdgeOptions) -> tuple[qe.EdgeShard, Path]:
         name = current.read_text(encoding="utf-8").strip()
         _remove_stale(root, keep=name)
         try:
-            return qe.EdgeShard.load(str(root / name), config), root / name
+            shard = qe.EdgeShard.load(str(root / name), config)
         except Exception as exc:  # surfaces e.g. a dimension change as a clear error
             raise Unavailable(f"cannot load vector shard {root / name}: {exc}") from exc
+        # Idempotent: gives a shard made before an index was added (version) that index.
+        _create_indexes(shard)
+        return shard, root / name
     # Nothing committed yet: any generation directory is a leftover of a failed start.
     _remove_stale(root, keep=None)
     name = f"{_GEN_PREFIX}{1:06d}"
@@ -308,6 +312,13 @@ class EdgeVectorIndex:
         records, next_offset = await self._read(lambda s: s.scroll(request))
         memories = [memory_from_json((r.payload or {})[pl.MEMORY]) for r in records]
         return ScanPage(memories, None if next_offset is None else str(next_offset))
+
+    async def scan_by_sequence(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
+        return await bs.scan_by_sequence(_EdgeSequence(self, tenant), tenant, cursor, limit)
+
+    async def _rows(self, request: qe.ScrollRequest) -> list[bs.Row]:
+        records, _ = await self._read(lambda s: s.scroll(request))
+        return [bs.Row(str(r.id), memory_from_json((r.payload or {})[pl.MEMORY])) for r in records]
 
     async def neighbours(
         self, tenant: str, ids: Sequence[str], limit: int, min_score: float
@@ -633,6 +644,40 @@ class EdgeVectorIndex:
             if self._lock_file is not None:
                 self._lock_file.close()
                 self._lock_file = None
+
+
+@dataclass(frozen=True, slots=True)
+class _EdgeSequence:
+    """`by_sequence.SequenceReader` on the shard for one tenant."""
+
+    index: EdgeVectorIndex
+    tenant: str
+
+    async def of_version(self, version: int, after_point: str | None, limit: int) -> list[bs.Row]:
+        conds = (*pl.live_conditions(self.tenant), pl.Range(pl.VERSION, version, version))
+        rows = await self.index._rows(
+            qe.ScrollRequest(
+                offset=after_point,
+                limit=limit + 1,
+                filter=edge_filter(pl.Conditions(conds, ())),
+                with_payload=qe.PayloadSelector.Include([pl.MEMORY]),
+                with_vector=False,
+            )
+        )
+        return bs.after_point(rows, after_point, limit)
+
+    async def above(self, version: int | None, limit: int) -> list[bs.Row]:
+        floor = None if version is None else version + 1
+        conds = (*pl.live_conditions(self.tenant), pl.Range(pl.VERSION, floor, None))
+        return await self.index._rows(
+            qe.ScrollRequest(
+                limit=limit,
+                filter=edge_filter(pl.Conditions(conds, ())),
+                with_payload=qe.PayloadSelector.Include([pl.MEMORY]),
+                with_vector=False,
+                order_by=qe.OrderBy(pl.VERSION, qe.Direction.Asc),
+            )
+        )
 
 
 async def _finish_in_thread(fn: Callable[..., Any], *args: Any) -> None:

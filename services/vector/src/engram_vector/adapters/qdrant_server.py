@@ -36,6 +36,7 @@ from engram_core.model import (
     ScanPage,
     UpsertResult,
 )
+from engram_vector.adapters import by_sequence as bs
 from engram_vector.adapters import payload as pl
 
 
@@ -381,6 +382,25 @@ class QdrantVectorIndex:
         memories = [memory_from_json((r.payload or {})[pl.MEMORY]) for r in records]
         return ScanPage(memories, None if next_offset is None else str(next_offset))
 
+    async def scan_by_sequence(self, tenant: str, cursor: str | None, limit: int) -> ScanPage:
+        return await bs.scan_by_sequence(_QdrantSequence(self, tenant), tenant, cursor, limit)
+
+    async def _rows(
+        self, conds: pl.Conditions, limit: int, offset: str | None, ordered: bool
+    ) -> list[bs.Row]:
+        order = models.OrderBy(key=pl.VERSION, direction=models.Direction.ASC)
+        async with _translated():
+            records, _ = await self._client.scroll(
+                self._collection,
+                scroll_filter=qdrant_filter(conds),
+                limit=limit,
+                offset=offset,
+                order_by=order if ordered else None,
+                with_payload=[pl.MEMORY],
+                with_vectors=False,
+            )
+        return [bs.Row(str(r.id), memory_from_json((r.payload or {})[pl.MEMORY])) for r in records]
+
     async def neighbours(
         self, tenant: str, ids: Sequence[str], limit: int, min_score: float
     ) -> dict[str, list[Hit]]:
@@ -467,3 +487,21 @@ class QdrantVectorIndex:
     async def close(self) -> None:
         if self._owns_client:
             await self._client.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _QdrantSequence:
+    """`by_sequence.SequenceReader` on the collection for one tenant."""
+
+    index: QdrantVectorIndex
+    tenant: str
+
+    async def of_version(self, version: int, after_point: str | None, limit: int) -> list[bs.Row]:
+        conds = (*pl.live_conditions(self.tenant), pl.Range(pl.VERSION, version, version))
+        rows = await self.index._rows(pl.Conditions(conds, ()), limit + 1, after_point, False)
+        return bs.after_point(rows, after_point, limit)
+
+    async def above(self, version: int | None, limit: int) -> list[bs.Row]:
+        floor = None if version is None else version + 1
+        conds = (*pl.live_conditions(self.tenant), pl.Range(pl.VERSION, floor, None))
+        return await self.index._rows(pl.Conditions(conds, ()), limit, None, True)

@@ -26,7 +26,7 @@ from typing import Protocol
 from engram_core.errors import FailedPrecondition, InvalidArgument, Unavailable
 from engram_core.generation_routing import GenerationRouted
 from engram_core.generations import GenerationRecord
-from engram_core.model import Filter, Hit, Memory, UpsertResult
+from engram_core.model import Filter, Hit, Memory, ScanPage, UpsertResult
 from engram_core.ports import Cache, Embedder, Generations, VectorIndex
 
 log = logging.getLogger(__name__)
@@ -178,6 +178,11 @@ class VectorService(GenerationRouted[VectorIndex]):
         packed = array.array("f", vector)
         await self._cache.set(key, packed.tobytes(), self._ttl)
         return list(packed)
+
+    async def scan_by_sequence(
+        self, tenant: str, cursor: str | None, limit: int, generation: str = ""
+    ) -> ScanPage:
+        return await (await self._index(generation)).scan_by_sequence(tenant, cursor, limit)
 
     async def neighbours(
         self, tenant: str, ids: Sequence[str], limit: int, min_score: float

@@ -99,12 +99,13 @@ class MemoryServiceStub:
     """
     List: _grpc.UnaryStreamMultiCallable[_gateway_pb2.ListRequest, _gateway_pb2.ListResponse]
     """The caller's tenant's memories that pass the filters (as Recall's; archived ones only
-    with include_archived), every field, in the vector store's scan order (by point id, a
-    hash of tenant and id): stable (writes never move a memory), neither creation nor log
-    sequence order. One message per page of at most page_size
-    memories (a filtered page may hold fewer); each message's `cursor` resumes the listing
-    after it (pass it back as `cursor`), and the last message's is "". A memory stored
-    while a listing runs may or may not be in it. With include_relations each message carries
+    with include_archived), every field, in log sequence order: by the sequence of the
+    write that last touched each memory (a store, an update), ties (one StoreBatch)
+    by id. One message per page of at most page_size memories (a filtered page may hold
+    fewer, even while more follow); each message's `cursor` resumes the listing after it
+    (pass it back as `cursor`, opaque), and the last message's is "". A memory stored or
+    updated while a listing runs comes at its end (an updated one again), so resuming
+    from a cursor also brings what changed since. With include_relations each message carries
     the relations whose source is one of its memories (typed edges between memories).
     Codes: OK, INVALID_ARGUMENT (cursor, page_size, start, end), UNAVAILABLE.
     """
@@ -200,12 +201,13 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """
     List: _aio.UnaryStreamMultiCallable[_gateway_pb2.ListRequest, _gateway_pb2.ListResponse]  # type: ignore[assignment]
     """The caller's tenant's memories that pass the filters (as Recall's; archived ones only
-    with include_archived), every field, in the vector store's scan order (by point id, a
-    hash of tenant and id): stable (writes never move a memory), neither creation nor log
-    sequence order. One message per page of at most page_size
-    memories (a filtered page may hold fewer); each message's `cursor` resumes the listing
-    after it (pass it back as `cursor`), and the last message's is "". A memory stored
-    while a listing runs may or may not be in it. With include_relations each message carries
+    with include_archived), every field, in log sequence order: by the sequence of the
+    write that last touched each memory (a store, an update), ties (one StoreBatch)
+    by id. One message per page of at most page_size memories (a filtered page may hold
+    fewer, even while more follow); each message's `cursor` resumes the listing after it
+    (pass it back as `cursor`, opaque), and the last message's is "". A memory stored or
+    updated while a listing runs comes at its end (an updated one again), so resuming
+    from a cursor also brings what changed since. With include_relations each message carries
     the relations whose source is one of its memories (typed edges between memories).
     Codes: OK, INVALID_ARGUMENT (cursor, page_size, start, end), UNAVAILABLE.
     """
@@ -358,12 +360,13 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_gateway_pb2.ListResponse], _abc.AsyncIterator[_gateway_pb2.ListResponse]]:
         """The caller's tenant's memories that pass the filters (as Recall's; archived ones only
-        with include_archived), every field, in the vector store's scan order (by point id, a
-        hash of tenant and id): stable (writes never move a memory), neither creation nor log
-        sequence order. One message per page of at most page_size
-        memories (a filtered page may hold fewer); each message's `cursor` resumes the listing
-        after it (pass it back as `cursor`), and the last message's is "". A memory stored
-        while a listing runs may or may not be in it. With include_relations each message carries
+        with include_archived), every field, in log sequence order: by the sequence of the
+        write that last touched each memory (a store, an update), ties (one StoreBatch)
+        by id. One message per page of at most page_size memories (a filtered page may hold
+        fewer, even while more follow); each message's `cursor` resumes the listing after it
+        (pass it back as `cursor`, opaque), and the last message's is "". A memory stored or
+        updated while a listing runs comes at its end (an updated one again), so resuming
+        from a cursor also brings what changed since. With include_relations each message carries
         the relations whose source is one of its memories (typed edges between memories).
         Codes: OK, INVALID_ARGUMENT (cursor, page_size, start, end), UNAVAILABLE.
         """

@@ -83,6 +83,11 @@ class VectorServiceStub:
                 request_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.ScanRequest.SerializeToString,
                 response_deserializer=engram_dot_vector_dot_v1_dot_vector__pb2.ScanResponse.FromString,
                 _registered_method=True)
+        self.ScanBySequence = channel.unary_unary(
+                '/engram.vector.v1.VectorService/ScanBySequence',
+                request_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.ScanRequest.SerializeToString,
+                response_deserializer=engram_dot_vector_dot_v1_dot_vector__pb2.ScanResponse.FromString,
+                _registered_method=True)
         self.UpdateRelevance = channel.unary_unary(
                 '/engram.vector.v1.VectorService/UpdateRelevance',
                 request_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.UpdateRelevanceRequest.SerializeToString,
@@ -194,6 +199,16 @@ class VectorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ScanBySequence(self, request, context):
+        """The same memories as Scan, ordered by `version` (the log sequence of the write that
+        last touched each), ties by id: a memory written between pages moves to the end and
+        comes again. A page may be short while more follow; `next_cursor` "" when done.
+        Codes: OK, INVALID_ARGUMENT (tenant, limit, cursor), UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def UpdateRelevance(self, request, context):
         """Sets relevance_score of live memories, nothing else (version untouched); unknown and
         deleted ids are skipped. Codes: OK, INVALID_ARGUMENT (tenant, updates,
@@ -292,6 +307,11 @@ def add_VectorServiceServicer_to_server(servicer, server):
             ),
             'Scan': grpc.unary_unary_rpc_method_handler(
                     servicer.Scan,
+                    request_deserializer=engram_dot_vector_dot_v1_dot_vector__pb2.ScanRequest.FromString,
+                    response_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.ScanResponse.SerializeToString,
+            ),
+            'ScanBySequence': grpc.unary_unary_rpc_method_handler(
+                    servicer.ScanBySequence,
                     request_deserializer=engram_dot_vector_dot_v1_dot_vector__pb2.ScanRequest.FromString,
                     response_serializer=engram_dot_vector_dot_v1_dot_vector__pb2.ScanResponse.SerializeToString,
             ),
@@ -571,6 +591,33 @@ class VectorService:
             request,
             target,
             '/engram.vector.v1.VectorService/Scan',
+            engram_dot_vector_dot_v1_dot_vector__pb2.ScanRequest.SerializeToString,
+            engram_dot_vector_dot_v1_dot_vector__pb2.ScanResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ScanBySequence(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/engram.vector.v1.VectorService/ScanBySequence',
             engram_dot_vector_dot_v1_dot_vector__pb2.ScanRequest.SerializeToString,
             engram_dot_vector_dot_v1_dot_vector__pb2.ScanResponse.FromString,
             options,

@@ -69,6 +69,12 @@ class VectorServiceStub:
     time in point-id order; `next_cursor` continues, "" when done.
     Codes: OK, INVALID_ARGUMENT (tenant, limit, cursor), UNAVAILABLE.
     """
+    ScanBySequence: _grpc.UnaryUnaryMultiCallable[_vector_pb2.ScanRequest, _vector_pb2.ScanResponse]
+    """The same memories as Scan, ordered by `version` (the log sequence of the write that
+    last touched each), ties by id: a memory written between pages moves to the end and
+    comes again. A page may be short while more follow; `next_cursor` "" when done.
+    Codes: OK, INVALID_ARGUMENT (tenant, limit, cursor), UNAVAILABLE.
+    """
     UpdateRelevance: _grpc.UnaryUnaryMultiCallable[_vector_pb2.UpdateRelevanceRequest, _vector_pb2.UpdateRelevanceResponse]
     """Sets relevance_score of live memories, nothing else (version untouched); unknown and
     deleted ids are skipped. Codes: OK, INVALID_ARGUMENT (tenant, updates,
@@ -137,6 +143,12 @@ class VectorServiceAsyncStub(VectorServiceStub):
     Scan: _aio.UnaryUnaryMultiCallable[_vector_pb2.ScanRequest, _vector_pb2.ScanResponse]  # type: ignore[assignment]
     """Every live memory of the tenant (archived included, tombstones never), `limit` at a
     time in point-id order; `next_cursor` continues, "" when done.
+    Codes: OK, INVALID_ARGUMENT (tenant, limit, cursor), UNAVAILABLE.
+    """
+    ScanBySequence: _aio.UnaryUnaryMultiCallable[_vector_pb2.ScanRequest, _vector_pb2.ScanResponse]  # type: ignore[assignment]
+    """The same memories as Scan, ordered by `version` (the log sequence of the write that
+    last touched each), ties by id: a memory written between pages moves to the end and
+    comes again. A page may be short while more follow; `next_cursor` "" when done.
     Codes: OK, INVALID_ARGUMENT (tenant, limit, cursor), UNAVAILABLE.
     """
     UpdateRelevance: _aio.UnaryUnaryMultiCallable[_vector_pb2.UpdateRelevanceRequest, _vector_pb2.UpdateRelevanceResponse]  # type: ignore[assignment]
@@ -258,6 +270,18 @@ class VectorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_vector_pb2.ScanResponse, _abc.Awaitable[_vector_pb2.ScanResponse]]:
         """Every live memory of the tenant (archived included, tombstones never), `limit` at a
         time in point-id order; `next_cursor` continues, "" when done.
+        Codes: OK, INVALID_ARGUMENT (tenant, limit, cursor), UNAVAILABLE.
+        """
+
+    @_abc_1.abstractmethod
+    def ScanBySequence(
+        self,
+        request: _vector_pb2.ScanRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_vector_pb2.ScanResponse, _abc.Awaitable[_vector_pb2.ScanResponse]]:
+        """The same memories as Scan, ordered by `version` (the log sequence of the write that
+        last touched each), ties by id: a memory written between pages moves to the end and
+        comes again. A page may be short while more follow; `next_cursor` "" when done.
         Codes: OK, INVALID_ARGUMENT (tenant, limit, cursor), UNAVAILABLE.
         """
 
