@@ -49,6 +49,30 @@ async def _decoded_stream(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
         i += 1
 
 
+# Most messages read past a refusal before it is sent anyway (a client that never stops
+# sending is then cut off, as before).
+MAX_DRAINED = 10_000
+
+
+async def _refused_after_drain(
+    call: Callable[[AsyncIterator[Any]], Awaitable[Any]], requests: AsyncIterator[Any]
+) -> Any:
+    """``call`` over the stream; when it refuses the request, the rest of the stream is read
+    first. A status sent while the client is still writing reaches grpcio's asyncio client
+    as INTERNAL "Internal error from Core" in place of the refusal (grpc/grpc#36066): the
+    client must see the field named, whoever's bug it is."""
+    stream = aiter(requests)
+    try:
+        return await call(_decoded_stream(stream))
+    except EngramError:
+        drained = 0
+        async for _ in stream:
+            drained += 1
+            if drained >= MAX_DRAINED:
+                break
+        raise
+
+
 class _Interceptor(grpc.aio.ServerInterceptor):
     """Maps catalog errors to status codes, opens the server span of every RPC and records
     its duration (`engram_platform.rpc_metrics`).
@@ -141,7 +165,10 @@ def _wrapped(handler: Handler, rpc: _Rpc) -> Handler:
         inner_su = handler.stream_unary
 
         async def stream_unary(requests: Any, context: Context) -> Any:
-            return await rpc.timed(lambda: inner_su(_decoded_stream(requests), context), context)  # type: ignore[arg-type]
+            return await rpc.timed(
+                lambda: _refused_after_drain(lambda s: inner_su(s, context), requests),  # type: ignore[arg-type]
+                context,
+            )
 
         return grpc.stream_unary_rpc_method_handler(
             stream_unary, deserializer, handler.response_serializer
