@@ -4,7 +4,7 @@
 
 Starts the embedded stack (nats-server + the seven services) in a temporary
 ENGRAM_HOME with the worker's schedule off, stores N memories through the gateway —
-LoCoMo conversation turns (/work/shared/data/locomo), one per memory, tagged with their
+LoCoMo conversation turns (../shared/data/locomo), one per memory, tagged with their
 session (PRECEDED_BY) and dated by it, the conversations repeated with other names and
 400 days older per copy (decay; the copies are near-duplicates: associate and cluster
 find them) — waits until ingest has applied them,

@@ -5,7 +5,7 @@ never copied into the repo), tagged with the speaker and session; queries are Lo
 questions. The index lives on disk in a temporary directory, as in production.
 
     uv run python services/lexical/bench/bench_lexical.py [--docs 10000 100000] [--queries 2000]
-        [--locomo /work/shared/data/locomo/locomo_dev.json]
+        [--locomo ../shared/data/locomo/locomo_dev.json]
 
 Prints, per corpus size: upsert rate (batches of 500 sequentially; at 10k also batches of 64
 from 8 concurrent callers and from one), raw tantivy query time, and the adapter's search
@@ -36,7 +36,7 @@ from engram_platform.grpc_client import open_channel
 
 TENANT = "bench"
 BASE = datetime(2023, 1, 1, tzinfo=UTC)
-LOCOMO = Path("/work/shared/data/locomo/locomo_dev.json")
+LOCOMO = Path(__file__).resolve().parents[4] / "shared" / "data" / "locomo" / "locomo_dev.json"
 
 
 def load_locomo(path: Path) -> tuple[list[tuple[str, str, int]], list[str]]:
