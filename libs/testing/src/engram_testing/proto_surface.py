@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 import pkgutil
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,18 +139,17 @@ def write_lock(path: Path = LOCK) -> None:
 
 def main() -> int:
     """``python -m engram_testing.proto_surface [--write]``: check (or rewrite) the lock."""
-    import sys
-
     if "--write" in sys.argv[1:]:
         write_lock()
         print(f"wrote {LOCK.name}")
         return 0
     locked, current = read_lock(), surface()
-    for change in breaking(locked, current):
+    changes, added = breaking(locked, current), additions(locked, current)
+    for change in changes:
         print(f"breaking: {change}")
-    for added in additions(locked, current):
-        print(f"not in the lock: {added}")
-    if breaking(locked, current) or additions(locked, current):
+    for element in added:
+        print(f"not in the lock: {element}")
+    if changes or added:
         print("the API changed: if deliberate, run 'make proto-lock', commit proto/api-lock.json")
         return 1
     return 0
