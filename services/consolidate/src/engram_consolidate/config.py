@@ -195,7 +195,10 @@ class Schedule(_Section):
         600.0, gt=0, description="A failed run is started afresh this long after it failed."
     )
     max_concurrent: int = Field(
-        2, ge=1, description="Most passes one replica runs at once (over all tenants)."
+        2,
+        ge=1,
+        description="Most passes one replica runs at once (over all tenants); requested "
+        "runs go first and may take one slot more.",
     )
 
 

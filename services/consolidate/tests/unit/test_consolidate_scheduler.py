@@ -475,11 +475,33 @@ async def test_a_request_during_a_run_waits_for_it(world: World) -> None:
 
 async def test_at_most_max_concurrent_runs_start_per_replica(world: World) -> None:
     await stocked(world)
-    s = scheduler(world, Clock(), max_concurrent=1)
-    await s.request(Request(world.tenant, "r", tuple(PassName), False, NOW))
+    s = scheduler(world, Clock(), max_concurrent=1, intervals=dict.fromkeys(PassName, 1.0))
     stop = asyncio.Event()
     await s.tick(stop)
-    assert len(s.running) == 1
+    assert len(s.running) == 1  # every pass is due; one runs
+    await s.request(Request(world.tenant, "r", tuple(PassName), False, NOW))
+    await s.tick(stop)
+    assert len(s.running) == 2  # requests take one slot more, and no more than that
+    await s.drain()
+
+
+async def test_a_request_starts_beside_the_runs_a_restarted_worker_resumes(
+    world: World,
+) -> None:
+    await stocked(world)
+    for tenant in ("t2", "t3"):  # runs a stopped worker left RUNNING (their leases are free)
+        key = Key(tenant, PassName.DECAY)
+        orphan = RunRecord(key, f"old-{tenant}", RunState.RUNNING, now=NOW, started_at=NOW)
+        await world.checkpoints.put(orphan, None)
+    s = scheduler(world, Clock(), max_concurrent=1)
+    stop = asyncio.Event()
+    await s.tick(stop)
+    [resumed] = s.running  # the one slot is taken
+    await s.request(Request(world.tenant, "dry", (PassName.DECAY,), True, NOW))
+
+    await s.tick(stop)
+    # The request does not queue behind the resumed run, nor behind the other orphan.
+    assert s.running == {resumed, Key(world.tenant, PassName.DECAY, dry_run=True)}
     await s.drain()
 
 

@@ -16,6 +16,9 @@ every known tenant — the tenants of the log, plus those with a record — in r
 
 Dry runs have records of their own (``Key.dry_run``) and only run on request. At most
 ``max_concurrent`` runs at a time per replica; what does not fit waits for a later tick.
+Requests are visited first and may take one slot more: an operator's run (or dry run)
+starts at once rather than queueing behind the background passes a restarted worker
+resumes.
 """
 
 from __future__ import annotations
@@ -143,18 +146,36 @@ class Scheduler:
         tenants = set(await self._tenants.tenants()) | {k.tenant for k in keys}
         order = list(tenants)
         random.shuffle(order)
-        for tenant in order:
+        records: dict[Key, RunRecord | None] = {}
+        for key in self._candidates(order, keys):
+            got = await self._checkpoints.get(key)
+            records[key] = got[0] if got is not None else None
+        requested = [k for k, r in records.items() if r is not None and r.pending_run_id]
+        self._start_while(requested, records, self._schedule.max_concurrent + 1, stop)
+        self._start_while(list(records), records, self._schedule.max_concurrent, stop)
+
+    def _candidates(self, tenants: Iterable[str], keys: Iterable[Key]) -> Iterable[Key]:
+        """Every pass of every tenant, and the dry runs that have a record."""
+        known = set(keys)
+        for tenant in tenants:
             for name in passes_of(tenant):
                 for dry in (False, True):
                     key = Key(tenant, name, dry)
-                    if key in self._tasks or (dry and key not in keys):
-                        continue
-                    if len(self._tasks) >= self._schedule.max_concurrent or stop.is_set():
-                        return
-                    got = await self._checkpoints.get(key)
-                    record = got[0] if got is not None else None
-                    if self._wanted(key, record):
-                        self._start(key, stop)
+                    if key not in self._tasks and (not dry or key in known):
+                        yield key
+
+    def _start_while(
+        self,
+        keys: list[Key],
+        records: Mapping[Key, RunRecord | None],
+        cap: int,
+        stop: asyncio.Event,
+    ) -> None:
+        for key in keys:
+            if len(self._tasks) >= cap or stop.is_set():
+                return
+            if key not in self._tasks and self._wanted(key, records[key]):
+                self._start(key, stop)
 
     def _wanted(self, key: Key, record: RunRecord | None) -> bool:
         running = record is not None and record.state is RunState.RUNNING
