@@ -123,8 +123,9 @@ down-servers: sync ## stop the servers that up-servers started
 run-servers: sync default-model ## start the servers, then the seven services on them
 	@$(PY) -m engram_testing.devstack --servers
 
-bench: sync default-model ## speed and scale benchmark (BENCHMARKS.md §2)
-	@$(PY) -m bench.perf
+N ?= 10000
+bench: sync default-model ## speed and scale benchmark (BENCHMARKS.md §2); N=100000 for the 100k figures
+	@$(PY) -m bench.perf --n $(N)
 
 bench-quality: sync models ## retrieval quality on LoCoMo: bm25 / vector / hybrid / hybrid_graph (BENCHMARKS.md §1)
 	@$(PY) -m bench.quality

@@ -428,9 +428,10 @@ async def main() -> None:
         else "ingest=reused ingest_vs_raw=-"
     )
     print(
-        f"perf {ingested} "
+        f"perf n={args.n} {ingested} "
         f"recall_p50_ms={one['p50_ms']:.1f} recall_p99_ms={one['p99_ms']:.1f} "
-        f"recall_vs_floor={one['p50_ms'] / floor_ms:.2f} n={args.n}"
+        f"recall_vs_floor={one['p50_ms'] / floor_ms:.2f} "
+        f"recalls_per_s={load['qps']:.1f} cpu_ms_per_recall={sum(cpu_ms.values()):.1f}"
     )
 
 
