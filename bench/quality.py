@@ -518,9 +518,10 @@ async def main() -> int:
     print(f"report: {out}")
     hybrid = report[DEFAULT_MODE]["overall"]
     print(
-        f"quality turn_r@10={hybrid['r@10']:.3f} session_r@{SESSION_K}="
-        f"{hybrid[f's_r@{SESSION_K}']:.3f} questions={len(questions)} "
-        f"profile={args.profile} storage={args.storage}"
+        f"quality turn_r@10={hybrid['r@10']:.3f} "
+        f"session_hit@{SESSION_K}={hybrid[f's_h@{SESSION_K}']:.3f} "
+        f"session_r@{SESSION_K}={hybrid[f's_r@{SESSION_K}']:.3f} mrr={hybrid['mrr']:.3f} "
+        f"questions={len(questions)} profile={args.profile} storage={args.storage}"
     )
     return 1 if failed else 0
 
