@@ -252,8 +252,23 @@ def test_autoscaling_hands_the_replicas_to_a_cpu_autoscaler() -> None:
 
 
 @pytest.mark.parametrize(
+    "component", ["gateway", "vector", "lexical", "graph", "scoring", "ingest"]
+)
+def test_every_stateless_component_autoscales_within_the_default_bounds(component: str) -> None:
+    (hpa,) = render(f"{component}.autoscaling.enabled=true").of("HorizontalPodAutoscaler").values()
+    assert hpa["spec"]["scaleTargetRef"]["name"] == f"mem-engram-{component}"
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 10)
+    assert hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"] == 70
+
+
+@pytest.mark.parametrize(
     ("sets", "named"),
     [
+        (
+            ("consolidate.autoscaling.enabled=true",),
+            "consolidate.autoscaling: set minReplicas, maxReplicas and "
+            "targetCPUUtilizationPercentage",
+        ),
         (
             ("vector.backend=edge", "vector.replicas=1", "vector.autoscaling.enabled=true"),
             "vector.autoscaling: the embedded backend edge allows one replica",

@@ -12,8 +12,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from engram.gateway.v1 import gateway_pb2
@@ -140,6 +141,36 @@ class DevStack:
             self.stop_service(name)
         if self.nats is not None:
             self.nats.stop()
+
+
+@contextmanager
+def replica(
+    stack: DevStack, name: str, settings: Mapping[str, str] | None = None
+) -> Iterator[DevStack]:
+    """Another process of ``name`` on ``stack``'s log and stores, on ports of its own (a
+    second replica of a Deployment), with ``settings`` added to its environment; stopped on
+    exit. Yields a view of the stack that owns only this process."""
+    port, metrics_port = free_ports(2)
+    prefix = f"ENGRAM_{name.upper()}_"
+    env = {
+        **stack.env,
+        f"{prefix}PORT": str(port),
+        f"{prefix}METRICS__PORT": str(metrics_port),
+        **(settings or {}),
+    }
+    other = replace(
+        stack,
+        nats=None,
+        ports={**stack.ports, name: port},
+        metrics_ports={**stack.metrics_ports, name: metrics_port},
+        env=env,
+        processes={},
+    )
+    other.start_service(name)
+    try:
+        yield other
+    finally:
+        other.stop()
 
 
 def _fail(proc: Process, why: str) -> RuntimeError:

@@ -15,7 +15,7 @@ import json
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -25,9 +25,8 @@ import pytest
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from engram_embed.paths import RERANKER, default_model_dir
-from engram_testing.devstack import DevStack
+from engram_testing.devstack import DevStack, replica
 from engram_testing.e2e import AUTH, Stub, recall
-from engram_testing.nats_server import free_ports
 
 # The fake cross-encoder's favourite word, and the fake chat model's answers.
 FAVOURITE = "zeppelin"
@@ -84,27 +83,8 @@ def _serve(models: FakeModels) -> ThreadingHTTPServer:
 @contextmanager
 def second_gateway(stack: DevStack, settings: dict[str, str]) -> Iterator[str]:
     """Another gateway process on ``stack`` with ``settings`` added to its environment."""
-    port, metrics_port = free_ports(2)
-    env = {
-        **stack.env,
-        "ENGRAM_GATEWAY_PORT": str(port),
-        "ENGRAM_GATEWAY_METRICS__PORT": str(metrics_port),
-        **settings,
-    }
-    # A view of the stack that owns only this gateway (nats and the rest stay shared).
-    other = replace(
-        stack,
-        nats=None,
-        ports={**stack.ports, "gateway": port},
-        metrics_ports={**stack.metrics_ports, "gateway": metrics_port},
-        env=env,
-        processes={},
-    )
-    other.start_service("gateway")
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        other.stop()
+    with replica(stack, "gateway", settings) as other:
+        yield other.gateway_address
 
 
 async def store(gateway: Stub, tag: str, contents: Sequence[str]) -> tuple[list[str], int]:
