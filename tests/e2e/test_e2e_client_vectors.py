@@ -60,7 +60,7 @@ async def test_a_memory_stored_with_its_own_vector_is_recalled_by_it(stack: DevS
             ),
             metadata=AUTH,
         )
-        assert [r.memory.id for r in recalled.results][0] == mine
+        assert recalled.results[0].memory.id == mine
         assert recalled.results[0].memory.embedding_model == live.embedding_model
         vectors = await memory.Recall(
             gateway_pb2.RecallRequest(
