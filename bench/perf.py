@@ -43,7 +43,7 @@ from bench.common import (
 )
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
-from engram_clients.vector import VectorClient
+from engram.vector.v1 import vector_pb2, vector_pb2_grpc
 from engram_core.model import Filter
 from engram_core.scoring import Candidate, Params, Query, StreamScore, rank
 from engram_embed.factory import EmbedSettings, make_embedder
@@ -51,7 +51,6 @@ from engram_embed.paths import MODEL_NAME, MODELS
 from engram_lexical import bootstrap as lexical_bootstrap
 from engram_lexical.config import Settings as LexicalSettings
 from engram_platform.convert import ts_to_proto
-from engram_platform.grpc_client import open_channel
 from engram_testing.devstack import DEV_TOKEN, DevStack
 from engram_vector import bootstrap as vector_bootstrap
 from engram_vector.config import Settings as VectorSettings
@@ -156,12 +155,11 @@ def unit_vectors(count: int, dimension: int, seed: int) -> list[list[float]]:
 
 async def live_dimension(stack: DevStack) -> int:
     """The size of the live vector generation's vectors: what a client's own must have."""
-    channel = open_channel(f"127.0.0.1:{stack.ports['vector']}")
-    try:
-        [live] = [g for g in await VectorClient(channel).list_generations() if g.live]
-    finally:
-        await channel.close()
-    return live.dimension
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{stack.ports['vector']}") as channel:
+        stub = vector_pb2_grpc.VectorServiceStub(channel)
+        listed = await stub.ListGenerations(vector_pb2.ListGenerationsRequest(), timeout=30)
+    [live] = [g for g in listed.generations if g.live]
+    return int(live.dimension)
 
 
 async def ingest(
