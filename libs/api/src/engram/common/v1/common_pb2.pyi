@@ -242,8 +242,10 @@ class MemoryInput(_message.Message):
         """The content's vector, computed by the client with the deployment's embedding model
         (the live vector generation's: its size, that model's space); the model is then not
         run for this memory. Empty = the model embeds the content. Wrong size, a non-finite
-        value or all zeros → INVALID_ARGUMENT naming the field (e.g. `memories[3].embedding`).
-        Not stored beside the memory: a rebuild onto another model embeds the content.
+        value or all zeros → INVALID_ARGUMENT naming the field (e.g. `memories[3].embedding`);
+        while the vector service (which knows the size) is down, UNAVAILABLE. Not stored beside
+        the memory: what writes it again (an Update without it, Sync, Rebuild) embeds the
+        content (docs/gateway.md, "Client-supplied vectors").
         """
 
     def __init__(
