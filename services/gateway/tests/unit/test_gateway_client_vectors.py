@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import grpc
@@ -15,6 +16,8 @@ from google.protobuf.field_mask_pb2 import FieldMask
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import gateway_pb2
 from engram_core.errors import Unavailable
+from engram_core.model import Generation
+from engram_gateway.service.vector_size import LiveDimension
 
 VECTOR = [0.6, 0.0, 0.8]  # the fake vector service's live model has 3 dimensions
 UUID = "0190f3a4-7b1c-7d2e-8f00-123456789abc"
@@ -148,3 +151,37 @@ async def test_without_the_vector_service_a_vector_cannot_be_checked(client: Any
         )
     assert exc.value.code() == grpc.StatusCode.UNAVAILABLE
     assert h.log.events == []
+
+
+class _Generations:
+    """The vector port's generation listing alone, counting its calls."""
+
+    def __init__(self, *listed: Generation) -> None:
+        self.listed = list(listed)
+        self.calls = 0
+
+    async def list_generations(self, timeout: float | None = None) -> list[Generation]:
+        self.calls += 1
+        return self.listed
+
+
+def _generation(name: str, live: bool, dimension: int) -> Generation:
+    return Generation(name, live, "model", 0, datetime.now(UTC), dimension)
+
+
+async def test_the_size_is_the_live_generation_s_and_asked_again_once_stale() -> None:
+    now = [0.0]
+    vector = _Generations(_generation("v1", False, 8), _generation("v2", True, 3))
+    size = LiveDimension(vector, ttl_s=30.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    assert await size.get() == await size.get() == 3
+    assert vector.calls == 1
+    vector.listed = [_generation("v3", True, 5)]  # a rebuild swapped another model in
+    now[0] = 31.0
+    assert await size.get() == 5
+    assert vector.calls == 2
+
+
+async def test_no_live_generation_with_a_size_is_unavailable() -> None:
+    size = LiveDimension(_Generations(_generation("v1", True, 0)))  # type: ignore[arg-type]
+    with pytest.raises(Unavailable):
+        await size.get()
