@@ -166,19 +166,20 @@ async def ingest(
     stub: Any, docs: list[tuple[str, datetime]], batch: int, dimension: int = 0
 ) -> tuple[float, int]:
     """With ``dimension``, every memory carries a random unit vector of that size, made
-    per batch (a million of them as Python floats would not fit in memory at once)."""
+    per batch once the batch's turn to be sent came (a million of them at once would not fit
+    in memory)."""
     started = time.perf_counter()
     sem = asyncio.Semaphore(4)
 
     async def send(start: int, chunk: list[tuple[str, datetime]]) -> int:
-        vectors = unit_vectors(len(chunk), dimension, start) if dimension else [[]] * len(chunk)
-        memories = [
-            common_pb2.MemoryInput(
-                content=c, timestamp=ts_to_proto(ts), tags=["bench"], embedding=vector
-            )
-            for (c, ts), vector in zip(chunk, vectors, strict=True)
-        ]
         async with sem:
+            vectors = unit_vectors(len(chunk), dimension, start) if dimension else [[]] * len(chunk)
+            memories = [
+                common_pb2.MemoryInput(
+                    content=c, timestamp=ts_to_proto(ts), tags=["bench"], embedding=vector
+                )
+                for (c, ts), vector in zip(chunk, vectors, strict=True)
+            ]
             reply = await stub.StoreBatch(
                 gateway_pb2.StoreBatchRequest(memories=memories), metadata=AUTH, timeout=120
             )
