@@ -6,6 +6,11 @@ the same texts. Then recall latency (1 client) and throughput (16 clients), tren
 empty query) by each sort, and the in-process floor: the same query embedding, vector
 search, BM25 and scoring in one process with no RPC, on the same data. Prints figures,
 writes bench/results/perf-*.json and ends with the summary line.
+
+With ``--client-vectors`` the memories carry random unit vectors of the model's size
+(``MemoryInput.embedding``) and the queries too (``RecallRequest.embedding``): no model runs
+on either path, so sizes the model would take hours to embed load in minutes. Recall's
+speed is measured as usual; what it finds means nothing (the vectors are noise).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import numpy as np
 
 from bench.common import (
     LOCOMO,
@@ -37,6 +43,7 @@ from bench.common import (
 )
 from engram.common.v1 import common_pb2
 from engram.gateway.v1 import admin_pb2_grpc, gateway_pb2, gateway_pb2_grpc
+from engram.vector.v1 import vector_pb2, vector_pb2_grpc
 from engram_core.model import Filter
 from engram_core.scoring import Candidate, Params, Query, StreamScore, rank
 from engram_embed.factory import EmbedSettings, make_embedder
@@ -139,16 +146,40 @@ async def raw_embedding(texts: list[str], model_dir: Path) -> float:
     return len(texts) / (time.perf_counter() - started)
 
 
-async def ingest(stub: Any, docs: list[tuple[str, datetime]], batch: int) -> tuple[float, int]:
+def unit_vectors(count: int, dimension: int, seed: int) -> list[list[float]]:
+    """``count`` random unit vectors (float32), the same for the same seed."""
+    values = np.random.default_rng(seed).standard_normal((count, dimension), dtype=np.float32)
+    values /= np.linalg.norm(values, axis=1, keepdims=True)
+    return values.tolist()  # type: ignore[no-any-return]
+
+
+async def live_dimension(stack: DevStack) -> int:
+    """The size of the live vector generation's vectors: what a client's own must have."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{stack.ports['vector']}") as channel:
+        stub = vector_pb2_grpc.VectorServiceStub(channel)
+        listed = await stub.ListGenerations(vector_pb2.ListGenerationsRequest(), timeout=30)
+    [live] = [g for g in listed.generations if g.live]
+    return int(live.dimension)
+
+
+async def ingest(
+    stub: Any, docs: list[tuple[str, datetime]], batch: int, dimension: int = 0
+) -> tuple[float, int]:
+    """With ``dimension``, every memory carries a random unit vector of that size, made
+    per batch once the batch's turn to be sent came (a million of them at once would not fit
+    in memory)."""
     started = time.perf_counter()
     sem = asyncio.Semaphore(4)
 
-    async def send(chunk: list[tuple[str, datetime]]) -> int:
-        memories = [
-            common_pb2.MemoryInput(content=c, timestamp=ts_to_proto(ts), tags=["bench"])
-            for c, ts in chunk
-        ]
+    async def send(start: int, chunk: list[tuple[str, datetime]]) -> int:
         async with sem:
+            vectors = unit_vectors(len(chunk), dimension, start) if dimension else [[]] * len(chunk)
+            memories = [
+                common_pb2.MemoryInput(
+                    content=c, timestamp=ts_to_proto(ts), tags=["bench"], embedding=vector
+                )
+                for (c, ts), vector in zip(chunk, vectors, strict=True)
+            ]
             reply = await stub.StoreBatch(
                 gateway_pb2.StoreBatchRequest(memories=memories), metadata=AUTH, timeout=120
             )
@@ -156,20 +187,26 @@ async def ingest(stub: Any, docs: list[tuple[str, datetime]], batch: int) -> tup
             raise RuntimeError(f"StoreBatch stored all but {reply.failed} of {len(memories)}")
         return int(reply.sequence)
 
-    seqs = await asyncio.gather(*(send(docs[i : i + batch]) for i in range(0, len(docs), batch)))
+    seqs = await asyncio.gather(*(send(i, docs[i : i + batch]) for i in range(0, len(docs), batch)))
     last = max(seqs)
     await wait_watermark(stub, last, AUTH)
     return time.perf_counter() - started, last
 
 
-async def recall_once(stub: Any, query: str) -> float:
+Asked = tuple[str, list[float]]  # the text, and the client's own vector ([] = none)
+QUERY_SEED = 2**40  # of the queries' vectors; a batch's seed is its first memory's index
+
+
+async def recall_once(stub: Any, query: Asked) -> float:
+    text, vector = query
+    request = gateway_pb2.RecallRequest(query=text, limit=10, embedding=vector)
     started = time.perf_counter()
-    await stub.Recall(gateway_pb2.RecallRequest(query=query, limit=10), metadata=AUTH, timeout=30)
+    await stub.Recall(request, metadata=AUTH, timeout=30)
     return (time.perf_counter() - started) * 1000
 
 
 async def recall_load(
-    stub: Any, queries: list[str], clients: int, per_client: int
+    stub: Any, queries: list[Asked], clients: int, per_client: int
 ) -> dict[str, float]:
     latencies: list[float] = []
 
@@ -244,7 +281,7 @@ def du_mb(path: Path) -> float:
     return sum(f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file()) / 1e6
 
 
-async def floor(home: Path, model_dir: Path, queries: list[str]) -> float:
+async def floor(home: Path, model_dir: Path, queries: list[Asked]) -> float:
     """Median ms of the same recall work in one process: embed, vector, BM25, scoring.
 
     The stores are opened the way the services open them (their bootstrap, from settings),
@@ -259,9 +296,9 @@ async def floor(home: Path, model_dir: Path, queries: list[str]) -> float:
     flt = Filter(exclude_types=("MetaPattern",))
     timings = []
     try:
-        for q in queries:
+        for q, own in queries:
             started = time.perf_counter()
-            [vec] = await embedder.embed([q])
+            [vec] = [own] if own else await embedder.embed([q])
             v_hits, t_hits = await asyncio.gather(
                 vectors.search("default", flt, 40, vector=vec),
                 text.search("default", q, flt, 40),
@@ -312,6 +349,12 @@ async def main() -> None:
     parser.add_argument(
         "--embed-model", choices=MODELS, default=MODEL_NAME, help="model built by make models"
     )
+    parser.add_argument(
+        "--client-vectors",
+        action="store_true",
+        help="memories and queries carry random unit vectors of the model's size: no model "
+        "runs, so 300k-1M memories load without it (what recall finds means nothing)",
+    )
     args = parser.parse_args()
     model_dir = model_path(args.embed_model)
     sessions, questions = load_sessions(args.data)
@@ -320,7 +363,7 @@ async def main() -> None:
     random.Random(3).shuffle(questions)
 
     raw = ingest_rate = 0.0
-    if args.reuse is None:
+    if args.reuse is None and not args.client_vectors:
         print(f"raw embedding throughput on {min(2000, len(texts))} of the texts ...", flush=True)
         raw = await raw_embedding(texts[:2000], model_dir)
         print(f"  {raw:.0f} texts/s")
@@ -331,18 +374,23 @@ async def main() -> None:
         "n": args.n,
         "embed_model": args.embed_model,
         "corpus": args.corpus,
+        "client_vectors": args.client_vectors,
         "date": datetime.now(UTC).isoformat(),
     }
     try:
+        dimension = await live_dimension(stack) if args.client_vectors else 0
+        own = unit_vectors(len(questions), dimension, QUERY_SEED) if dimension else []
+        queries: list[Asked] = [(q, own[i] if own else []) for i, q in enumerate(questions)]
         async with grpc.aio.insecure_channel(stack.gateway_address) as channel:
             stub = gateway_pb2_grpc.MemoryServiceStub(channel)
             since = 0.0  # reused: any finished run of each pass will do
             if args.reuse is None:
                 print(f"ingesting {args.n} memories ...", flush=True)
                 since = time.time()
-                took, _ = await ingest(stub, docs, args.batch)
+                took, _ = await ingest(stub, docs, args.batch, dimension)
                 ingest_rate = args.n / took
-                print(f"  {ingest_rate:.0f} memories/s ({took:.1f}s), raw model {raw:.0f}/s")
+                model = f"raw model {raw:.0f}/s" if raw else "client vectors, no model"
+                print(f"  {ingest_rate:.0f} memories/s ({took:.1f}s), {model}")
             # Recall is measured with no consolidation pass beside it (a fresh tenant gets
             # its first decay, associate and cluster runs right after the ingest; a reused
             # home resumes an unfinished one)...
@@ -362,9 +410,9 @@ async def main() -> None:
             # relations) applied.
             stats = await stub.Stats(gateway_pb2.StatsRequest(), metadata=AUTH, timeout=30)
             await wait_watermark(stub, stats.last_sequence, AUTH, label="catch-up")
-            for q in questions[:20]:
+            for q in queries[:20]:
                 await recall_once(stub, q)
-            single = [await recall_once(stub, q) for q in questions[20 : 20 + args.queries]]
+            single = [await recall_once(stub, q) for q in queries[20 : 20 + args.queries]]
             one = {
                 "p50_ms": statistics.median(single),
                 "p95_ms": pct(single, 95),
@@ -375,7 +423,7 @@ async def main() -> None:
                 f"p99 {one['p99_ms']:.1f}"
             )
             used = cpu_s(stack)
-            load = await recall_load(stub, questions, args.clients, args.per_client)
+            load = await recall_load(stub, queries, args.clients, args.per_client)
             recalls = args.clients * args.per_client
             cpu_ms = {
                 k: (v - used[k]) * 1000 / recalls for k, v in cpu_s(stack).items() if k in used
@@ -401,7 +449,7 @@ async def main() -> None:
     finally:
         stack.stop()
     disk = {p.name: du_mb(p) for p in (home / "data").iterdir() if p.is_dir()}
-    floor_ms = await floor(home, model_dir, questions[20 : 20 + args.queries])
+    floor_ms = await floor(home, model_dir, queries[20 : 20 + args.queries])
     print(f"in-process floor p50 {floor_ms:.1f} ms; gateway/floor {one['p50_ms'] / floor_ms:.2f}")
     print("peak RSS MB: " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(rss.items())))
     per_100k = {k: v * 100_000 / args.n for k, v in disk.items()}
@@ -425,7 +473,7 @@ async def main() -> None:
     ingested = (
         f"ingest={ingest_rate:.0f} ingest_vs_raw={ingest_rate / raw:.2f}"
         if raw
-        else "ingest=reused ingest_vs_raw=-"
+        else f"ingest={f'{ingest_rate:.0f}' if ingest_rate else 'reused'} ingest_vs_raw=-"
     )
     print(
         f"perf n={args.n} {ingested} "

@@ -48,6 +48,7 @@ class GenerationRecord:
             embedding_model=self.embedding_model,
             count=count,
             created_at=self.created_at,
+            dimension=self.dimension,
         )
 
 

@@ -20,6 +20,8 @@ class MemoryWritten:
     memory: Memory
     sequence: int
     created: bool = False  # MemoryStored (a new memory), not MemoryUpdated
+    # The client's own vector of the content (checked by the gateway); () = embed it.
+    embedding: tuple[float, ...] = ()
 
     @property
     def tenant(self) -> str:

@@ -158,6 +158,7 @@ class Generation:
     embedding_model: str
     count: int
     created_at: datetime
+    dimension: int = 0  # the size of its vectors (0 on lexical)
 
 
 @dataclass(frozen=True, slots=True)

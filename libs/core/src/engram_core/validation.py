@@ -72,6 +72,7 @@ class MemoryInput:
     timestamp: RawTimestamp | None = None
     t_valid: RawTimestamp | None = None
     t_invalid: RawTimestamp | None = None
+    embedding: tuple[float, ...] = ()  # the client's own vector of the content
 
 
 INPUT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(MemoryInput))
@@ -476,10 +477,13 @@ MAX_EMBEDDING_DIMENSION = 4096
 
 
 def check_embedding(
-    values: Sequence[float], field_path: str, *, has_query: bool
+    values: Sequence[float], field_path: str, *, has_query: bool = True, dimension: int = 0
 ) -> tuple[float, ...]:
-    """A recall's own query vector: finite numbers, beside a query text (BM25, the graph and
-    scoring read the text). Its size is the vector service's to check against the model."""
+    """A client's own vector (a recall's query, a memory's content): finite numbers, not all
+    zero (no direction for cosine), at most ``MAX_EMBEDDING_DIMENSION``, and with
+    ``dimension`` (the live model's size) exactly that many; where the caller does not know
+    the size, the vector service checks it. A recall's also needs a query text beside it
+    (BM25, the graph and scoring read the text)."""
     if not values:
         return ()
     if not has_query:
@@ -488,6 +492,12 @@ def check_embedding(
         raise InvalidArgument(
             field_path, f"{len(values)} values; at most {MAX_EMBEDDING_DIMENSION}"
         )
+    if dimension and len(values) != dimension:
+        raise InvalidArgument(
+            field_path, f"{len(values)} values; the embedding model's vectors have {dimension}"
+        )
     if not all(math.isfinite(x) for x in values):
         raise InvalidArgument(field_path, "every value must be a finite number")
+    if not any(values):
+        raise InvalidArgument(field_path, "must not be all zeros (no direction for cosine)")
     return tuple(float(x) for x in values)

@@ -317,6 +317,7 @@ def generation_to_proto(g: Generation) -> common_pb2.Generation:
         embedding_model=g.embedding_model,
         count=g.count,
         created_at=ts_to_proto(g.created_at),
+        dimension=g.dimension,
     )
 
 
@@ -327,6 +328,7 @@ def generation_from_proto(p: common_pb2.Generation) -> Generation:
         embedding_model=p.embedding_model,
         count=p.count,
         created_at=ts_from_proto(p.created_at),
+        dimension=p.dimension,
     )
 
 

@@ -85,7 +85,12 @@ def _written(tenant: str, name: str, data: bytes, sequence: int) -> Decoded:
     memory = memory_from_proto(msg.memory)
     if memory.tenant and memory.tenant != tenant:
         return Decoded(tenant, problem=f"memory of tenant {memory.tenant!r} on {tenant!r}")
-    event = MemoryWritten(replace(memory, tenant=tenant), sequence, name == jsm.MEMORY_STORED)
+    event = MemoryWritten(
+        replace(memory, tenant=tenant),
+        sequence,
+        name == jsm.MEMORY_STORED,
+        embedding=tuple(msg.embedding),
+    )
     return _checked(tenant, msg.envelope, event)
 
 

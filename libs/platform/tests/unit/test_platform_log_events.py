@@ -41,6 +41,20 @@ def test_memory_stored_becomes_memory_written_with_the_subject_tenant() -> None:
     assert d.trace_context == {"traceparent": "00-abc-def-01"}
 
 
+def test_the_client_s_own_vector_travels_on_stored_and_updated() -> None:
+    memory = memory_to_proto(Memory(id=ID, tenant="t1", content="hi", timestamp=T0))
+    for name, message in (
+        ("memory_stored", events_pb2.MemoryStored(memory=memory, embedding=[0.5, -0.25])),
+        ("memory_updated", events_pb2.MemoryUpdated(memory=memory, embedding=[0.5, -0.25])),
+    ):
+        d = decode(f"engram.t1.{name}.v1", message.SerializeToString(), 3)
+        assert isinstance(d.event, MemoryWritten)
+        assert d.event.embedding == (0.5, -0.25)
+    d = decode("engram.t1.memory_stored.v1", stored(), 4)
+    assert isinstance(d.event, MemoryWritten)
+    assert d.event.embedding == ()
+
+
 def test_memory_updated_deleted_and_relation_added() -> None:
     updated = events_pb2.MemoryUpdated(
         memory=memory_to_proto(Memory(id=ID, tenant="t1", content="new", timestamp=T0))

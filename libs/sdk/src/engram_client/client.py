@@ -108,7 +108,9 @@ class Engram:
 
     def store(self, content: str, *, idempotency_key: str = "", **fields: Any) -> Stored:
         """Store one memory: type, tags, importance, confidence, metadata (dict), timestamp,
-        t_valid, t_invalid (datetime), id. Retried safely under a key made per call."""
+        t_valid, t_invalid (datetime), id, embedding (the content's vector from the
+        deployment's model: the server skips its model). Retried safely under a key made
+        per call."""
         key = idempotency_key or uuid.uuid4().hex
         return self._run(ops.store(content, key, fields))
 

@@ -154,6 +154,16 @@ def test_store_many_cuts_batches_reports_progress_and_resends_only_failed_items(
     assert engram.last_sequence == out.sequence
 
 
+def test_a_memory_s_own_vector_goes_with_store_and_store_many(fake: Any) -> None:
+    with Engram(fake.address, retry=FAST) as engram:
+        engram.store("tea", embedding=[0.6, 0.0, 0.8])
+        engram.store_many([{"content": "coffee", "embedding": (0.0, 1.0, 0.0)}, "no vector"])
+    (store,) = fake.script.of("Store")
+    assert list(store.memory.embedding) == pytest.approx([0.6, 0.0, 0.8])
+    (batch,) = fake.script.of("StoreBatch")
+    assert [list(m.embedding) for m in batch.memories] == [[0.0, 1.0, 0.0], []]
+
+
 def test_dead_letters_page_until_the_last(fake: Any) -> None:
     fake.script.letters = [3, 5, 8, 13, 21]
     with Engram(fake.address, retry=FAST) as engram:

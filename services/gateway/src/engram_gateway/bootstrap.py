@@ -74,6 +74,7 @@ from engram_gateway.service.rate_limit import WRITE_KEY_PREFIX
 from engram_gateway.service.recall_cache import RecallCache
 from engram_gateway.service.stats import StatsView, TenantLog
 from engram_gateway.service.tenants import TenantEraser, TenantPurge
+from engram_gateway.service.vector_size import LiveDimension
 from engram_gateway.service.watermark import WatermarkCache
 from engram_platform import jetstream
 from engram_platform.coordination import MemoryRateLimiter, open_coordination
@@ -177,7 +178,9 @@ class _Shared:
     ids: Callable[[], str]
 
 
-def _writer(settings: Settings, event_log: EventLog, cache: Cache, shared: _Shared) -> Writer:
+def _writer(
+    settings: Settings, event_log: EventLog, cache: Cache, shared: _Shared, vector: VectorPort
+) -> Writer:
     config = WriteConfig(
         limits=settings.limits(),
         idempotency_ttl_s=settings.idempotency_ttl_s,
@@ -186,7 +189,14 @@ def _writer(settings: Settings, event_log: EventLog, cache: Cache, shared: _Shar
         publish_timeout_s=settings.publish_timeout_s,
     )
     return Writer(
-        event_log, cache, shared.lookup, shared.recall_cache, config, shared.clock, shared.ids
+        event_log,
+        cache,
+        shared.lookup,
+        shared.recall_cache,
+        config,
+        shared.clock,
+        shared.ids,
+        LiveDimension(vector),
     )
 
 
@@ -278,7 +288,7 @@ def build_gateway(
     lister = Lister(backends.vector, backends.graph, settings.backend_timeout_s)
     tenants = _tenants(settings, backends, event_log, cache, shared, tenant_log, purge)
     return Gateway(
-        writer=_writer(settings, event_log, cache, shared),
+        writer=_writer(settings, event_log, cache, shared, backends.vector),
         reader=reader,
         access=shared.access,
         rate_limit=rate_limit,

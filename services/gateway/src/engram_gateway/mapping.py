@@ -94,6 +94,7 @@ def memory_input_from_proto(p: common_pb2.MemoryInput) -> MemoryInput:
         timestamp=_raw_ts(p.timestamp) if p.HasField("timestamp") else None,
         t_valid=_raw_ts(p.t_valid) if p.HasField("t_valid") else None,
         t_invalid=_raw_ts(p.t_invalid) if p.HasField("t_invalid") else None,
+        embedding=tuple(p.embedding),
     )
 
 

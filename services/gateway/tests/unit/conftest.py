@@ -19,7 +19,16 @@ from engram_core import scoring
 from engram_core.entities import extract_entities
 from engram_core.errors import InvalidArgument, Unavailable
 from engram_core.filters import matches
-from engram_core.model import Entity, Filter, Hit, Memory, RelatedHit, Relation, ScanPage
+from engram_core.model import (
+    Entity,
+    Filter,
+    Generation,
+    Hit,
+    Memory,
+    RelatedHit,
+    Relation,
+    ScanPage,
+)
 from engram_core.ordering import Sort, best
 from engram_core.profiles import DEFAULT, profile_named
 from engram_core.tags import tag_prefixes
@@ -140,6 +149,10 @@ class FakeVector(FakeBackend):
         # as a real store does when the window holds fewer than the limit; off, it matches
         # words like any search.
         self.whole_windows = False
+
+    async def list_generations(self, timeout: float | None = None) -> list[Generation]:
+        await self._enter("list_generations")
+        return [Generation("v1", True, "fake-model", 0, datetime.now(UTC), self.dimension)]
 
     async def search(
         self,
@@ -355,6 +368,7 @@ class Published:
     env: Envelope
     sequence: int
     payload: Any
+    embedding: tuple[float, ...] = ()  # the client's own vector the event carries
 
 
 class FakeLog:
@@ -388,7 +402,12 @@ class FakeLog:
         return [p for p in self.events if p.event == event]
 
     async def _publish(
-        self, event: str, env: Envelope, payload: Any, timeout: float | None = None
+        self,
+        event: str,
+        env: Envelope,
+        payload: Any,
+        timeout: float | None = None,
+        embedding: Sequence[float] = (),
     ) -> Ack:
         self.timeouts.append(timeout)
         self.in_flight += 1
@@ -408,7 +427,7 @@ class FakeLog:
             return Ack(self.by_event_id[env.event_id], duplicate=True)
         access = event == "accessed"
         seq = 1 + sum(1 for p in self.events if (p.event == "accessed") == access)
-        self.events.append(Published(event, env, seq, payload))
+        self.events.append(Published(event, env, seq, payload, tuple(embedding)))
         self.by_event_id[env.event_id] = seq
         if self.apply:
             self._apply(event, env, seq, payload)
@@ -431,13 +450,24 @@ class FakeLog:
             }
             self.world.relations = [r for r in self.world.relations if r[0] != env.tenant]
 
-    async def stored(self, env: Envelope, memory: Memory, timeout: float | None = None) -> Ack:
-        return await self._publish("stored", env, (memory,), timeout)
+    async def stored(
+        self,
+        env: Envelope,
+        memory: Memory,
+        timeout: float | None = None,
+        embedding: Sequence[float] = (),
+    ) -> Ack:
+        return await self._publish("stored", env, (memory,), timeout, embedding)
 
     async def updated(
-        self, env: Envelope, memory: Memory, mask: Sequence[str], timeout: float | None = None
+        self,
+        env: Envelope,
+        memory: Memory,
+        mask: Sequence[str],
+        timeout: float | None = None,
+        embedding: Sequence[float] = (),
     ) -> Ack:
-        return await self._publish("updated", env, (memory, tuple(mask)), timeout)
+        return await self._publish("updated", env, (memory, tuple(mask)), timeout, embedding)
 
     async def deleted(self, env: Envelope, id: str, timeout: float | None = None) -> Ack:
         return await self._publish("deleted", env, id, timeout)

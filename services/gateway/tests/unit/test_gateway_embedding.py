@@ -49,6 +49,7 @@ async def test_without_an_embedding_the_text_is_embedded(client: Any) -> None:
         gateway_pb2.RecallRequest(query="tea", embedding=[0.1, 0.2]),  # the model has 3
         gateway_pb2.RecallRequest(query="tea", embedding=[0.1, math.nan, 0.2]),
         gateway_pb2.RecallRequest(query="tea", embedding=[0.1] * 4097),
+        gateway_pb2.RecallRequest(query="tea", embedding=[0.0, 0.0, 0.0]),  # no direction
         gateway_pb2.RecallRequest(query="", embedding=VECTOR),  # trending has no vector
     ],
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -94,11 +95,17 @@ class _InFlightLog(JetStreamLog):
         self.in_flight = 0
         self.most_in_flight = 0
 
-    async def stored(self, env: Envelope, memory: Memory, timeout: float | None = None) -> Ack:
+    async def stored(
+        self,
+        env: Envelope,
+        memory: Memory,
+        timeout: float | None = None,
+        embedding: Sequence[float] = (),
+    ) -> Ack:
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
-            return await super().stored(env, memory, timeout)
+            return await super().stored(env, memory, timeout, embedding)
         finally:
             self.in_flight -= 1
 

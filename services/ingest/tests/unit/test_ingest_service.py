@@ -466,9 +466,14 @@ async def test_what_the_gateway_accepts_the_stores_accept(
 
 
 class Counted(HashingEmbedder):
-    def __init__(self, dimension: int) -> None:
+    def __init__(self, dimension: int, name: str = "") -> None:
         super().__init__(dimension)
         self.calls = 0
+        self._name = name  # "" = the hashing model's own
+
+    @property
+    def model_name(self) -> str:
+        return self._name or super().model_name
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         self.calls += 1
@@ -524,6 +529,22 @@ async def test_a_refused_embedding_model_switches_to_the_next_embedder_at_once(
     assert result.outcome is Outcome.APPLIED
     assert (old.calls, new.calls) == (1, 2)
     assert vector.refused == 1
+
+
+async def test_after_the_switch_a_client_vector_is_replaced_by_the_next_model_s(
+    stores: Stores,
+) -> None:
+    """The client's vector is of the configured model's space, not the next model's (of
+    the same size here, so the size alone would not tell)."""
+    old, new = Counted(32), Counted(32, "next-32")
+    vector = ModelGuardedVector(stores.vector, new.model_name)
+    settings = Settings(write_timeout_s=5.0, embed_timeout_s=5.0, ack_wait_s=30.0)
+    a = stores.applier(settings, vector=vector, embedder=old, next_embedder=new)
+    own = MemoryWritten(written(1).memory, 1, embedding=(1.0,) + (0.0,) * 31)
+    (result,) = await a.apply([own])
+    assert result.outcome is Outcome.APPLIED
+    assert (old.calls, new.calls) == (0, 1)  # the own vector first, refused, then the model
+    assert stores.vector.vectors[("t1", ID_A)] == new.embed_one("notes")
 
 
 async def test_a_refused_embedding_model_is_retried_without_a_next_embedder(

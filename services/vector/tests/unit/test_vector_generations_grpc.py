@@ -86,7 +86,8 @@ async def test_a_rebuild_onto_the_next_model(
     assert (previous.name, previous.live, previous.count) == ("v1", False, 1)
     assert [h.id for h in await live.search(T, ALL, 5, query="orchard")] == [b.id]
     assert new.seen == ["orchard"]
-    assert {g.name: g.live for g in await live.list_generations()} == {"v1": False, "v2": True}
+    listed = await live.list_generations()
+    assert {g.name: (g.live, g.dimension) for g in listed} == {"v1": (False, 16), "v2": (True, 8)}
     await live.drop_generation("v1")
     assert [g.name for g in await live.list_generations()] == ["v2"]
 

@@ -67,24 +67,38 @@ class JetStreamLog:
         published(event, "duplicate" if ack.duplicate else "ok")
         return Ack(int(ack.seq), bool(ack.duplicate))
 
-    async def stored(self, env: Envelope, memory: Memory, timeout: float | None = None) -> Ack:
+    async def stored(
+        self,
+        env: Envelope,
+        memory: Memory,
+        timeout: float | None = None,
+        embedding: Sequence[float] = (),
+    ) -> Ack:
         proto = memory_to_proto(memory)
         return await self._publish(
             env,
             jetstream.MEMORY_STORED,
-            lambda e: events_pb2.MemoryStored(envelope=e, memory=proto),
+            lambda e: events_pb2.MemoryStored(envelope=e, memory=proto, embedding=embedding),
             timeout,
         )
 
     async def updated(
-        self, env: Envelope, memory: Memory, mask: Sequence[str], timeout: float | None = None
+        self,
+        env: Envelope,
+        memory: Memory,
+        mask: Sequence[str],
+        timeout: float | None = None,
+        embedding: Sequence[float] = (),
     ) -> Ack:
         proto = memory_to_proto(memory)
         return await self._publish(
             env,
             jetstream.MEMORY_UPDATED,
             lambda e: events_pb2.MemoryUpdated(
-                envelope=e, memory=proto, update_mask=FieldMask(paths=list(mask))
+                envelope=e,
+                memory=proto,
+                update_mask=FieldMask(paths=list(mask)),
+                embedding=embedding,
             ),
             timeout,
         )

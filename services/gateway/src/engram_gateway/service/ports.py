@@ -13,7 +13,15 @@ from typing import Protocol
 
 from engram_core.entities import EntityRules
 from engram_core.log_events import Event
-from engram_core.model import Filter, Hit, Memory, RelatedHit, Relation, ScanPage
+from engram_core.model import (
+    Filter,
+    Generation,
+    Hit,
+    Memory,
+    RelatedHit,
+    Relation,
+    ScanPage,
+)
 from engram_core.ordering import Sort
 from engram_core.scoring import Candidate, Focus, Fusion, RecencyBias, ScoredCandidate
 
@@ -46,6 +54,10 @@ class VectorPort(Protocol):
     ) -> list[Memory]: ...
 
     async def count(self, tenant: str, timeout: float | None = None) -> int: ...
+
+    async def list_generations(self, timeout: float | None = None) -> list[Generation]:
+        """Every generation; the live one's ``dimension`` is what a client's vector needs."""
+        ...
 
     async def scan_by_sequence(
         self, tenant: str, cursor: str | None, limit: int, timeout: float | None = None
@@ -146,10 +158,23 @@ class EventLog(Protocol):
     A publish waits for its ack at most ``timeout`` seconds (None: the adapter's own cap),
     then fails with Unavailable; the log may hold the event all the same (ambiguous)."""
 
-    async def stored(self, env: Envelope, memory: Memory, timeout: float | None = None) -> Ack: ...
+    async def stored(
+        self,
+        env: Envelope,
+        memory: Memory,
+        timeout: float | None = None,
+        embedding: Sequence[float] = (),
+    ) -> Ack:
+        """``embedding``: the client's own vector of the content, checked; () = none."""
+        ...
 
     async def updated(
-        self, env: Envelope, memory: Memory, mask: Sequence[str], timeout: float | None = None
+        self,
+        env: Envelope,
+        memory: Memory,
+        mask: Sequence[str],
+        timeout: float | None = None,
+        embedding: Sequence[float] = (),
     ) -> Ack: ...
 
     async def deleted(self, env: Envelope, id: str, timeout: float | None = None) -> Ack: ...

@@ -20,6 +20,7 @@ from engram_gateway.service.deadline import Deadline
 from engram_gateway.service.lookup import Lookup
 from engram_gateway.service.ports import Envelope, EventLog
 from engram_gateway.service.recall_cache import RecallCache
+from engram_gateway.service.vector_size import LiveDimension
 from engram_platform.telemetry import tracer
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,7 @@ class _Planned:
     sequence: int = 0  # known already when a retry is answered from the cache
     duplicate: bool = False
     error: EngramError | None = None
+    embedding: tuple[float, ...] = ()  # the client's own vector, checked
 
     def result(self) -> ItemResult:
         if self.error is not None:
@@ -137,6 +139,11 @@ def batch_items(
     return items
 
 
+def _vector(inp: v.MemoryInput, path: str, size: int) -> tuple[float, ...]:
+    """The input's own vector, checked as a recall's is, against the live model's size."""
+    return v.check_embedding(inp.embedding, f"{path}.embedding", dimension=size)
+
+
 class Writer:
     def __init__(
         self,
@@ -147,8 +154,10 @@ class Writer:
         config: WriteConfig,
         clock: Callable[[], datetime],
         new_id: Callable[[], str],
+        dimension: LiveDimension,
     ) -> None:
         self._log = log_
+        self._dimension = dimension
         self._cache = cache
         self._lookup = lookup
         self._recall_cache = recall_cache
@@ -175,12 +184,14 @@ class Writer:
         beside it. Only when no item was stored does the call fail, with the first error."""
         now = self._clock()
         limits = self._config.limits
-        memories = []
+        size = await self._vector_size(any(item.input.embedding for item in items), deadline)
+        memories, vectors = [], []
         for item in items:
             v.check_idempotency_key(item.idempotency_key, item.key_path, limits)
             memories.append(
                 v.new_memory(item.input, tenant=tenant, prefix=item.path, now=now, limits=limits)
             )
+            vectors.append(_vector(item.input, item.path, size))
         keyed = any(item.idempotency_key for item in items)
         epoch = await self._key_epoch(tenant) if keyed else ""
         planned = await asyncio.gather(
@@ -189,6 +200,8 @@ class Writer:
                 for m, item in zip(memories, items, strict=True)
             )
         )
+        for p, vector in zip(planned, vectors, strict=True):
+            p.embedding = vector
         sem = asyncio.Semaphore(self._config.publish_concurrency)
         # Pipelined: every publish is in flight at once (bounded), acks come back together.
         pending = [p for p in planned if not p.sequence]
@@ -215,7 +228,9 @@ class Writer:
         env = Envelope(p.event_id, tenant, now)
         try:
             async with sem:
-                ack = await self._log.stored(env, p.memory, self._publish_timeout(deadline))
+                ack = await self._log.stored(
+                    env, p.memory, self._publish_timeout(deadline), p.embedding
+                )
             if ack.duplicate and p.key:
                 # A retry the log already holds: its first publish may carry another id
                 # when the key→id entry was lost, and the first publish is what counts.
@@ -234,6 +249,12 @@ class Writer:
         if p.key:
             value = f"{p.memory.id} {p.sequence}".encode("ascii")
             await self._cache.set(p.cache_key, value, self._config.idempotency_ttl_s)
+
+    async def _vector_size(self, wanted: bool, deadline: Deadline) -> int:
+        """The size a client's vector must have (0 when the request carries none)."""
+        if not wanted:
+            return 0
+        return await self._dimension.get(deadline.cap(self._config.backend_timeout_s))
 
     async def _key_epoch(self, tenant: str) -> str:
         held = await self._cache.get(IDEMPOTENCY_EPOCH + tenant)
@@ -273,6 +294,8 @@ class Writer:
         limits = self._config.limits
         mid = v.check_id(id, "id")
         paths = v.check_update_mask(mask, inp)
+        size = await self._vector_size("embedding" in paths and bool(inp.embedding), deadline)
+        vector = _vector(inp, "memory", size) if "embedding" in paths else ()
         now = self._clock()
         # Check the new values before reading anything: bad input is refused as such
         # even for an id that does not exist.
@@ -287,7 +310,11 @@ class Writer:
         current = await self._lookup.one(tenant, mid, deadline.cap(self._config.backend_timeout_s))
         merged = v.merge_update(current, inp, paths, prefix="memory", now=now, limits=limits)
         ack = await self._log.updated(
-            Envelope(self._new_id(), tenant, now), merged, paths, self._publish_timeout(deadline)
+            Envelope(self._new_id(), tenant, now),
+            merged,
+            paths,
+            self._publish_timeout(deadline),
+            vector,
         )
         await self._recall_cache.invalidate(tenant, ack.sequence)
         return mid, ack.sequence

@@ -114,6 +114,13 @@ class VectorPortContract:
         hits = await port.search(T, Filter(), 5, vector=[1.0] * dimension)
         assert {h.id for h in hits} <= {DEPLOY.id}
 
+    async def test_the_live_generation_names_the_size_a_client_vector_needs(
+        self, port: VectorPort, dimension: int
+    ) -> None:
+        [live] = [g for g in await port.list_generations() if g.live]
+        assert live.dimension == dimension
+        assert live.embedding_model
+
     async def test_search_many_answers_each_filter_as_search_does(
         self, port: VectorPort, put: Put
     ) -> None:

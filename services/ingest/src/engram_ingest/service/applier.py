@@ -6,9 +6,10 @@ newest state whatever the delivery order, and a redelivered event changes nothin
 Within a batch, events are applied in sequence order, in segments of one kind
 (upserts, deletes, relations): a run of upserts goes out as one write per tenant and
 store (cut into several when it would not fit a message, see ``chunks``), the three
-stores at once, after ONE embedder call for the whole batch. When a
-segment fails, it and every later segment are left for a retry, so this worker never
-applies a relation before the memories it links or a delete out of turn.
+stores at once, after ONE embedder call for the whole batch (for the memories without a
+vector of the client's own: see ``_own``). When a segment fails, it and every later
+segment are left for a retry, so this worker never applies a relation before the
+memories it links or a delete out of turn.
 
 A tenant's deletion (``TenantDeleted``) is its own segment too: every store drops the whole
 tenant, in log order with the tenant's other events, so what the log wrote after it stays.
@@ -114,6 +115,7 @@ class Applier:
         entity_rules: EntityRules | None = None,
     ) -> None:
         self._embedder = embedder
+        self._configured = embedder  # the model a client's own vector is taken to be of
         self._other = next_embedder  # the one to switch to when vector wants another model
         self._vector = vector
         self._lexical = lexical
@@ -204,16 +206,30 @@ class Applier:
     async def _embed(
         self, written: dict[int, MemoryWritten], embedder: Embedder
     ) -> dict[int, list[float]]:
-        """One embedder call for every memory of the batch, keyed by event index."""
-        if not written:
-            return {}
-        texts = [e.memory.content for e in written.values()]
+        """Every memory's vector, keyed by event index: the client's own where it sent one
+        that ``embedder`` stands for, the rest from one embedder call."""
+        own = {i: list(e.embedding) for i, e in written.items() if self._own(e, embedder)}
+        rest = [i for i in written if i not in own]
+        if not rest:
+            return own
+        texts = [written[i].memory.content for i in rest]
         vectors = await bounded(
             timed("embedding", "embed", embedder.embed(texts)), self._timeouts.embed_s, "embedding"
         )
         if len(vectors) != len(texts):
             raise Internal(f"embedder returned {len(vectors)} vectors for {len(texts)} texts")
-        return dict(zip(written, vectors, strict=True))
+        return own | dict(zip(rest, vectors, strict=True))
+
+    def _own(self, event: MemoryWritten, embedder: Embedder) -> bool:
+        """Whether the event's own vector is written as ``embedder``'s: the client promised
+        the configured model's space. Switched to the next model (a rebuild onto another
+        one), or when the size is not the model's (the gateway checked it against a live
+        generation swapped since), the content is embedded instead."""
+        return (
+            bool(event.embedding)
+            and embedder is self._configured
+            and len(event.embedding) == embedder.dimension
+        )
 
     async def _upserts(
         self, written: dict[int, MemoryWritten], vectors: dict[int, list[float]], model: str

@@ -26,7 +26,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x65ngram/common/v1/common.proto\x12\x10\x65ngram.common.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\x04\n\x06Memory\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x0c\n\x04type\x18\x04 \x01(\t\x12\x0c\n\x04tags\x18\x05 \x03(\t\x12\x14\n\x0ctag_prefixes\x18\x06 \x03(\t\x12\x12\n\nimportance\x18\x07 \x01(\x01\x12\x12\n\nconfidence\x18\x08 \x01(\x01\x12)\n\x08metadata\x18\t \x01(\x0b\x32\x17.google.protobuf.Struct\x12-\n\ttimestamp\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\rlast_accessed\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0c\x61\x63\x63\x65ss_count\x18\r \x01(\x03\x12+\n\x07t_valid\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\tt_invalid\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0frelevance_score\x18\x10 \x01(\x01\x12\x10\n\x08\x61rchived\x18\x11 \x01(\x08\x12\x17\n\x0f\x65mbedding_model\x18\x12 \x01(\t\x12\x0f\n\x07version\x18\x13 \x01(\x03\x12\x10\n\x08\x65ntities\x18\x14 \x03(\t\"\xcc\x02\n\x0bMemoryInput\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x0c\n\x04tags\x18\x04 \x03(\t\x12\x17\n\nimportance\x18\x05 \x01(\x01H\x00\x88\x01\x01\x12\x17\n\nconfidence\x18\x06 \x01(\x01H\x01\x88\x01\x01\x12)\n\x08metadata\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12-\n\ttimestamp\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x07t_valid\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\tt_invalid\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampB\r\n\x0b_importanceB\r\n\x0b_confidence\"\xbd\x01\n\x08Relation\x12\x11\n\tsource_id\x18\x01 \x01(\t\x12\x11\n\ttarget_id\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x10\n\x08strength\x18\x04 \x01(\x01\x12+\n\nproperties\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x06origin\x18\x06 \x01(\t\x12.\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"2\n\x06\x45ntity\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04slug\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\"S\n\x05\x46ocus\x12\x0c\n\x04tags\x18\x01 \x03(\t\x12\r\n\x05types\x18\x02 \x03(\t\x12\x10\n\x08keywords\x18\x03 \x03(\t\x12\x0b\n\x03ids\x18\x04 \x03(\t\x12\x0e\n\x06pinned\x18\x05 \x01(\x08\"\x9c\x02\n\x06\x46ilter\x12\x0c\n\x04tags\x18\x01 \x03(\t\x12+\n\x08tag_mode\x18\x02 \x01(\x0e\x32\x19.engram.common.v1.TagMode\x12-\n\ttag_match\x18\x03 \x01(\x0e\x32\x1a.engram.common.v1.TagMatch\x12\x14\n\x0c\x65xclude_tags\x18\x04 \x03(\t\x12\r\n\x05types\x18\x05 \x03(\t\x12\x15\n\rexclude_types\x18\x06 \x03(\t\x12)\n\x05start\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x03\x65nd\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10include_archived\x18\t \x01(\x08\"J\n\x03Hit\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x01\x12(\n\x06memory\x18\x03 \x01(\x0b\x32\x18.engram.common.v1.Memory\"\x87\x03\n\x0cScoredMemory\x12(\n\x06memory\x18\x01 \x01(\x0b\x32\x18.engram.common.v1.Memory\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x42\n\ncomponents\x18\x03 \x03(\x0b\x32..engram.common.v1.ScoredMemory.ComponentsEntry\x12<\n\x07streams\x18\x04 \x03(\x0b\x32+.engram.common.v1.ScoredMemory.StreamsEntry\x12\x10\n\x08\x65xpanded\x18\x05 \x01(\x08\x12\x15\n\rexpanded_from\x18\x06 \x01(\t\x12\x11\n\texpansion\x18\x07 \x01(\t\x1a\x31\n\x0f\x43omponentsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1aM\n\x0cStreamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12,\n\x05value\x18\x02 \x01(\x0b\x32\x1d.engram.common.v1.StreamScore:\x02\x38\x01\"*\n\x0bStreamScore\x12\r\n\x05score\x18\x01 \x01(\x01\x12\x0c\n\x04rank\x18\x02 \x01(\x05\"c\n\x0c\x41\x63\x63\x65ssUpdate\x12\n\n\x02id\x18\x01 \x01(\t\x12\x31\n\rlast_accessed\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0c\x61\x63\x63\x65ss_count\x18\x03 \x01(\x03\"\x80\x01\n\nGeneration\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04live\x18\x02 \x01(\x08\x12\x17\n\x0f\x65mbedding_model\x18\x03 \x01(\t\x12\r\n\x05\x63ount\x18\x04 \x01(\x03\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*G\n\x07TagMode\x12\x18\n\x14TAG_MODE_UNSPECIFIED\x10\x00\x12\x10\n\x0cTAG_MODE_ANY\x10\x01\x12\x10\n\x0cTAG_MODE_ALL\x10\x02*m\n\x0bRecencyBias\x12\x1c\n\x18RECENCY_BIAS_UNSPECIFIED\x10\x00\x12\x14\n\x10RECENCY_BIAS_OFF\x10\x01\x12\x13\n\x0fRECENCY_BIAS_ON\x10\x02\x12\x15\n\x11RECENCY_BIAS_AUTO\x10\x03*S\n\tStateMode\x12\x1a\n\x16STATE_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12STATE_MODE_CURRENT\x10\x01\x12\x12\n\x0eSTATE_MODE_ALL\x10\x02*P\n\x08TagMatch\x12\x19\n\x15TAG_MATCH_UNSPECIFIED\x10\x00\x12\x13\n\x0fTAG_MATCH_EXACT\x10\x01\x12\x14\n\x10TAG_MATCH_PREFIX\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x65ngram/common/v1/common.proto\x12\x10\x65ngram.common.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\x04\n\x06Memory\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x0c\n\x04type\x18\x04 \x01(\t\x12\x0c\n\x04tags\x18\x05 \x03(\t\x12\x14\n\x0ctag_prefixes\x18\x06 \x03(\t\x12\x12\n\nimportance\x18\x07 \x01(\x01\x12\x12\n\nconfidence\x18\x08 \x01(\x01\x12)\n\x08metadata\x18\t \x01(\x0b\x32\x17.google.protobuf.Struct\x12-\n\ttimestamp\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\rlast_accessed\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0c\x61\x63\x63\x65ss_count\x18\r \x01(\x03\x12+\n\x07t_valid\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\tt_invalid\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0frelevance_score\x18\x10 \x01(\x01\x12\x10\n\x08\x61rchived\x18\x11 \x01(\x08\x12\x17\n\x0f\x65mbedding_model\x18\x12 \x01(\t\x12\x0f\n\x07version\x18\x13 \x01(\x03\x12\x10\n\x08\x65ntities\x18\x14 \x03(\t\"\xdf\x02\n\x0bMemoryInput\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x0c\n\x04tags\x18\x04 \x03(\t\x12\x17\n\nimportance\x18\x05 \x01(\x01H\x00\x88\x01\x01\x12\x17\n\nconfidence\x18\x06 \x01(\x01H\x01\x88\x01\x01\x12)\n\x08metadata\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12-\n\ttimestamp\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x07t_valid\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\tt_invalid\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tembedding\x18\x0b \x03(\x02\x42\r\n\x0b_importanceB\r\n\x0b_confidence\"\xbd\x01\n\x08Relation\x12\x11\n\tsource_id\x18\x01 \x01(\t\x12\x11\n\ttarget_id\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x10\n\x08strength\x18\x04 \x01(\x01\x12+\n\nproperties\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x06origin\x18\x06 \x01(\t\x12.\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"2\n\x06\x45ntity\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04slug\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\"S\n\x05\x46ocus\x12\x0c\n\x04tags\x18\x01 \x03(\t\x12\r\n\x05types\x18\x02 \x03(\t\x12\x10\n\x08keywords\x18\x03 \x03(\t\x12\x0b\n\x03ids\x18\x04 \x03(\t\x12\x0e\n\x06pinned\x18\x05 \x01(\x08\"\x9c\x02\n\x06\x46ilter\x12\x0c\n\x04tags\x18\x01 \x03(\t\x12+\n\x08tag_mode\x18\x02 \x01(\x0e\x32\x19.engram.common.v1.TagMode\x12-\n\ttag_match\x18\x03 \x01(\x0e\x32\x1a.engram.common.v1.TagMatch\x12\x14\n\x0c\x65xclude_tags\x18\x04 \x03(\t\x12\r\n\x05types\x18\x05 \x03(\t\x12\x15\n\rexclude_types\x18\x06 \x03(\t\x12)\n\x05start\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x03\x65nd\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10include_archived\x18\t \x01(\x08\"J\n\x03Hit\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x01\x12(\n\x06memory\x18\x03 \x01(\x0b\x32\x18.engram.common.v1.Memory\"\x87\x03\n\x0cScoredMemory\x12(\n\x06memory\x18\x01 \x01(\x0b\x32\x18.engram.common.v1.Memory\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x42\n\ncomponents\x18\x03 \x03(\x0b\x32..engram.common.v1.ScoredMemory.ComponentsEntry\x12<\n\x07streams\x18\x04 \x03(\x0b\x32+.engram.common.v1.ScoredMemory.StreamsEntry\x12\x10\n\x08\x65xpanded\x18\x05 \x01(\x08\x12\x15\n\rexpanded_from\x18\x06 \x01(\t\x12\x11\n\texpansion\x18\x07 \x01(\t\x1a\x31\n\x0f\x43omponentsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1aM\n\x0cStreamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12,\n\x05value\x18\x02 \x01(\x0b\x32\x1d.engram.common.v1.StreamScore:\x02\x38\x01\"*\n\x0bStreamScore\x12\r\n\x05score\x18\x01 \x01(\x01\x12\x0c\n\x04rank\x18\x02 \x01(\x05\"c\n\x0c\x41\x63\x63\x65ssUpdate\x12\n\n\x02id\x18\x01 \x01(\t\x12\x31\n\rlast_accessed\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0c\x61\x63\x63\x65ss_count\x18\x03 \x01(\x03\"\x93\x01\n\nGeneration\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04live\x18\x02 \x01(\x08\x12\x17\n\x0f\x65mbedding_model\x18\x03 \x01(\t\x12\r\n\x05\x63ount\x18\x04 \x01(\x03\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tdimension\x18\x06 \x01(\x05*G\n\x07TagMode\x12\x18\n\x14TAG_MODE_UNSPECIFIED\x10\x00\x12\x10\n\x0cTAG_MODE_ANY\x10\x01\x12\x10\n\x0cTAG_MODE_ALL\x10\x02*m\n\x0bRecencyBias\x12\x1c\n\x18RECENCY_BIAS_UNSPECIFIED\x10\x00\x12\x14\n\x10RECENCY_BIAS_OFF\x10\x01\x12\x13\n\x0fRECENCY_BIAS_ON\x10\x02\x12\x15\n\x11RECENCY_BIAS_AUTO\x10\x03*S\n\tStateMode\x12\x1a\n\x16STATE_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12STATE_MODE_CURRENT\x10\x01\x12\x12\n\x0eSTATE_MODE_ALL\x10\x02*P\n\x08TagMatch\x12\x19\n\x15TAG_MATCH_UNSPECIFIED\x10\x00\x12\x13\n\x0fTAG_MATCH_EXACT\x10\x01\x12\x14\n\x10TAG_MATCH_PREFIX\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,38 +37,38 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SCOREDMEMORY_COMPONENTSENTRY']._serialized_options = b'8\001'
   _globals['_SCOREDMEMORY_STREAMSENTRY']._loaded_options = None
   _globals['_SCOREDMEMORY_STREAMSENTRY']._serialized_options = b'8\001'
-  _globals['_TAGMODE']._serialized_start=2363
-  _globals['_TAGMODE']._serialized_end=2434
-  _globals['_RECENCYBIAS']._serialized_start=2436
-  _globals['_RECENCYBIAS']._serialized_end=2545
-  _globals['_STATEMODE']._serialized_start=2547
-  _globals['_STATEMODE']._serialized_end=2630
-  _globals['_TAGMATCH']._serialized_start=2632
-  _globals['_TAGMATCH']._serialized_end=2712
+  _globals['_TAGMODE']._serialized_start=2401
+  _globals['_TAGMODE']._serialized_end=2472
+  _globals['_RECENCYBIAS']._serialized_start=2474
+  _globals['_RECENCYBIAS']._serialized_end=2583
+  _globals['_STATEMODE']._serialized_start=2585
+  _globals['_STATEMODE']._serialized_end=2668
+  _globals['_TAGMATCH']._serialized_start=2670
+  _globals['_TAGMATCH']._serialized_end=2750
   _globals['_MEMORY']._serialized_start=115
   _globals['_MEMORY']._serialized_end=664
   _globals['_MEMORYINPUT']._serialized_start=667
-  _globals['_MEMORYINPUT']._serialized_end=999
-  _globals['_RELATION']._serialized_start=1002
-  _globals['_RELATION']._serialized_end=1191
-  _globals['_ENTITY']._serialized_start=1193
-  _globals['_ENTITY']._serialized_end=1243
-  _globals['_FOCUS']._serialized_start=1245
-  _globals['_FOCUS']._serialized_end=1328
-  _globals['_FILTER']._serialized_start=1331
-  _globals['_FILTER']._serialized_end=1615
-  _globals['_HIT']._serialized_start=1617
-  _globals['_HIT']._serialized_end=1691
-  _globals['_SCOREDMEMORY']._serialized_start=1694
-  _globals['_SCOREDMEMORY']._serialized_end=2085
-  _globals['_SCOREDMEMORY_COMPONENTSENTRY']._serialized_start=1957
-  _globals['_SCOREDMEMORY_COMPONENTSENTRY']._serialized_end=2006
-  _globals['_SCOREDMEMORY_STREAMSENTRY']._serialized_start=2008
-  _globals['_SCOREDMEMORY_STREAMSENTRY']._serialized_end=2085
-  _globals['_STREAMSCORE']._serialized_start=2087
-  _globals['_STREAMSCORE']._serialized_end=2129
-  _globals['_ACCESSUPDATE']._serialized_start=2131
-  _globals['_ACCESSUPDATE']._serialized_end=2230
-  _globals['_GENERATION']._serialized_start=2233
-  _globals['_GENERATION']._serialized_end=2361
+  _globals['_MEMORYINPUT']._serialized_end=1018
+  _globals['_RELATION']._serialized_start=1021
+  _globals['_RELATION']._serialized_end=1210
+  _globals['_ENTITY']._serialized_start=1212
+  _globals['_ENTITY']._serialized_end=1262
+  _globals['_FOCUS']._serialized_start=1264
+  _globals['_FOCUS']._serialized_end=1347
+  _globals['_FILTER']._serialized_start=1350
+  _globals['_FILTER']._serialized_end=1634
+  _globals['_HIT']._serialized_start=1636
+  _globals['_HIT']._serialized_end=1710
+  _globals['_SCOREDMEMORY']._serialized_start=1713
+  _globals['_SCOREDMEMORY']._serialized_end=2104
+  _globals['_SCOREDMEMORY_COMPONENTSENTRY']._serialized_start=1976
+  _globals['_SCOREDMEMORY_COMPONENTSENTRY']._serialized_end=2025
+  _globals['_SCOREDMEMORY_STREAMSENTRY']._serialized_start=2027
+  _globals['_SCOREDMEMORY_STREAMSENTRY']._serialized_end=2104
+  _globals['_STREAMSCORE']._serialized_start=2106
+  _globals['_STREAMSCORE']._serialized_end=2148
+  _globals['_ACCESSUPDATE']._serialized_start=2150
+  _globals['_ACCESSUPDATE']._serialized_end=2249
+  _globals['_GENERATION']._serialized_start=2252
+  _globals['_GENERATION']._serialized_end=2399
 # @@protoc_insertion_point(module_scope)

@@ -217,6 +217,7 @@ class MemoryInput(_message.Message):
     TIMESTAMP_FIELD_NUMBER: _builtins.int
     T_VALID_FIELD_NUMBER: _builtins.int
     T_INVALID_FIELD_NUMBER: _builtins.int
+    EMBEDDING_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """optional; UUID; server assigns a UUIDv7 when empty"""
     content: _builtins.str
@@ -236,6 +237,17 @@ class MemoryInput(_message.Message):
     def t_valid(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def t_invalid(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def embedding(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """The content's vector, computed by the client with the deployment's embedding model
+        (the live vector generation's: its size, that model's space); the model is then not
+        run for this memory. Empty = the model embeds the content. Wrong size, a non-finite
+        value or all zeros → INVALID_ARGUMENT naming the field (e.g. `memories[3].embedding`);
+        while the vector service (which knows the size) is down, UNAVAILABLE. Not stored beside
+        the memory: what writes it again (an Update without it, Sync, Rebuild) embeds the
+        content (docs/gateway.md, "Client-supplied vectors").
+        """
+
     def __init__(
         self,
         *,
@@ -249,10 +261,11 @@ class MemoryInput(_message.Message):
         timestamp: _timestamp_pb2.Timestamp | None = ...,
         t_valid: _timestamp_pb2.Timestamp | None = ...,
         t_invalid: _timestamp_pb2.Timestamp | None = ...,
+        embedding: _abc.Iterable[_builtins.float] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "_importance", b"_importance", "confidence", b"confidence", "importance", b"importance", "metadata", b"metadata", "t_invalid", b"t_invalid", "t_valid", b"t_valid", "timestamp", b"timestamp"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "_importance", b"_importance", "confidence", b"confidence", "content", b"content", "id", b"id", "importance", b"importance", "metadata", b"metadata", "t_invalid", b"t_invalid", "t_valid", b"t_valid", "tags", b"tags", "timestamp", b"timestamp", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "_importance", b"_importance", "confidence", b"confidence", "content", b"content", "embedding", b"embedding", "id", b"id", "importance", b"importance", "metadata", b"metadata", "t_invalid", b"t_invalid", "t_valid", b"t_valid", "tags", b"tags", "timestamp", b"timestamp", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
@@ -624,6 +637,7 @@ class Generation(_message.Message):
     EMBEDDING_MODEL_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
+    DIMENSION_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """"v1", "v2", ... chosen by the store"""
     live: _builtins.bool
@@ -631,6 +645,8 @@ class Generation(_message.Message):
     """vector: the model its vectors come from; lexical: "" """
     count: _builtins.int
     """live memories, every tenant"""
+    dimension: _builtins.int
+    """vector: the size of its vectors; lexical: 0"""
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -641,10 +657,11 @@ class Generation(_message.Message):
         embedding_model: _builtins.str = ...,
         count: _builtins.int = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
+        dimension: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "created_at", b"created_at", "embedding_model", b"embedding_model", "live", b"live", "name", b"name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "created_at", b"created_at", "dimension", b"dimension", "embedding_model", b"embedding_model", "live", b"live", "name", b"name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -27,7 +27,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from engram.common.v1 import common_pb2 as engram_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x65ngram/events/v1/events.proto\x12\x10\x65ngram.events.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1d\x65ngram/common/v1/common.proto\"\xd7\x01\n\x08\x45nvelope\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12/\n\x0boccurred_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x43\n\rtrace_context\x18\x04 \x03(\x0b\x32,.engram.events.v1.Envelope.TraceContextEntry\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"f\n\x0cMemoryStored\x12,\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x1a.engram.events.v1.Envelope\x12(\n\x06memory\x18\x02 \x01(\x0b\x32\x18.engram.common.v1.Memory\"\x98\x01\n\rMemoryUpdated\x12,\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x1a.engram.events.v1.Envelope\x12(\n\x06memory\x18\x02 \x01(\x0b\x32\x18.engram.common.v1.Memory\x12/\n\x0bupdate_mask\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"I\n\rMemoryDeleted\x12,\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x1a.engram.events.v1.Envelope\x12\n\n\x02id\x18\x02 \x01(\t\"k\n\rRelationAdded\x12,\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x1a.engram.events.v1.Envelope\x12,\n\x08relation\x18\x02 \x01(\x0b\x32\x1a.engram.common.v1.Relation\"\x83\x01\n\x0fRelationRemoved\x12,\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x1a.engram.events.v1.Envelope\x12\x11\n\tsource_id\x18\x02 \x01(\t\x12\x11\n\ttarget_id\x18\x03 \x01(\t\x12\x0c\n\x04type\x18\x04 \x01(\t\x12\x0e\n\x06origin\x18\x05 \x01(\t\"=\n\rTenantDeleted\x12,\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x1a.engram.events.v1.Envelope\"|\n\x0eMemoryAccessed\x12,\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x1a.engram.events.v1.Envelope\x12\x0b\n\x03ids\x18\x02 \x03(\t\x12/\n\x0b\x61\x63\x63\x65ssed_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"u\n\x14\x43onsolidateRequested\x12,\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x1a.engram.events.v1.Envelope\x12\x0e\n\x06passes\x18\x02 \x03(\t\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\x12\x0e\n\x06params\x18\x04 \x01(\t\"B\n\x13\x43onsolidationChange\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x04\x12\x0e\n\x06sample\x18\x03 \x03(\t\"\xd0\x05\n\x10\x43onsolidationRun\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\x0c\n\x04pass\x18\x03 \x01(\t\x12)\n\x05state\x18\x04 \x01(\x0e\x32\x1a.engram.events.v1.RunState\x12\x0f\n\x07\x64ry_run\x18\x05 \x01(\x08\x12\x0f\n\x07trigger\x18\x06 \x01(\t\x12\'\n\x03now\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05phase\x18\n \x01(\t\x12\x0e\n\x06\x63ursor\x18\x0b \x01(\t\x12\x0c\n\x04\x64one\x18\x0c \x01(\x04\x12\r\n\x05total\x18\r \x01(\x04\x12\x36\n\x07\x63hanges\x18\x0e \x03(\x0b\x32%.engram.events.v1.ConsolidationChange\x12\r\n\x05\x65rror\x18\x0f \x01(\t\x12\x0e\n\x06holder\x18\x10 \x01(\t\x12\x30\n\x0cheartbeat_at\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07resumes\x18\x12 \x01(\r\x12\x16\n\x0epending_run_id\x18\x13 \x01(\t\x12\x30\n\x0crequested_at\x18\x14 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06params\x18\x15 \x01(\t\x12\x16\n\x0epending_params\x18\x16 \x01(\t\x12\x12\n\ninput_mark\x18\x17 \x01(\x04\x12.\n\nchecked_at\x18\x18 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x07\x66ull_at\x18\x19 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"H\n\x0bMemoryState\x12(\n\x06memory\x18\x01 \x01(\x0b\x32\x18.engram.common.v1.Memory\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x08\"_\n\rRelationState\x12,\n\x08relation\x18\x01 \x01(\x0b\x32\x1a.engram.common.v1.Relation\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x0f\n\x07removed\x18\x03 \x01(\x08\"\x89\x01\n\x15StateKeeperCheckpoint\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12\x0e\n\x06\x65vents\x18\x02 \x01(\x04\x12\x0e\n\x06states\x18\x03 \x01(\x04\x12\x0e\n\x06holder\x18\x04 \x01(\t\x12.\n\nupdated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*k\n\x08RunState\x12\x19\n\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11RUN_STATE_RUNNING\x10\x01\x12\x17\n\x13RUN_STATE_SUCCEEDED\x10\x02\x12\x14\n\x10RUN_STATE_FAILED\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x65ngram/events/v1/events.proto\x12\x10\x65ngram.events.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1d\x65ngram/common/v1/common.proto\"\xd7\x01\n\x08\x45nvelope\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12/\n\x0boccurred_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x43\n\rtrace_context\x18\x04 \x03(\x0b\x32,.engram.events.v1.Envelope.TraceContextEntry\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"y\n\x0cMemoryStored\x12,\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x1a.engram.events.v1.Envelope\x12(\n\x06memory\x18\x02 \x01(\x0b\x32\x18.engram.common.v1.Memory\x12\x11\n\tembedding\x18\x03 \x03(\x02\"\xab\x01\n\rMemoryUpdated\x12,\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x1a.engram.events.v1.Envelope\x12(\n\x06memory\x18\x02 \x01(\x0b\x32\x18.engram.common.v1.Memory\x12/\n\x0bupdate_mask\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\x12\x11\n\tembedding\x18\x04 \x03(\x02\"I\n\rMemoryDeleted\x12,\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x1a.engram.events.v1.Envelope\x12\n\n\x02id\x18\x02 \x01(\t\"k\n\rRelationAdded\x12,\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x1a.engram.events.v1.Envelope\x12,\n\x08relation\x18\x02 \x01(\x0b\x32\x1a.engram.common.v1.Relation\"\x83\x01\n\x0fRelationRemoved\x12,\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x1a.engram.events.v1.Envelope\x12\x11\n\tsource_id\x18\x02 \x01(\t\x12\x11\n\ttarget_id\x18\x03 \x01(\t\x12\x0c\n\x04type\x18\x04 \x01(\t\x12\x0e\n\x06origin\x18\x05 \x01(\t\"=\n\rTenantDeleted\x12,\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x1a.engram.events.v1.Envelope\"|\n\x0eMemoryAccessed\x12,\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x1a.engram.events.v1.Envelope\x12\x0b\n\x03ids\x18\x02 \x03(\t\x12/\n\x0b\x61\x63\x63\x65ssed_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"u\n\x14\x43onsolidateRequested\x12,\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x1a.engram.events.v1.Envelope\x12\x0e\n\x06passes\x18\x02 \x03(\t\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\x12\x0e\n\x06params\x18\x04 \x01(\t\"B\n\x13\x43onsolidationChange\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x04\x12\x0e\n\x06sample\x18\x03 \x03(\t\"\xd0\x05\n\x10\x43onsolidationRun\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\x0c\n\x04pass\x18\x03 \x01(\t\x12)\n\x05state\x18\x04 \x01(\x0e\x32\x1a.engram.events.v1.RunState\x12\x0f\n\x07\x64ry_run\x18\x05 \x01(\x08\x12\x0f\n\x07trigger\x18\x06 \x01(\t\x12\'\n\x03now\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05phase\x18\n \x01(\t\x12\x0e\n\x06\x63ursor\x18\x0b \x01(\t\x12\x0c\n\x04\x64one\x18\x0c \x01(\x04\x12\r\n\x05total\x18\r \x01(\x04\x12\x36\n\x07\x63hanges\x18\x0e \x03(\x0b\x32%.engram.events.v1.ConsolidationChange\x12\r\n\x05\x65rror\x18\x0f \x01(\t\x12\x0e\n\x06holder\x18\x10 \x01(\t\x12\x30\n\x0cheartbeat_at\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07resumes\x18\x12 \x01(\r\x12\x16\n\x0epending_run_id\x18\x13 \x01(\t\x12\x30\n\x0crequested_at\x18\x14 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06params\x18\x15 \x01(\t\x12\x16\n\x0epending_params\x18\x16 \x01(\t\x12\x12\n\ninput_mark\x18\x17 \x01(\x04\x12.\n\nchecked_at\x18\x18 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x07\x66ull_at\x18\x19 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"H\n\x0bMemoryState\x12(\n\x06memory\x18\x01 \x01(\x0b\x32\x18.engram.common.v1.Memory\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x08\"_\n\rRelationState\x12,\n\x08relation\x18\x01 \x01(\x0b\x32\x1a.engram.common.v1.Relation\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x0f\n\x07removed\x18\x03 \x01(\x08\"\x89\x01\n\x15StateKeeperCheckpoint\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12\x0e\n\x06\x65vents\x18\x02 \x01(\x04\x12\x0e\n\x06states\x18\x03 \x01(\x04\x12\x0e\n\x06holder\x18\x04 \x01(\t\x12.\n\nupdated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*k\n\x08RunState\x12\x19\n\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11RUN_STATE_RUNNING\x10\x01\x12\x17\n\x13RUN_STATE_SUCCEEDED\x10\x02\x12\x14\n\x10RUN_STATE_FAILED\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,36 +36,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ENVELOPE_TRACECONTEXTENTRY']._loaded_options = None
   _globals['_ENVELOPE_TRACECONTEXTENTRY']._serialized_options = b'8\001'
-  _globals['_RUNSTATE']._serialized_start=2354
-  _globals['_RUNSTATE']._serialized_end=2461
+  _globals['_RUNSTATE']._serialized_start=2392
+  _globals['_RUNSTATE']._serialized_end=2499
   _globals['_ENVELOPE']._serialized_start=150
   _globals['_ENVELOPE']._serialized_end=365
   _globals['_ENVELOPE_TRACECONTEXTENTRY']._serialized_start=314
   _globals['_ENVELOPE_TRACECONTEXTENTRY']._serialized_end=365
   _globals['_MEMORYSTORED']._serialized_start=367
-  _globals['_MEMORYSTORED']._serialized_end=469
-  _globals['_MEMORYUPDATED']._serialized_start=472
-  _globals['_MEMORYUPDATED']._serialized_end=624
-  _globals['_MEMORYDELETED']._serialized_start=626
-  _globals['_MEMORYDELETED']._serialized_end=699
-  _globals['_RELATIONADDED']._serialized_start=701
-  _globals['_RELATIONADDED']._serialized_end=808
-  _globals['_RELATIONREMOVED']._serialized_start=811
-  _globals['_RELATIONREMOVED']._serialized_end=942
-  _globals['_TENANTDELETED']._serialized_start=944
-  _globals['_TENANTDELETED']._serialized_end=1005
-  _globals['_MEMORYACCESSED']._serialized_start=1007
-  _globals['_MEMORYACCESSED']._serialized_end=1131
-  _globals['_CONSOLIDATEREQUESTED']._serialized_start=1133
-  _globals['_CONSOLIDATEREQUESTED']._serialized_end=1250
-  _globals['_CONSOLIDATIONCHANGE']._serialized_start=1252
-  _globals['_CONSOLIDATIONCHANGE']._serialized_end=1318
-  _globals['_CONSOLIDATIONRUN']._serialized_start=1321
-  _globals['_CONSOLIDATIONRUN']._serialized_end=2041
-  _globals['_MEMORYSTATE']._serialized_start=2043
-  _globals['_MEMORYSTATE']._serialized_end=2115
-  _globals['_RELATIONSTATE']._serialized_start=2117
-  _globals['_RELATIONSTATE']._serialized_end=2212
-  _globals['_STATEKEEPERCHECKPOINT']._serialized_start=2215
-  _globals['_STATEKEEPERCHECKPOINT']._serialized_end=2352
+  _globals['_MEMORYSTORED']._serialized_end=488
+  _globals['_MEMORYUPDATED']._serialized_start=491
+  _globals['_MEMORYUPDATED']._serialized_end=662
+  _globals['_MEMORYDELETED']._serialized_start=664
+  _globals['_MEMORYDELETED']._serialized_end=737
+  _globals['_RELATIONADDED']._serialized_start=739
+  _globals['_RELATIONADDED']._serialized_end=846
+  _globals['_RELATIONREMOVED']._serialized_start=849
+  _globals['_RELATIONREMOVED']._serialized_end=980
+  _globals['_TENANTDELETED']._serialized_start=982
+  _globals['_TENANTDELETED']._serialized_end=1043
+  _globals['_MEMORYACCESSED']._serialized_start=1045
+  _globals['_MEMORYACCESSED']._serialized_end=1169
+  _globals['_CONSOLIDATEREQUESTED']._serialized_start=1171
+  _globals['_CONSOLIDATEREQUESTED']._serialized_end=1288
+  _globals['_CONSOLIDATIONCHANGE']._serialized_start=1290
+  _globals['_CONSOLIDATIONCHANGE']._serialized_end=1356
+  _globals['_CONSOLIDATIONRUN']._serialized_start=1359
+  _globals['_CONSOLIDATIONRUN']._serialized_end=2079
+  _globals['_MEMORYSTATE']._serialized_start=2081
+  _globals['_MEMORYSTATE']._serialized_end=2153
+  _globals['_RELATIONSTATE']._serialized_start=2155
+  _globals['_RELATIONSTATE']._serialized_end=2250
+  _globals['_STATEKEEPERCHECKPOINT']._serialized_start=2253
+  _globals['_STATEKEEPERCHECKPOINT']._serialized_end=2390
 # @@protoc_insertion_point(module_scope)

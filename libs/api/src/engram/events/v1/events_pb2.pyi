@@ -106,19 +106,27 @@ class MemoryStored(_message.Message):
 
     ENVELOPE_FIELD_NUMBER: _builtins.int
     MEMORY_FIELD_NUMBER: _builtins.int
+    EMBEDDING_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def envelope(self) -> Global___Envelope: ...
     @_builtins.property
     def memory(self) -> _common_pb2.Memory: ...
+    @_builtins.property
+    def embedding(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """The client's own vector of the content (MemoryInput.embedding, checked by the gateway
+        against the live generation's size): ingest writes it instead of running its model.
+        """
+
     def __init__(
         self,
         *,
         envelope: Global___Envelope | None = ...,
         memory: _common_pb2.Memory | None = ...,
+        embedding: _abc.Iterable[_builtins.float] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope", "memory", b"memory"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope", "memory", b"memory"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["embedding", b"embedding", "envelope", b"envelope", "memory", b"memory"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -133,6 +141,7 @@ class MemoryUpdated(_message.Message):
     ENVELOPE_FIELD_NUMBER: _builtins.int
     MEMORY_FIELD_NUMBER: _builtins.int
     UPDATE_MASK_FIELD_NUMBER: _builtins.int
+    EMBEDDING_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def envelope(self) -> Global___Envelope: ...
     @_builtins.property
@@ -141,16 +150,21 @@ class MemoryUpdated(_message.Message):
 
     @_builtins.property
     def update_mask(self) -> _field_mask_pb2.FieldMask: ...
+    @_builtins.property
+    def embedding(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """as MemoryStored.embedding; empty = embed the content"""
+
     def __init__(
         self,
         *,
         envelope: Global___Envelope | None = ...,
         memory: _common_pb2.Memory | None = ...,
         update_mask: _field_mask_pb2.FieldMask | None = ...,
+        embedding: _abc.Iterable[_builtins.float] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope", "memory", b"memory", "update_mask", b"update_mask"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope", "memory", b"memory", "update_mask", b"update_mask"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["embedding", b"embedding", "envelope", b"envelope", "memory", b"memory", "update_mask", b"update_mask"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
