@@ -2,14 +2,15 @@
 
 Every dev question is asked in process (bench.quality_inprocess's stores and Reader); the
 scoring call of each recall is recorded with its whole candidate pool, and every candidate
-gets the base features of engram_core.scoring.FEATURES (the components, ``context``, the
-hand-set score, 1 / each stream's rank) and a label: is it a gold turn. Then
-leave-one-conversation-out cross-validation: for each conversation, a model trained on the
-other five ranks its pool, against the hand-set order of the same pool. The model fitted on
-all six is written with ``--write`` (engram_core.fusion's JSON) to the profile's file.
+gets its features (`features_of`: every component, ``context``, the hand-set score, 1 / each
+stream's rank) and a label: is it a gold turn. Then leave-one-conversation-out
+cross-validation: for each conversation, a model trained on the other five ranks its pool,
+against the hand-set order of the same pool. ``--write`` writes the model fitted on all six
+as JSON (bias and a weight per feature, standardisation folded in) to read what it learned.
 
     uv run python -m bench.learn_fusion [data] [--profile conversation] [--storage tagged]
-        [--model logistic|gbdt] [--recollect] [--write]
+        [--model pairwise|logistic|gbdt] [--products] [--depth 50] [--recollect]
+        [--write model.json]
 
 The pool is kept in bench/results/fusion-pool-<profile>-<storage>.pickle until
 ``--recollect`` (needed after a change to retrieval or the components).
@@ -36,12 +37,13 @@ from sklearn.preprocessing import StandardScaler
 from bench.common import LOCOMO, RESULTS
 from bench.quality import LIMIT, SESSION_K, Question, load, metrics
 from bench.quality_inprocess import LocalRanker, build_reader, open_filled, store_of
-from engram_core import fusion
-from engram_core.profiles import CONVERSATION, PROFILES, learned_fusion_path
-from engram_core.scoring import FEATURES, ScoredCandidate, features_of
+from engram_core.profiles import CONVERSATION, PROFILES
+from engram_core.scoring import COMPONENTS, CONTEXT, STREAMS, ScoredCandidate
 from engram_embed.paths import MODEL_NAME
 from engram_gateway.service import Deadline, RecallMode, RecallRequest
 
+FEATURES = (*COMPONENTS, CONTEXT, "handset", *(f"rr_{s}" for s in STREAMS))
+PRODUCT = "*"
 SHOWN = ("r@10", f"s_h@{SESSION_K}", f"s_r@{SESSION_K}", "mrr")
 C = 1.0  # the logistic model's inverse regularisation, fixed (never chosen on a test fold)
 DEPTH = 50  # trained on each question's hand-set top this many: the ones it must reorder
@@ -67,8 +69,7 @@ class Recorder:
         profile: str = "",
     ) -> list[Any]:
         every = min(max(len(candidates), 1), self._ranker.limits.max_limit)
-        # The hand-set order and score, whatever model the profile ships: what is learned.
-        params = replace(self._ranker.params(fusion, every, {}, profile), learned=None)
+        params = self._ranker.params(fusion, every, {}, profile)
         self.pool = self._ranker.rank(
             candidates, params, text=query, tags=query_tags, focus=focus, recency_bias=recency_bias
         )
@@ -84,7 +85,7 @@ class Pool:
     dia_ids: list[str | None]
     x: np.ndarray  # candidates × base features
     reader: list[str | None]  # the Reader's answer, for a check against bench.quality
-    degraded: tuple[str, ...] = ()  # stages that failed (a loaded machine): not comparable
+    degraded: tuple[str, ...]  # stages that failed (a loaded machine): not comparable
 
 
 async def collect(data: Path, profile: str, storage: str) -> tuple[list[str], list[Pool]]:
@@ -121,19 +122,21 @@ def _pool(q: Question, ranked: Sequence[ScoredCandidate], result: Any, names: li
     return Pool(q.sample_id, q.gold, dia_ids, x, reader, tuple(result.degraded))
 
 
+def features_of(s: ScoredCandidate) -> dict[str, float]:
+    """What the model reads of a ranked candidate: every component (``context`` with them),
+    ``handset`` (the hand-set score) and ``rr_<stream>`` (1 / the stream's rank, 0 when it
+    did not return the candidate)."""
+    out = {name: s.components.get(name, 0.0) for name in (*COMPONENTS, CONTEXT)}
+    out["handset"] = s.score
+    for name in STREAMS:
+        hit = s.streams.get(name)
+        out[f"rr_{name}"] = 1.0 / hit.rank if hit is not None and hit.rank >= 1 else 0.0
+    return out
+
+
 def _dia(s: ScoredCandidate) -> str | None:
     d = s.memory.metadata.get("dia_id")
     return d if isinstance(d, str) else None
-
-
-def read_pools(cache: Path) -> tuple[list[str], list[Pool]]:
-    names, pools = pickle.loads(cache.read_bytes())
-    # Pools kept before `degraded` was recorded: none is known.
-    return names, [p if hasattr(p, "degraded") else Pool(*_fields(p)) for p in pools]
-
-
-def _fields(p: Any) -> tuple[Any, ...]:
-    return (p.sample_id, p.gold, p.dia_ids, p.x, p.reader)
 
 
 # --- the models --------------------------------------------------------------------------
@@ -151,7 +154,7 @@ class Design:
         return np.column_stack(cols) if cols else np.zeros((len(x), 0))
 
     def names(self, names: Sequence[str]) -> list[str]:
-        products = [f"{names[i]}{fusion.PRODUCT}{names[j]}" for i, j in self.pairs]
+        products = [f"{names[i]}{PRODUCT}{names[j]}" for i, j in self.pairs]
         return [names[i] for i in self.base] + products
 
 
@@ -194,18 +197,17 @@ def fit(
     x = np.vstack([p.x for p in pools])
     y = _labels(pools)
     d = design(x, products, off)
-    if kind == "pairwise":
-        scaler = StandardScaler().fit(d.matrix(x))
-        scaler.mean_ = np.zeros_like(scaler.mean_)  # differences: centring means nothing
-        px, py = _pairs(pools, d)
-        model = LogisticRegression(C=C, max_iter=5000, fit_intercept=False)
-        return d, scaler, model.fit(px / scaler.scale_, py)
     if kind == "gbdt":
-        model: Any = HistGradientBoostingClassifier(
+        trees = HistGradientBoostingClassifier(
             max_iter=200, learning_rate=0.05, max_leaf_nodes=15, random_state=0
         )
-        return d, None, model.fit(d.matrix(x), y)
+        return d, None, trees.fit(d.matrix(x), y)
     scaler = StandardScaler().fit(d.matrix(x))
+    if kind == "pairwise":
+        scaler.mean_ = np.zeros_like(scaler.mean_)  # differences: centring means nothing
+        px, py = _pairs(pools, d)
+        ranking = LogisticRegression(C=C, max_iter=5000, fit_intercept=False)
+        return d, scaler, ranking.fit(px / scaler.scale_, py)
     model = LogisticRegression(C=C, max_iter=5000)
     return d, scaler, model.fit(scaler.transform(d.matrix(x)), y)
 
@@ -231,7 +233,7 @@ def as_json(fitted: Any, names: Sequence[str], about: str) -> dict[str, Any]:
     coef = model.coef_[0] / scaler.scale_
     bias = float(model.intercept_[0] - np.sum(coef * scaler.mean_))
     weights = {n: round(float(w), 6) for n, w in zip(d.names(names), coef, strict=True) if w}
-    return {"format": fusion.FORMAT, "about": about, "bias": round(bias, 6), "weights": weights}
+    return {"about": about, "bias": round(bias, 6), "weights": weights}
 
 
 def turned_off(names: Sequence[str], profile: str) -> frozenset[int]:
@@ -267,11 +269,28 @@ def cross_validate(
         handset += h
         learned += ll
         held += test
-    _row("overall", held, "reader", scores([p.reader for p in held], held))
-    degraded = sum(bool(p.degraded) for p in held)
-    print(f"questions with a degraded recall: {degraded}")
     _row("overall", held, "handset", scores(handset, held))
     _row("overall", held, "learned", scores(learned, held))
+    # The Reader's own answer, after the steps that follow scoring: should be the hand-set.
+    _row("overall", held, "reader", scores([p.reader for p in held], held))
+    _compare(handset, learned, held)
+    degraded = sum(bool(p.degraded) for p in held)
+    print(f"questions with a degraded recall: {degraded}")
+
+
+def _compare(
+    handset: Sequence[Sequence[str | None]],
+    learned: Sequence[Sequence[str | None]],
+    pools: Sequence[Pool],
+) -> None:
+    """Questions whose turn R@10 the learned order raised or lowered: a gain made of a
+    few questions either way is noise."""
+    up = down = 0
+    for h, ll, p in zip(handset, learned, pools, strict=True):
+        diff = metrics(list(ll[:LIMIT]), p.gold)["r@10"] - metrics(list(h[:LIMIT]), p.gold)["r@10"]
+        up += diff > 0
+        down += diff < 0
+    print(f"turn R@10 per question, learned against hand-set: {up} up, {down} down")
 
 
 def _row(fold: str, pools: Sequence[Pool], order: str, s: dict[str, float]) -> None:
@@ -283,35 +302,41 @@ async def main() -> int:
     parser.add_argument("data", nargs="?", type=Path, default=LOCOMO, help="locomo_dev.json")
     parser.add_argument("--profile", choices=sorted(PROFILES), default=CONVERSATION)
     parser.add_argument("--storage", choices=("tagged", "flat"), default="tagged")
-    parser.add_argument("--model", choices=("logistic", "pairwise", "gbdt"), default="logistic")
-    parser.add_argument("--no-products", action="store_true", help="base features only")
+    parser.add_argument(
+        "--model",
+        choices=("pairwise", "logistic", "gbdt"),
+        default="pairwise",
+        help="pairwise: logistic on gold − other differences within a question (a ranking "
+        "loss); logistic: on each candidate; gbdt: scikit-learn's boosted trees (not written)",
+    )
+    parser.add_argument("--products", action="store_true", help="and every product of two")
     parser.add_argument("--depth", type=int, default=DEPTH, help="train on each hand-set top N")
     parser.add_argument("--recollect", action="store_true", help="ask every question again")
-    parser.add_argument("--write", action="store_true", help="write the model fitted on all")
+    parser.add_argument("--write", type=Path, default=None, help="the model fitted on all, here")
     args = parser.parse_args()
     cache = RESULTS / f"fusion-pool-{args.profile}-{args.storage}.pickle"
     if args.recollect or not cache.exists():
         print(f"collecting the pools ({args.profile}, {args.storage}) ...", flush=True)
         collected = await collect(args.data, args.profile, args.storage)
         cache.write_bytes(pickle.dumps(collected))
-    names, pools = read_pools(cache)
-    products = not args.no_products
+    names, pools = pickle.loads(cache.read_bytes())
+    products = args.products
     print(f"{args.model} products={products} profile={args.profile} storage={args.storage}")
     off = turned_off(names, args.profile)
-    print(f"left out (the profile turns them off): {', '.join(names[i] for i in sorted(off))}")
+    left_out = ", ".join(names[i] for i in sorted(off)) or "none"
+    print(f"left out (the profile turns them off): {left_out}")
     cross_validate(pools, args.model, products, args.depth, off)
     if args.write:
         if args.model == "gbdt":
-            parser.error("only a logistic model is written (the product evaluates a sum)")
+            parser.error("only a logistic model is written (a bias and a weight per feature)")
         about = (
             f"{args.model} logistic, C={C}, products={products}, hand-set top {args.depth}, "
             f"{len(pools)} questions of {args.data.name} ({args.profile} profile, "
             f"{args.storage} storage): python -m bench.learn_fusion"
         )
         fitted = fit(pools, args.model, products, args.depth, off)
-        path = learned_fusion_path(args.profile)
-        path.write_text(json.dumps(as_json(fitted, names, about), indent=1) + "\n")
-        print(f"wrote {path}")
+        args.write.write_text(json.dumps(as_json(fitted, names, about), indent=1) + "\n")
+        print(f"wrote {args.write}")
     return 0
 
 

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from types import MappingProxyType
 
 from engram_core.errors import InvalidArgument
 
 DEFAULT = "default"
 CONVERSATION = "conversation"
-FUSION_MODELS = Path(__file__).parent / "fusion_models"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +36,6 @@ class Profile:
     concepts: str
     # Scoring: weights replaced over the service's configured ones (engram_core.scoring).
     weight_overrides: Mapping[str, float]
-    # Scoring: the learned fusion model in FUSION_MODELS (engram_core.fusion) that replaces
-    # the weighted sum; "" = the hand-set weights.
-    learned_fusion: str = ""
 
     def __hash__(self) -> int:
         return hash(self.name)
@@ -78,8 +73,3 @@ def profile_named(name: str, field: str = "profile") -> Profile:
             field, f"unknown profile {name!r}; known: {', '.join(sorted(PROFILES))}"
         )
     return profile
-
-
-def learned_fusion_path(name: str) -> Path:
-    """Where bench/learn_fusion.py writes the learned fusion model of the profile ``name``."""
-    return FUSION_MODELS / f"{name}.json"

@@ -26,9 +26,7 @@ from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from engram_core import fusion
 from engram_core.errors import InvalidArgument
-from engram_core.fusion import LearnedFusion
 from engram_core.model import Memory
 from engram_core.tags import normalise_tag, tag_prefixes
 from engram_core.written_dates import WrittenDate, dates_in
@@ -233,10 +231,6 @@ class Params:
     # components (recency, importance, confidence, relevance) scaled by evidence / gate.
     relevance_gate: float = 0.0  # 0 = off
     recency_bias: RecencyBias = RecencyBias.AUTO
-    # Set: weighted fusion's score is this model's over every feature (`_learned`); the
-    # hand-set weights still give the components, the context step and the model's
-    # ``handset`` feature.
-    learned: LearnedFusion | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.relevance_gate <= 1.0:
@@ -525,15 +519,6 @@ other candidate's score first."""
 RRF_WEIGHTS: Mapping[str, str] = {s: f"rrf_{s}" for s in STREAMS}
 """Stream name → name of its RRF weight in ``Weights``."""
 
-FEATURES: Mapping[str, fusion.Feature] = fusion.base_features((*COMPONENTS, CONTEXT), STREAMS)
-"""What a learned fusion may read of a ranked candidate (engram_core.fusion)."""
-
-
-def features_of(s: ScoredCandidate) -> dict[str, float]:
-    """Every base feature of a ranked candidate: what a learned fusion is trained on."""
-    ranks = {name: hit.rank for name, hit in s.streams.items()}
-    return {name: f(s.components, ranks, s.score) for name, f in FEATURES.items()}
-
 
 def _stream_stats(candidates: Sequence[Candidate]) -> dict[str, _StreamStats]:
     scores: dict[str, list[float]] = {}
@@ -633,8 +618,6 @@ def rank(candidates: Sequence[Candidate], query: Query, params: Params) -> list[
         score = _rrf(c, params) if rrf else sum(w * components[name] for name, w in weights)
         scored.append(ScoredCandidate(c.memory, score, components, c.streams))
     scored = _with_context(candidates, scored, params)
-    if params.learned is not None and not rrf and not query.focus:
-        scored = _learned(scored, params.learned)
     return heapq.nsmallest(
         params.limit,
         scored,
@@ -645,17 +628,6 @@ def rank(candidates: Sequence[Candidate], query: Query, params: Params) -> list[
             s.memory.id,
         ),
     )
-
-
-def _learned(scored: list[ScoredCandidate], model: LearnedFusion) -> list[ScoredCandidate]:
-    """The learned fusion's score in place of the hand-set one. Not with a focus: its
-    bonuses are hand-set rules the model never saw."""
-    out = []
-    for s in scored:
-        ranks = {name: hit.rank for name, hit in s.streams.items()}
-        score = model.score(s.components, ranks, s.score)
-        out.append(ScoredCandidate(s.memory, score, s.components, s.streams))
-    return out
 
 
 def _with_context(

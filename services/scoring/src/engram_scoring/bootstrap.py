@@ -5,11 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from engram_core import fusion
-from engram_core.fusion import LearnedFusion
 from engram_core.model import utcnow
-from engram_core.profiles import FUSION_MODELS, PROFILES, profile_named
-from engram_core.scoring import FEATURES, Normalisation, Params, RecencyBias, RecencyMode
+from engram_core.profiles import profile_named
+from engram_core.scoring import Normalisation, Params, RecencyBias, RecencyMode
 from engram_scoring.config import Settings
 from engram_scoring.service import Limits, Ranker
 
@@ -33,15 +31,4 @@ def build_ranker(settings: Settings, clock: Callable[[], datetime] = utcnow) -> 
         max_limit=settings.max_limit,
         max_candidates=settings.max_candidates,
     )
-    learned = learned_fusions() if settings.learned_fusion else {}
-    return Ranker(defaults, limits, clock, profile_named(settings.profile), learned)
-
-
-def learned_fusions() -> dict[str, LearnedFusion]:
-    """Each profile's learned fusion model, read and checked; BadModel naming the file
-    stops the start."""
-    return {
-        name: fusion.load(FUSION_MODELS / p.learned_fusion, FEATURES)
-        for name, p in PROFILES.items()
-        if p.learned_fusion
-    }
+    return Ranker(defaults, limits, clock, profile_named(settings.profile))

@@ -96,11 +96,6 @@ class Settings(ServiceSettings):
         description="Profile of a request that names none: its weight overrides apply over "
         "`weights` (default: label and context 0; conversation: none, for chat turns).",
     )
-    learned_fusion: bool = Field(
-        True,
-        description="Rank by a profile's learned fusion model when it ships one (the "
-        "`conversation` profile; engram_core/fusion_models); false: the hand-set weights.",
-    )
     recency_mode: Literal["linear", "half_life"] = Field(
         "linear", description="Recency as a linear fall over a window, or an exponential half-life."
     )

@@ -1,19 +1,12 @@
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
-from engram_core import fusion
 from engram_core.errors import InvalidArgument
 from engram_core.model import Memory
-from engram_core.profiles import PROFILES
 from engram_core.scoring import Candidate, Fusion, Normalisation, RecencyMode, Weights
-from engram_scoring import bootstrap
 from engram_scoring.bootstrap import build_ranker
 from engram_scoring.config import Settings, WeightSettings
 
@@ -125,53 +118,3 @@ def test_server_clock_is_used_when_no_now_is_given() -> None:
     assert r.components["recency"] == 0.5  # 1 - 90/180 against the injected clock
     (r,) = ranker.rank([Candidate(m)], ranker.defaults, now=NOW + timedelta(days=45))
     assert r.components["recency"] == 0.25
-
-
-def _with_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, text: str) -> Path:
-    """The conversation profile naming ``model.json`` in tmp_path, holding ``text``."""
-    path = tmp_path / "model.json"
-    path.write_text(text)
-    chat = replace(PROFILES["conversation"], learned_fusion="model.json")
-    monkeypatch.setattr(bootstrap, "PROFILES", {**PROFILES, "conversation": chat})
-    monkeypatch.setattr(bootstrap, "FUSION_MODELS", tmp_path)
-    return path
-
-
-MODEL = json.dumps({"format": fusion.FORMAT, "bias": -1.0, "weights": {"keyword": 2.0}})
-
-
-def test_a_profile_naming_a_learned_fusion_ranks_by_it(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    path = _with_model(monkeypatch, tmp_path, MODEL)
-    ranker = build_ranker(Settings())
-    learned = ranker.params(None, 0, {}, "conversation").learned
-    assert learned is not None
-    assert learned.source == str(path)
-    assert ranker.params(None, 0, {}, "default").learned is None
-    # A request's own weights are the hand-set ranking it asks for.
-    assert ranker.params(None, 0, {"vector": 0.5}, "conversation").learned is None
-    off = build_ranker(Settings(learned_fusion=False))
-    assert off.params(None, 0, {}, "conversation").learned is None
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        json.dumps({"format": fusion.FORMAT, "bias": 0, "weights": {"keywords": 1.0}}),
-        "{not json",
-    ],
-)
-def test_a_bad_learned_fusion_file_stops_the_start_naming_it(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, text: str
-) -> None:
-    path = _with_model(monkeypatch, tmp_path, text)
-    with pytest.raises(fusion.BadModel, match=re.escape(str(path))):
-        build_ranker(Settings())
-    build_ranker(Settings(learned_fusion=False))  # not read when switched off
-
-
-def test_every_shipped_learned_fusion_loads() -> None:
-    for name, p in PROFILES.items():
-        if p.learned_fusion:
-            assert build_ranker(Settings()).params(None, 0, {}, name).learned is not None

@@ -7,7 +7,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from engram_core.errors import InvalidArgument
-from engram_core.fusion import LearnedFusion
 from engram_core.model import utcnow
 from engram_core.profiles import DEFAULT, PROFILES, Profile, profile_named
 from engram_core.scoring import (
@@ -36,13 +35,11 @@ class Ranker:
         limits: Limits,
         clock: Callable[[], datetime] = utcnow,
         profile: Profile = PROFILES[DEFAULT],
-        learned: Mapping[str, LearnedFusion] | None = None,
     ) -> None:
         self.defaults = defaults
         self.limits = limits
         self.profile = profile  # a request's when it names none
         self._clock = clock
-        self._learned = dict(learned or {})  # by profile name; a profile without: hand-set
         # Per profile, the configured weights with its overrides; a request's go on top.
         self._weights = {
             name: defaults.weights.with_overrides(p.weight_overrides)
@@ -57,17 +54,15 @@ class Ranker:
         profile: str = "",
     ) -> Params:
         """The defaults with the request's knobs applied; limit 0 means the default, and
-        profile "" the configured one. A request that sets weights is ranked by them, not
-        by its profile's learned fusion."""
+        profile "" the configured one."""
         if limit < 0 or limit > self.limits.max_limit:
             raise InvalidArgument("limit", f"must be in 1..{self.limits.max_limit} (0 = default)")
-        name = profile_named(profile).name if profile else self.profile.name
+        base = self._weights[profile_named(profile).name if profile else self.profile.name]
         return replace(
             self.defaults,
             fusion=fusion or self.defaults.fusion,
             limit=limit or self.limits.default_limit,
-            weights=self._weights[name].with_overrides(weights),
-            learned=None if weights else self._learned.get(name),
+            weights=base.with_overrides(weights),
         )
 
     def check_count(self, n: int) -> None:
