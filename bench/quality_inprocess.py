@@ -183,6 +183,14 @@ def store_dir(model: str, variant: str = "") -> Path:
     return RESULTS / f"inproc-store-{model}{'-' + variant if variant else ''}"
 
 
+def store_of(model: str, profile: str, storage: str, variant: str = "") -> Path:
+    """Stores of their own for what changes what is stored: the corpus, the profile and
+    the storage convention."""
+    parts = [variant, "" if profile == CONVERSATION else profile]
+    parts.append("" if storage == "tagged" else storage)
+    return store_dir(model, "-".join(filter(None, parts)))
+
+
 def interleaved(conversations: Sequence[Conversation]) -> list[Conversation]:
     """The conversations as if held at once: every one's session k on day k, 30 s between
     turns, conversation c c × 5 s behind the first. An hour around a turn then holds every
@@ -262,14 +270,59 @@ async def fill(
         print(f"  filled {conv.sample_id}: {len(events)} turns", flush=True)
 
 
+def _emptied(store: Path, rebuild: bool) -> Path:
+    """``store``, emptied when asked or when it was never filled."""
+    if rebuild or not (store / "filled").exists():
+        shutil.rmtree(store, ignore_errors=True)
+        store.mkdir(parents=True)
+    return store
+
+
+async def open_filled(
+    store: Path,
+    model: str,
+    corpus: Sequence[Conversation],
+    tenant: str = "",
+    profile: str = CONVERSATION,
+    storage: str = "tagged",
+    rebuild: bool = False,
+) -> dict[str, Any]:
+    """The services over ``store``, filled with ``corpus`` first unless it already was."""
+    marker = _emptied(store, rebuild) / "filled"
+    services = await open_services(store, model)
+    if not marker.exists():
+        print(f"filling the stores with {model} ...", flush=True)
+        try:
+            await fill(
+                services,
+                corpus,
+                EmbedSettings(model_dir=model_path(model)),
+                tenant,
+                profile,
+                storage,
+            )
+        except BaseException:
+            for s in services.values():
+                await s.close()
+            raise
+        marker.write_text(datetime.now(UTC).isoformat())
+    return services
+
+
 def build_reader(
-    services: dict[str, Any], rerank: bool = False, profile: str = CONVERSATION
+    services: dict[str, Any],
+    rerank: bool = False,
+    profile: str = CONVERSATION,
+    ranker: Callable[[LocalRanker], Any] = lambda r: r,
 ) -> Any:
+    """The gateway's Reader over ``services``; ``ranker`` may wrap its RankerPort (to see
+    what each recall asks scoring)."""
+    local = LocalRanker(scoring_bootstrap.build_ranker(ScoringSettings(profile=profile)))
     backends = gateway_bootstrap.Backends(
         vector=NoTimeout(services["vector"]),
         lexical=NoTimeout(services["lexical"]),
         graph=NoTimeout(services["graph"]),
-        ranker=LocalRanker(scoring_bootstrap.build_ranker(ScoringSettings(profile=profile))),
+        ranker=ranker(local),
     )
     # The local cross-encoder loads only when a mode asks for it (env settings still apply).
     reranker: dict[str, Any] = {"reranker": {"backend": "local"}} if rerank else {}
@@ -357,10 +410,7 @@ async def main() -> int:
     if args.fleet and args.interleaved:
         parser.error("--fleet already interleaves; give one of them")
     variant = FLEET if args.fleet else "interleaved" if args.interleaved else ""
-    # Stores of their own for what changes what is stored: the corpus, the profile, storage.
-    profile = "" if args.profile == CONVERSATION else args.profile
-    storage = "" if args.storage == "tagged" else args.storage
-    store = store_dir(args.embed_model, "-".join(filter(None, [variant, profile, storage])))
+    store = store_of(args.embed_model, args.profile, args.storage, variant)
     modes = [m for m in args.modes.split(",") if m]
     if unknown := sorted(set(modes) - set(MODE_OF)):
         parser.error(f"unknown modes {unknown}; known: {', '.join(MODE_OF)}")
@@ -369,19 +419,12 @@ async def main() -> int:
     conversations, questions, _ = load(args.data)
     if args.category:
         questions = [q for q in questions if q.category == args.category]
-    marker = store / "filled"
-    if args.rebuild or not marker.exists():
-        shutil.rmtree(store, ignore_errors=True)
-        store.mkdir(parents=True)
-    services = await open_services(store, args.embed_model)
+    corpus = interleaved(conversations) if variant else conversations
+    tenant = FLEET if args.fleet else ""
+    services = await open_filled(
+        store, args.embed_model, corpus, tenant, args.profile, args.storage, args.rebuild
+    )
     try:
-        if not marker.exists():
-            print(f"filling the stores with {args.embed_model} ...", flush=True)
-            embed = EmbedSettings(model_dir=model_path(args.embed_model))
-            corpus = interleaved(conversations) if variant else conversations
-            tenant = FLEET if args.fleet else ""
-            await fill(services, corpus, embed, tenant, args.profile, args.storage)
-            marker.write_text(datetime.now(UTC).isoformat())
         reader = build_reader(services, rerank=RERANK_MODE in modes, profile=args.profile)
         fusion = Fusion(args.fusion) if args.fusion else None
         answers, raw = await ask_all(reader, questions, modes, fusion, args.fleet, args.scoped)
