@@ -262,6 +262,47 @@ async def fill(
         print(f"  filled {conv.sample_id}: {len(events)} turns", flush=True)
 
 
+def filled_store(model: str, profile: str, storage: str, variant: str = "") -> Path:
+    """The stores of one corpus: their own for what changes what is stored (the corpus
+    variant, the profile's entity rules, the storage convention)."""
+    p = "" if profile == CONVERSATION else profile
+    s = "" if storage == "tagged" else storage
+    return store_dir(model, "-".join(filter(None, [variant, p, s])))
+
+
+async def open_filled(
+    corpus: Sequence[Conversation],
+    model: str,
+    profile: str,
+    storage: str,
+    variant: str = "",
+    rebuild: bool = False,
+    tenant: str = "",
+) -> dict[str, Any]:
+    """The services over the kept stores of ``corpus``, filled first when they are not."""
+    store = filled_store(model, profile, storage, variant)
+    marker = store / "filled"
+    if rebuild or not marker.exists():
+        shutil.rmtree(store, ignore_errors=True)
+        store.mkdir(parents=True)
+    services = await open_services(store, model)
+    if not marker.exists():
+        print(f"filling the stores with {model} ...", flush=True)
+        embed = EmbedSettings(model_dir=model_path(model))
+        try:
+            await fill(services, corpus, embed, tenant, profile, storage)
+        except BaseException:
+            await close_services(services)
+            raise
+        marker.write_text(datetime.now(UTC).isoformat())
+    return services
+
+
+async def close_services(services: dict[str, Any]) -> None:
+    for s in services.values():
+        await s.close()
+
+
 def build_reader(
     services: dict[str, Any], rerank: bool = False, profile: str = CONVERSATION
 ) -> Any:
@@ -357,10 +398,6 @@ async def main() -> int:
     if args.fleet and args.interleaved:
         parser.error("--fleet already interleaves; give one of them")
     variant = FLEET if args.fleet else "interleaved" if args.interleaved else ""
-    # Stores of their own for what changes what is stored: the corpus, the profile, storage.
-    profile = "" if args.profile == CONVERSATION else args.profile
-    storage = "" if args.storage == "tagged" else args.storage
-    store = store_dir(args.embed_model, "-".join(filter(None, [variant, profile, storage])))
     modes = [m for m in args.modes.split(",") if m]
     if unknown := sorted(set(modes) - set(MODE_OF)):
         parser.error(f"unknown modes {unknown}; known: {', '.join(MODE_OF)}")
@@ -369,25 +406,22 @@ async def main() -> int:
     conversations, questions, _ = load(args.data)
     if args.category:
         questions = [q for q in questions if q.category == args.category]
-    marker = store / "filled"
-    if args.rebuild or not marker.exists():
-        shutil.rmtree(store, ignore_errors=True)
-        store.mkdir(parents=True)
-    services = await open_services(store, args.embed_model)
+    corpus = interleaved(conversations) if variant else conversations
+    services = await open_filled(
+        corpus,
+        args.embed_model,
+        args.profile,
+        args.storage,
+        variant,
+        rebuild=args.rebuild,
+        tenant=FLEET if args.fleet else "",
+    )
     try:
-        if not marker.exists():
-            print(f"filling the stores with {args.embed_model} ...", flush=True)
-            embed = EmbedSettings(model_dir=model_path(args.embed_model))
-            corpus = interleaved(conversations) if variant else conversations
-            tenant = FLEET if args.fleet else ""
-            await fill(services, corpus, embed, tenant, args.profile, args.storage)
-            marker.write_text(datetime.now(UTC).isoformat())
         reader = build_reader(services, rerank=RERANK_MODE in modes, profile=args.profile)
         fusion = Fusion(args.fusion) if args.fusion else None
         answers, raw = await ask_all(reader, questions, modes, fusion, args.fleet, args.scoped)
     finally:
-        for s in services.values():
-            await s.close()
+        await close_services(services)
 
     report = aggregate(questions, answers, modes)
     print(table(report))
