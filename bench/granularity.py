@@ -39,7 +39,7 @@ import shutil
 import statistics
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -314,6 +314,15 @@ def combos() -> list[Combo]:
     return [BASELINE, *((s, w) for s in ("rrf", "score") for w in grid)]
 
 
+# What the selection may choose from: fewer free weights overfit the five less.
+FAMILIES: dict[str, Callable[[Weights], bool]] = {
+    "all": lambda w: True,  # both window streams and the digest, each its own weight
+    "windows": lambda w: w[2] == 0,  # no digest
+    "tied": lambda w: w[0] == w[1] and w[2] == 0,  # one weight for both window streams
+    "digest": lambda w: w[0] == w[1] == 0,  # the digest alone
+}
+
+
 def features(a: Asked, scheme: str, sitting_of: Mapping[str, int]) -> tuple[list[str], Any]:
     """The pool (the Reader's ranking, then each window stream's first LIMIT members) and
     per member its base value and one value per stream, as ``fused`` adds them."""
@@ -363,25 +372,20 @@ def recall_matrix(
 
 
 def cross_validated(
-    questions: Sequence[Question],
-    asked: Sequence[Asked],
-    dia: Mapping[str, str],
-    sitting_of: Mapping[str, int],
+    r10: Any, every: Sequence[Combo], convs: Sequence[str], family: str
 ) -> tuple[dict[str, Combo], Combo]:
-    """Per held-out conversation, the combo best on the other five by turn R@10; and the
-    combo best on all six (in-sample, for reference). A tie keeps the earlier combo, so
-    the Reader's own ranking unless something beats it."""
-    every = combos()
-    r10 = recall_matrix(questions, asked, dia, sitting_of, every)
-    convs = np.array([q.sample_id for q in questions])
+    """Per held-out conversation, the combo of ``family`` best on the other five by turn
+    R@10 (``r10``: questions × ``every``); and the one best on all six (in-sample, for
+    reference). A tie keeps the earlier combo, so the Reader's own ranking unless
+    something beats it."""
+    cols = [j for j, c in enumerate(every) if FAMILIES[family](c[1])]
+    held = np.array(convs)
 
     def best(keep: Any) -> Combo:
-        return every[int(np.argmax(r10[keep].sum(axis=0)))]
+        return every[cols[int(np.argmax(r10[keep][:, cols].sum(axis=0)))]]
 
-    chosen = {str(c): best(convs != c) for c in sorted(set(convs))}
-    fit = best(np.ones(len(questions), dtype=bool))
-    print(f"  selection: in-sample best turn R@10 {r10[:, every.index(fit)].mean():.3f}")
-    return chosen, fit
+    chosen = {str(c): best(held != c) for c in sorted(set(convs))}
+    return chosen, best(np.ones(len(convs), dtype=bool))
 
 
 def answers_of(
@@ -455,55 +459,20 @@ def sittings_of(units: Mapping[str, Unit]) -> dict[str, int]:
     return out
 
 
-def report(
-    questions: Sequence[Question],
-    answers: dict[tuple[int, str], Answer],
-    chosen: Mapping[str, Combo],
-    fit: Combo,
-    costs: Mapping[str, float],
-    args: argparse.Namespace,
-) -> dict[str, Any]:
-    modes = [MODE, "cv", "fit"]
-    figures = aggregate(questions, answers, modes)
-    print(table(figures))
-    for conv, (scheme, w) in sorted(chosen.items()):
-        print(f"  held out {conv}: chose {scheme} {dict(zip(STREAMS, w, strict=True))}")
-    print(f"  in-sample best: {fit[0]} {dict(zip(STREAMS, fit[1], strict=True))}")
-    print("  cost: " + " ".join(f"{k}={v:.2f}" for k, v in costs.items()))
-    out = {
-        "profile": args.profile,
-        "storage": args.storage,
-        "sizes": args.sizes,
-        "chosen": {c: [s, list(w)] for c, (s, w) in chosen.items()},
-        "fit": [fit[0], list(fit[1])],
-        "costs": dict(costs),
-        "figures": figures,
-    }
-    name = f"granularity-{args.profile}-{args.storage}.json"
-    (RESULTS / name).write_text(json.dumps(out, indent=1))
-    for mode in modes:
-        o = figures[mode]["overall"]
-        print(
-            f"{mode}: turn_r@10={o['r@10']:.3f} session_hit@{SESSION_K}="
-            f"{o[f's_h@{SESSION_K}']:.3f} session_r@{SESSION_K}={o[f's_r@{SESSION_K}']:.3f} "
-            f"r@{KS[1]}={o['r@5']:.3f} mrr={o['mrr']:.3f} profile={args.profile} "
-            f"storage={args.storage}"
-        )
-    return out
+@dataclass
+class Evidence:
+    """What a run asked, kept so the selection can be read again without the stores."""
+
+    asked: list[Asked]
+    dia: dict[str, str]  # memory id → dia_id, for the metrics only
+    sitting_of: dict[str, int]
+    reader_ms: list[float]
+    derived_ms: list[float]
+    derived_per_memory: float
 
 
-async def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("data", nargs="?", type=Path, default=LOCOMO, help="locomo_dev.json")
-    parser.add_argument("--profile", choices=sorted(PROFILES), default=CONVERSATION)
-    parser.add_argument("--storage", choices=("tagged", "flat"), default="tagged")
-    parser.add_argument("--embed-model", choices=MODELS, default=MODEL_NAME)
-    parser.add_argument("--sizes", default="2,3,4", help="window sizes, comma-separated")
-    parser.add_argument("--rebuild", action="store_true", help="derive the units again")
-    args = parser.parse_args()
-    sizes = sorted({int(s) for s in args.sizes.split(",")})
-    if not sizes or min(sizes) < 1:
-        parser.error("--sizes: positive window sizes")
+async def gather(args: argparse.Namespace, sizes: Sequence[int]) -> Evidence:
+    """The derived stores made (or reopened) and every question asked of both levels."""
     conversations, questions, _ = load(args.data)
     model = args.embed_model
     services = await open_filled(conversations, model, args.profile, args.storage)
@@ -522,18 +491,78 @@ async def main() -> int:
     finally:
         await close_services(derived)
         await close_services(services)
-    started = time.perf_counter()
-    chosen, fit = cross_validated(questions, asked, dia, sitting_of)
-    cv = [fused(a, *chosen[q.sample_id], sitting_of) for a, q in zip(asked, questions, strict=True)]
-    answers |= answers_of(cv, dia, "cv")
-    answers |= answers_of([fused(a, *fit, sitting_of) for a in asked], dia, "fit")
+    reader_ms = [answers[(i, MODE)].query_ms for i in range(len(questions))]
+    return Evidence(asked, dia, sitting_of, reader_ms, took, len(units) / max(1, len(dia)))
+
+
+def analyse(questions: Sequence[Question], ev: Evidence, args: argparse.Namespace) -> None:
+    """Every family's CV and in-sample figures beside the Reader's own, printed and kept."""
+    every = combos()
+    r10 = recall_matrix(questions, ev.asked, ev.dia, ev.sitting_of, every)
+    convs = [q.sample_id for q in questions]
+    base = [fused(a, *BASELINE, ev.sitting_of) for a in ev.asked]
+    answers = answers_of(base, ev.dia, MODE)
+    choices: dict[str, Any] = {}
+    for family in FAMILIES:
+        chosen, fit = cross_validated(r10, every, convs, family)
+        cv = [fused(a, *chosen[c], ev.sitting_of) for a, c in zip(ev.asked, convs, strict=True)]
+        answers |= answers_of(cv, ev.dia, f"cv:{family}")
+        answers |= answers_of(
+            [fused(a, *fit, ev.sitting_of) for a in ev.asked], ev.dia, f"fit:{family}"
+        )
+        choices[family] = {"held_out": chosen, "fit": fit}
+        for conv, (scheme, w) in sorted(chosen.items()):
+            print(f"  {family}: held out {conv}: {scheme} {w}")
+        print(f"  {family}: in-sample best {fit[0]} {fit[1]}")
+    modes = [MODE, *(f"cv:{f}" for f in FAMILIES), *(f"fit:{f}" for f in FAMILIES)]
+    figures = aggregate(questions, answers, modes)
+    print(table(figures))
     costs = {
-        "derived_per_memory": len(units) / max(1, len(dia)),
-        "reader_p50_ms": statistics.median(answers[(i, MODE)].query_ms for i in range(len(asked))),
-        "derived_searches_p50_ms": statistics.median(took),
-        "cv_s": time.perf_counter() - started,
+        "derived_per_memory": ev.derived_per_memory,
+        "reader_p50_ms": statistics.median(ev.reader_ms),
+        "derived_searches_p50_ms": statistics.median(ev.derived_ms),
     }
-    report(questions, answers, chosen, fit, costs, args)
+    print("  cost: " + " ".join(f"{k}={v:.2f}" for k, v in costs.items()))
+    out = {"args": vars(args) | {"data": str(args.data)}, "choices": choices, "costs": costs}
+    (RESULTS / f"{_name(args)}.json").write_text(json.dumps(out | {"figures": figures}))
+    for mode in modes:
+        o = figures[mode]["overall"]
+        print(
+            f"{mode}: turn_r@10={o['r@10']:.3f} session_hit@{SESSION_K}="
+            f"{o[f's_h@{SESSION_K}']:.3f} session_r@{SESSION_K}={o[f's_r@{SESSION_K}']:.3f} "
+            f"r@{KS[1]}={o['r@5']:.3f} mrr={o['mrr']:.3f} profile={args.profile} "
+            f"storage={args.storage}"
+        )
+
+
+def _name(args: argparse.Namespace) -> str:
+    return f"granularity-{args.profile}-{args.storage}-{args.sizes.replace(',', '-')}"
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", nargs="?", type=Path, default=LOCOMO, help="locomo_dev.json")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default=CONVERSATION)
+    parser.add_argument("--storage", choices=("tagged", "flat"), default="tagged")
+    parser.add_argument("--embed-model", choices=MODELS, default=MODEL_NAME)
+    parser.add_argument("--sizes", default="2,3,4", help="window sizes, comma-separated")
+    parser.add_argument("--rebuild", action="store_true", help="derive the units again")
+    parser.add_argument(
+        "--reuse", action="store_true", help="read the last run's answers again, no stores"
+    )
+    args = parser.parse_args()
+    sizes = sorted({int(s) for s in args.sizes.split(",")})
+    if not sizes or min(sizes) < 1:
+        parser.error("--sizes: positive window sizes")
+    args.sizes = ",".join(map(str, sizes))
+    _, questions, _ = load(args.data)
+    kept = RESULTS / f"{_name(args)}.pickle"
+    if args.reuse and kept.exists():
+        ev: Evidence = pickle.loads(kept.read_bytes())
+    else:
+        ev = await gather(args, sizes)
+        kept.write_bytes(pickle.dumps(ev))
+    analyse(questions, ev, args)
     return 0
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
+
 from bench.granularity import (
     DIGEST_TAG,
     STREAMS,
     Asked,
     Unit,
     combos,
+    cross_validated,
     digest,
     fused,
     member_credit,
@@ -98,3 +101,16 @@ def test_the_fast_selection_scores_each_combo_as_the_fusion_ranks() -> None:
         top = fused(a, scheme, w, sitting)[:10]
         assert got[0, j] == (1.0 if "c" in top else 0.0)
     assert len(STREAMS) == 3
+
+
+def test_each_fold_is_chosen_on_the_other_conversations_and_a_tie_keeps_the_reader() -> None:
+    every = combos()
+    helps_b = every.index(("rrf", (0.1, 0.0, 0.0)))
+    r10 = np.zeros((3, len(every)))
+    r10[0, helps_b] = 1.0  # a question of conversation "a" only
+    chosen, fit = cross_validated(r10, every, ["a", "b", "b"], "all")
+    assert chosen["a"] == every[0]  # nothing on "b" beats the Reader's own ranking
+    assert chosen["b"] == every[helps_b]
+    assert fit == every[helps_b]
+    chosen, _ = cross_validated(r10, every, ["a", "b", "b"], "digest")
+    assert chosen["b"] == every[0]  # outside the family
