@@ -39,6 +39,7 @@ import shutil
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -469,6 +470,7 @@ class Evidence:
     reader_ms: list[float]
     derived_ms: list[float]
     derived_per_memory: float
+    degraded: dict[str, int]  # the Reader's answers per stream or step that failed
 
 
 async def gather(args: argparse.Namespace, sizes: Sequence[int]) -> Evidence:
@@ -491,8 +493,11 @@ async def gather(args: argparse.Namespace, sizes: Sequence[int]) -> Evidence:
     finally:
         await close_services(derived)
         await close_services(services)
-    reader_ms = [answers[(i, MODE)].query_ms for i in range(len(questions))]
-    return Evidence(asked, dia, sitting_of, reader_ms, took, len(units) / max(1, len(dia)))
+    mine = [answers[(i, MODE)] for i in range(len(questions))]
+    degraded = Counter(d for a in mine for d in a.degraded)
+    per_memory = len(units) / max(1, len(dia))
+    reader_ms = [a.query_ms for a in mine]
+    return Evidence(asked, dia, sitting_of, reader_ms, took, per_memory, dict(degraded))
 
 
 def analyse(questions: Sequence[Question], ev: Evidence, args: argparse.Namespace) -> None:
@@ -523,7 +528,13 @@ def analyse(questions: Sequence[Question], ev: Evidence, args: argparse.Namespac
         "derived_searches_p50_ms": statistics.median(ev.derived_ms),
     }
     print("  cost: " + " ".join(f"{k}={v:.2f}" for k, v in costs.items()))
-    out = {"args": vars(args) | {"data": str(args.data)}, "choices": choices, "costs": costs}
+    print(f"  degraded answers of the Reader: {ev.degraded or 'none'}")
+    out = {
+        "args": vars(args) | {"data": str(args.data)},
+        "choices": choices,
+        "costs": costs,
+        "degraded": ev.degraded,
+    }
     (RESULTS / f"{_name(args)}.json").write_text(json.dumps(out | {"figures": figures}))
     for mode in modes:
         o = figures[mode]["overall"]
