@@ -16,15 +16,19 @@ the derived stores: windows by vector and by BM25, digests by vector and by BM25
 window hits credit their members (a member's rank is where it first appears walking the
 hits), which join the pool; a digest hit credits the members of its sitting already in
 the pool. Derived units never appear as results. Two ways of fusing are tried beside the
-Reader's own ranking (`Scheme`), each with a weight per stream from a small grid; the
-weights are chosen by leave-one-conversation-out cross-validation (chosen on five
-conversations by turn R@10, scored on the sixth) and the CV figure is what counts.
+Reader's own ranking (``fused``: ``rrf`` on ranks, ``score`` on min-max scaled scores), with
+a weight per stream from ``GRID``; the weights are chosen by leave-one-conversation-out
+cross-validation (chosen on five conversations by turn R@10, scored on the sixth) within
+each of ``FAMILIES``, and the CV figure is what counts (``fit``, chosen on all six, is the
+in-sample ceiling).
 
     uv run python -m bench.granularity [locomo_dev.json] [--profile conversation|default]
-        [--storage tagged|flat] [--embed-model M] [--rebuild] [--sizes 2,3,4]
+        [--storage tagged|flat] [--embed-model M] [--rebuild] [--sizes 2,3,4] [--reuse]
 
 The derived stores are kept under the memories' store (``derived-<sizes>``); the
-embeddings of the derived texts in bench/results/granularity-embeddings-<model>.pickle.
+embeddings of the derived texts in bench/results/granularity-embeddings-<model>.pickle;
+what a run asked in bench/results/granularity-<profile>-<storage>-<sizes>.pickle, which
+``--reuse`` reads again instead of asking (the selection alone).
 """
 
 from __future__ import annotations
