@@ -36,7 +36,7 @@ from sklearn.preprocessing import StandardScaler
 
 from bench.common import LOCOMO, RESULTS
 from bench.quality import LIMIT, SESSION_K, Question, load, metrics
-from bench.quality_inprocess import LocalRanker, build_reader, open_filled, store_of
+from bench.quality_inprocess import LocalRanker, build_reader, close_services, open_filled
 from engram_core.profiles import CONVERSATION, PROFILES
 from engram_core.scoring import COMPONENTS, CONTEXT, STREAMS, ScoredCandidate
 from engram_embed.paths import MODEL_NAME
@@ -90,8 +90,7 @@ class Pool:
 
 async def collect(data: Path, profile: str, storage: str) -> tuple[list[str], list[Pool]]:
     conversations, questions, _ = load(data)
-    store = store_of(MODEL_NAME, profile, storage)
-    services = await open_filled(store, MODEL_NAME, conversations, "", profile, storage)
+    services = await open_filled(conversations, MODEL_NAME, profile, storage)
     recorders: list[Recorder] = []
 
     def wrap(local: LocalRanker) -> Recorder:
@@ -109,8 +108,7 @@ async def collect(data: Path, profile: str, storage: str) -> tuple[list[str], li
             if (i + 1) % 200 == 0:
                 print(f"  asked {i + 1}/{len(questions)}", flush=True)
     finally:
-        for s in services.values():
-            await s.close()
+        await close_services(services)
     return names, pools
 
 

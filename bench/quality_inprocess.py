@@ -183,14 +183,6 @@ def store_dir(model: str, variant: str = "") -> Path:
     return RESULTS / f"inproc-store-{model}{'-' + variant if variant else ''}"
 
 
-def store_of(model: str, profile: str, storage: str, variant: str = "") -> Path:
-    """Stores of their own for what changes what is stored: the corpus, the profile and
-    the storage convention."""
-    parts = [variant, "" if profile == CONVERSATION else profile]
-    parts.append("" if storage == "tagged" else storage)
-    return store_dir(model, "-".join(filter(None, parts)))
-
-
 def interleaved(conversations: Sequence[Conversation]) -> list[Conversation]:
     """The conversations as if held at once: every one's session k on day k, 30 s between
     turns, conversation c c × 5 s behind the first. An hour around a turn then holds every
@@ -270,43 +262,45 @@ async def fill(
         print(f"  filled {conv.sample_id}: {len(events)} turns", flush=True)
 
 
-def _emptied(store: Path, rebuild: bool) -> Path:
-    """``store``, emptied when asked or when it was never filled."""
-    if rebuild or not (store / "filled").exists():
-        shutil.rmtree(store, ignore_errors=True)
-        store.mkdir(parents=True)
-    return store
+def filled_store(model: str, profile: str, storage: str, variant: str = "") -> Path:
+    """The stores of one corpus: their own for what changes what is stored (the corpus
+    variant, the profile's entity rules, the storage convention)."""
+    p = "" if profile == CONVERSATION else profile
+    s = "" if storage == "tagged" else storage
+    return store_dir(model, "-".join(filter(None, [variant, p, s])))
 
 
 async def open_filled(
-    store: Path,
-    model: str,
     corpus: Sequence[Conversation],
-    tenant: str = "",
-    profile: str = CONVERSATION,
-    storage: str = "tagged",
+    model: str,
+    profile: str,
+    storage: str,
+    variant: str = "",
     rebuild: bool = False,
+    tenant: str = "",
 ) -> dict[str, Any]:
-    """The services over ``store``, filled with ``corpus`` first unless it already was."""
-    marker = _emptied(store, rebuild) / "filled"
+    """The services over the kept stores of ``corpus``, filled first when they are not."""
+    store = filled_store(model, profile, storage, variant)
+    marker = store / "filled"
+    if rebuild or not marker.exists():
+        shutil.rmtree(store, ignore_errors=True)
+        store.mkdir(parents=True)
     services = await open_services(store, model)
     if not marker.exists():
         print(f"filling the stores with {model} ...", flush=True)
+        embed = EmbedSettings(model_dir=model_path(model))
         try:
-            await fill(
-                services,
-                corpus,
-                EmbedSettings(model_dir=model_path(model)),
-                tenant,
-                profile,
-                storage,
-            )
+            await fill(services, corpus, embed, tenant, profile, storage)
         except BaseException:
-            for s in services.values():
-                await s.close()
+            await close_services(services)
             raise
         marker.write_text(datetime.now(UTC).isoformat())
     return services
+
+
+async def close_services(services: dict[str, Any]) -> None:
+    for s in services.values():
+        await s.close()
 
 
 def build_reader(
@@ -410,7 +404,6 @@ async def main() -> int:
     if args.fleet and args.interleaved:
         parser.error("--fleet already interleaves; give one of them")
     variant = FLEET if args.fleet else "interleaved" if args.interleaved else ""
-    store = store_of(args.embed_model, args.profile, args.storage, variant)
     modes = [m for m in args.modes.split(",") if m]
     if unknown := sorted(set(modes) - set(MODE_OF)):
         parser.error(f"unknown modes {unknown}; known: {', '.join(MODE_OF)}")
@@ -420,17 +413,21 @@ async def main() -> int:
     if args.category:
         questions = [q for q in questions if q.category == args.category]
     corpus = interleaved(conversations) if variant else conversations
-    tenant = FLEET if args.fleet else ""
     services = await open_filled(
-        store, args.embed_model, corpus, tenant, args.profile, args.storage, args.rebuild
+        corpus,
+        args.embed_model,
+        args.profile,
+        args.storage,
+        variant,
+        rebuild=args.rebuild,
+        tenant=FLEET if args.fleet else "",
     )
     try:
         reader = build_reader(services, rerank=RERANK_MODE in modes, profile=args.profile)
         fusion = Fusion(args.fusion) if args.fusion else None
         answers, raw = await ask_all(reader, questions, modes, fusion, args.fleet, args.scoped)
     finally:
-        for s in services.values():
-            await s.close()
+        await close_services(services)
 
     report = aggregate(questions, answers, modes)
     print(table(report))
