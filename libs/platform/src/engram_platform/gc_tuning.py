@@ -2,9 +2,9 @@
 
 Serving allocates thousands of short-lived containers per request (messages, dataclasses,
 dicts). At CPython's defaults a young collection runs every 700 net allocations, and every
-hundredth is a full one that walks every object the process holds: its modules, the
-protobuf descriptors, the conversion memos. Under load that is many full walks a second
-for objects that live as long as the process. So, once a server has started, what it holds
+hundredth may be a full one that walks every object the process holds: its modules, the
+protobuf descriptors, the conversion memos. Under load that is many full walks a second,
+mostly over objects that live as long as the process. So, once a server has started, what it holds
 then is frozen out of the collector's sight, and the youngest generation is collected
 every ``GEN0_THRESHOLD`` allocations: most request objects are freed by their reference
 counts before a collection sees them, so fewer are promoted and walked again. Only cyclic

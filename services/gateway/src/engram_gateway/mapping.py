@@ -258,9 +258,8 @@ def rank_request(
         recency_bias=recency_bias_to_proto(recency_bias),
         profile=profile,
     )
-    # Filled in place: a candidate message built apart, then copied into the request,
-    # parsed each memory once more and copied it twice (a third of the gateway's
-    # conversion time per recall).
+    # Filled in place: a candidate message built apart and then copied into the request
+    # parsed each memory once more and copied it twice, hundreds of times per recall.
     for c in candidates:
         out = request.candidates.add(relation=c.relation)
         merge_memory(out.memory, c.memory, scored_only=True)
