@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 import grpc
 
 from engram.common.v1 import common_pb2
@@ -14,35 +12,15 @@ NAME = "scoring"
 
 
 class ScoringClient:
-    """Thin: the gateway builds Candidate protos itself (it merges streams into them)."""
+    """Thin: the gateway builds the request itself (it merges streams into candidates and
+    fills each candidate's memory from the bytes it already has)."""
 
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self._stub = scoring_pb2_grpc.ScoringServiceStub(channel)
 
     async def rank(
-        self,
-        query: str,
-        candidates: Sequence[scoring_pb2.Candidate],
-        fusion: int,
-        limit: int,
-        weights: Mapping[str, float] | None = None,
-        query_tags: Sequence[str] = (),
-        timeout: float | None = None,
-        focus: common_pb2.Focus | None = None,
-        recency_bias: int = common_pb2.RECENCY_BIAS_UNSPECIFIED,
-        profile: str = "",
+        self, request: scoring_pb2.RankRequest, timeout: float | None = None
     ) -> list[common_pb2.ScoredMemory]:
-        request = scoring_pb2.RankRequest(
-            query=query,
-            candidates=list(candidates),
-            fusion=fusion,  # type: ignore[arg-type]
-            limit=limit,
-            weights=dict(weights or {}),
-            query_tags=list(query_tags),
-            focus=focus,
-            recency_bias=recency_bias,  # type: ignore[arg-type]
-            profile=profile,
-        )
         async with translate_errors(NAME):
             reply = await self._stub.Rank(request, timeout=timeout)
         return list(reply.results)

@@ -160,6 +160,12 @@ def memory_to_proto(m: Memory, *, scored_only: bool = False) -> common_pb2.Memor
     return common_pb2.Memory.FromString(_memory_bytes(m, scored_only))
 
 
+def merge_memory(into: common_pb2.Memory, m: Memory, *, scored_only: bool = False) -> None:
+    """``m`` into the (empty) message field ``into``: parsed once from the memoised bytes,
+    where assigning a `memory_to_proto` message would parse it and then copy it."""
+    into.MergeFromString(_memory_bytes(m, scored_only))
+
+
 def memory_from_proto(p: common_pb2.Memory) -> Memory:
     return _decoded(p.SerializeToString(deterministic=True))
 
@@ -245,7 +251,7 @@ def add_memories(
     """Append each memory to a repeated field: cheaper than a list of messages, which the
     field would copy one by one."""
     for m in ms:
-        into.add().MergeFromString(_memory_bytes(m, False))
+        merge_memory(into.add(), m)
 
 
 def add_hits(into: RepeatedCompositeFieldContainer[common_pb2.Hit], hits: Iterable[Hit]) -> None:
@@ -253,7 +259,7 @@ def add_hits(into: RepeatedCompositeFieldContainer[common_pb2.Hit], hits: Iterab
     for h in hits:
         out = into.add(id=h.id, score=h.score)
         if h.memory is not None:
-            out.memory.MergeFromString(_memory_bytes(h.memory, False))
+            merge_memory(out.memory, h.memory)
 
 
 def hit_from_proto(p: common_pb2.Hit) -> Hit:

@@ -21,6 +21,7 @@ from opentelemetry.trace import StatusCode as SpanStatus
 from engram_core.errors import EngramError, InvalidArgument
 from engram_platform.decode import Malformed, tolerant
 from engram_platform.errors import status_code, trailing_metadata
+from engram_platform.gc_tuning import tune_for_serving
 from engram_platform.rpc_metrics import duration_histogram, elapsed_ms, rpc_attributes
 from engram_platform.settings import ServiceSettings
 from engram_platform.telemetry import extract_context
@@ -269,6 +270,7 @@ async def serve(
 ) -> None:
     """Run until SIGINT/SIGTERM, then drain in-flight RPCs and call on_stop."""
     running = await start_server(name, settings, register, service_names)
+    tune_for_serving()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from google.protobuf import timestamp_pb2
 
@@ -19,7 +19,14 @@ from engram_core.log_events import (
     TenantErased,
 )
 from engram_core.model import Memory
-from engram_core.scoring import Candidate, Fusion, ScoredCandidate, StreamScore
+from engram_core.scoring import (
+    Candidate,
+    Focus,
+    Fusion,
+    RecencyBias,
+    ScoredCandidate,
+    StreamScore,
+)
 from engram_core.state import StateMode
 from engram_core.validation import Limits, MemoryInput, RawTimestamp
 from engram_gateway.service import (
@@ -37,9 +44,12 @@ from engram_gateway.service.ports import RecallResult
 from engram_gateway.service.stats import TenantStats
 from engram_platform.convert import (
     focus_from_proto,
+    focus_to_proto,
     memory_from_proto,
     memory_to_proto,
+    merge_memory,
     recency_bias_from_proto,
+    recency_bias_to_proto,
     relation_to_proto,
     struct_to_dict,
     tag_match_from_proto,
@@ -229,13 +239,36 @@ def scored_from_proto(p: common_pb2.ScoredMemory, memory: Memory | None = None) 
     return ScoredCandidate(memory=memory, score=p.score, components=components, streams=streams)
 
 
-def candidate_to_proto(c: Candidate) -> scoring_pb2.Candidate:
-    return scoring_pb2.Candidate(
-        memory=memory_to_proto(c.memory, scored_only=True),
-        relation=c.relation,
-        streams=_streams_to_proto(c.streams),
-        neighbours=dict(c.neighbours),
+def rank_request(
+    query: str,
+    candidates: Sequence[Candidate],
+    fusion: Fusion | None,
+    limit: int,
+    query_tags: Sequence[str],
+    focus: Focus | None = None,
+    recency_bias: RecencyBias | None = None,
+    profile: str = "",
+) -> scoring_pb2.RankRequest:
+    """The scoring request for ``candidates``, each memory slim (SCORED_FIELDS)."""
+    request = scoring_pb2.RankRequest(
+        query=query,
+        fusion=fusion_to_scoring(fusion),
+        limit=limit,
+        query_tags=list(query_tags),
+        focus=focus_to_proto(focus) if focus else None,
+        recency_bias=recency_bias_to_proto(recency_bias),
+        profile=profile,
     )
+    # Filled in place: a candidate message built apart and then copied into the request
+    # parsed each memory once more and copied it twice, hundreds of times per recall.
+    for c in candidates:
+        out = request.candidates.add(relation=c.relation)
+        merge_memory(out.memory, c.memory, scored_only=True)
+        for name, s in c.streams.items():
+            stream = out.streams[name]
+            stream.score, stream.rank = s.score, s.rank
+        out.neighbours.update(c.neighbours)
+    return request
 
 
 def recall_result_to_proto(r: RecallResult) -> gateway_pb2.RecallResponse:

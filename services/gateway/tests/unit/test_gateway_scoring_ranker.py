@@ -13,9 +13,16 @@ from engram.common.v1 import common_pb2
 from engram.scoring.v1 import scoring_pb2, scoring_pb2_grpc
 from engram_clients.scoring import ScoringClient
 from engram_core.model import Memory
-from engram_core.scoring import SCORED_FIELDS, Candidate, StreamScore
+from engram_core.scoring import (
+    SCORED_FIELDS,
+    Candidate,
+    Focus,
+    Fusion,
+    RecencyBias,
+    StreamScore,
+)
 from engram_gateway.adapters.ranker import ScoringRanker
-from engram_platform.convert import memory_to_proto
+from engram_platform.convert import focus_to_proto, memory_to_proto
 from engram_testing.in_process import serving_fake
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
@@ -85,3 +92,44 @@ async def test_the_profile_reaches_the_rank_request(
     await rank.rank("q", [Candidate(memory("a"))], None, 10, (), profile="default")
     await rank.rank("q", [Candidate(memory("a"))], None, 10, ())
     assert [r.profile for r in scorer.seen] == ["default", ""]
+
+
+async def test_every_candidate_feature_and_knob_reaches_the_rank_request(
+    ranker: tuple[ScoringRanker, ReversingScorer],
+) -> None:
+    rank, scorer = ranker
+    candidates = [
+        Candidate(
+            memory("a", importance=0.7),
+            {"vector": StreamScore(0.9, 1), "keyword": StreamScore(4.0, 3)},
+            relation=1.5,
+            neighbours={"b": 1},
+        ),
+        Candidate(memory("b"), {"graph": StreamScore(0.2, 2)}, neighbours={"a": 1}),
+    ]
+    focus = Focus(tags=("project:x",), keywords=("deploy",))
+    await rank.rank(
+        "when",
+        candidates,
+        Fusion.RRF,
+        7,
+        ("project:x",),
+        focus=focus,
+        recency_bias=RecencyBias.ON,
+    )
+    [request] = scorer.seen
+    assert (request.query, request.limit, list(request.query_tags)) == ("when", 7, ["project:x"])
+    assert request.fusion == scoring_pb2.FUSION_RRF
+    assert request.recency_bias == common_pb2.RECENCY_BIAS_ON
+    assert request.focus == focus_to_proto(focus)
+    first, second = request.candidates
+    assert first.relation == pytest.approx(1.5)
+    assert second.relation == 0
+    assert dict(first.neighbours) == {"b": 1}
+    assert dict(second.neighbours) == {"a": 1}
+    assert {n: (s.score, s.rank) for n, s in first.streams.items()} == {
+        "vector": (pytest.approx(0.9), 1),
+        "keyword": (pytest.approx(4.0), 3),
+    }
+    assert second.streams["graph"].rank == 2
+    assert first.memory.importance == pytest.approx(0.7)

@@ -1,4 +1,4 @@
-"""RankerPort over the scoring service's client (which takes Candidate protos)."""
+"""RankerPort over the scoring service's client (which takes the request as built here)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from collections.abc import Sequence
 
 from engram_clients.scoring import ScoringClient
 from engram_core.scoring import Candidate, Focus, Fusion, RecencyBias, ScoredCandidate
-from engram_gateway.mapping import candidate_to_proto, fusion_to_scoring, scored_from_proto
-from engram_platform.convert import focus_to_proto, recency_bias_to_proto
+from engram_gateway.mapping import rank_request, scored_from_proto
 
 
 class ScoringRanker:
@@ -26,17 +25,10 @@ class ScoringRanker:
         recency_bias: RecencyBias | None = None,
         profile: str = "",
     ) -> list[ScoredCandidate]:
-        results = await self._client.rank(
-            query,
-            [candidate_to_proto(c) for c in candidates],
-            fusion_to_scoring(fusion),
-            limit,
-            query_tags=query_tags,
-            timeout=timeout,
-            focus=focus_to_proto(focus) if focus else None,
-            recency_bias=recency_bias_to_proto(recency_bias),
-            profile=profile,
+        request = rank_request(
+            query, candidates, fusion, limit, query_tags, focus, recency_bias, profile
         )
+        results = await self._client.rank(request, timeout=timeout)
         # The scoring service was sent a slim copy of each memory (SCORED_FIELDS); put the
         # gateway's own, complete memory back instead of decoding the reply's (the saving
         # is measured in services/gateway/README.md, step 7).
