@@ -34,13 +34,18 @@ def _env(port: int, **extra: str) -> dict[str, str]:
     }
 
 
-async def _pid_of(port: int, method: str = "Get") -> int:
-    """The pid of the process a new connection to ``port`` reaches (a channel of its own:
-    grpc shares connections between channels to one target otherwise)."""
+def _channel(port: int) -> grpc.aio.Channel:
+    """A channel with a connection of its own (grpc shares them between channels to one
+    target otherwise)."""
     options = [("grpc.use_local_subchannel_pool", 1)]
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
+    return grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=options)
+
+
+async def _pid_of(port: int) -> int:
+    """The pid of the process a new connection to ``port`` reaches."""
+    async with _channel(port) as channel:
         call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(
-            f"/{pid_server.SERVICE}/{method}"
+            f"/{pid_server.SERVICE}/Get"
         )
         reply = await call(b"", wait_for_ready=True, timeout=60)
     return int(reply)
@@ -96,10 +101,16 @@ async def test_children_share_the_port_are_restarted_and_drain_on_sigterm(
     assert len(now) == 2
     assert (first - {killed}) <= now
 
-    slow = asyncio.create_task(_pid_of(port, "Slow"))
-    await asyncio.sleep(pid_server.SLOW_S / 3)  # the call is in flight
-    proc.send_signal(signal.SIGTERM)
-    assert await slow in now  # answered while its process drained
+    async with _channel(port) as channel:
+        slow: grpc.aio.UnaryStreamMultiCallable[bytes, bytes] = channel.unary_stream(
+            f"/{pid_server.SERVICE}/Slow"
+        )
+        call = slow(b"", wait_for_ready=True, timeout=60)
+        stream = aiter(call)
+        serving = int(await anext(stream))  # the call is in flight
+        proc.send_signal(signal.SIGTERM)
+        assert int(await anext(stream)) == serving  # finished while its process drained
+        assert await call.code() == grpc.StatusCode.OK
     out, _ = await asyncio.to_thread(proc.communicate, timeout=30)
     assert proc.returncode == 0, out.decode(errors="replace")
     assert not any(psutil.pid_exists(p) and psutil.Process(p).ppid() == proc.pid for p in now)

@@ -1,13 +1,15 @@
 """A test-only service run by `engram_platform.workers` the way the services run it
 (``python -m engram_testing.pid_server``, settings ENGRAM_PIDTEST_*): ``/test.Pid/Get``
-answers the pid of the process that took the call, ``/test.Pid/Slow`` the same after
-``SLOW_S`` (a call in flight while the server stops). No service's API carries a pid."""
+answers the pid of the process that took the call; ``/test.Pid/Slow`` streams it twice,
+``SLOW_S`` apart, so a caller that has the first knows its call is in flight (while the
+server stops, say). No service's API carries a pid."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import sys
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -35,15 +37,16 @@ async def _pid(_request: bytes, _context: Any) -> bytes:
     return str(os.getpid()).encode()
 
 
-async def _slow(request: bytes, context: Any) -> bytes:
+async def _slow(request: bytes, context: Any) -> AsyncIterator[bytes]:
+    yield await _pid(request, context)
     await asyncio.sleep(SLOW_S)
-    return await _pid(request, context)
+    yield await _pid(request, context)
 
 
 def _register(server: grpc.aio.Server) -> None:
     handlers: dict[str, grpc.RpcMethodHandler[bytes, bytes]] = {
         "Get": grpc.unary_unary_rpc_method_handler(_pid),
-        "Slow": grpc.unary_unary_rpc_method_handler(_slow),
+        "Slow": grpc.unary_stream_rpc_method_handler(_slow),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
 
