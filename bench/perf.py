@@ -11,6 +11,9 @@ With ``--client-vectors`` the memories carry random unit vectors of the model's 
 (``MemoryInput.embedding``) and the queries too (``RecallRequest.embedding``): no model runs
 on either path, so sizes the model would take hours to embed load in minutes. Recall's
 speed is measured as usual; what it finds means nothing (the vectors are noise).
+
+``--gateway-workers N`` runs the gateway as N processes on its port (ENGRAM_GATEWAY_WORKERS);
+the CPU and peak RSS of a service are summed over its processes.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 
 import grpc
 import numpy as np
+import psutil  # type: ignore[import-untyped]  # no stubs in the lock
 
 from bench.common import (
     LOCOMO,
@@ -206,13 +210,20 @@ async def recall_once(stub: Any, query: Asked) -> float:
 
 
 async def recall_load(
-    stub: Any, queries: list[Asked], clients: int, per_client: int
+    address: str, queries: list[Asked], clients: int, per_client: int
 ) -> dict[str, float]:
+    """``clients`` agents, each on a connection of its own as a fleet's are (the kernel
+    spreads connections, not calls, over the gateway's worker processes)."""
     latencies: list[float] = []
+    own = [("grpc.use_local_subchannel_pool", 1)]
 
     async def client(k: int) -> None:
-        for i in range(per_client):
-            latencies.append(await recall_once(stub, queries[(k * per_client + i) % len(queries)]))
+        async with grpc.aio.insecure_channel(address, options=own) as channel:
+            stub = gateway_pb2_grpc.MemoryServiceStub(channel)
+            await channel.channel_ready()
+            for i in range(per_client):
+                q = queries[(k * per_client + i) % len(queries)]
+                latencies.append(await recall_once(stub, q))
 
     started = time.perf_counter()
     await asyncio.gather(*(client(k) for k in range(clients)))
@@ -246,33 +257,49 @@ async def trending(stub: Any, newest: datetime, repeat: int = 10) -> dict[str, A
     return out
 
 
-def _proc(stack: DevStack, name: str) -> dict[str, str]:
-    """/proc/<pid>/<name> of each service process still running."""
-    out = {}
+def _pids(stack: DevStack) -> dict[str, list[int]]:
+    """Each service's running process and its children (the worker processes, if any)."""
+    out: dict[str, list[int]] = {}
     for service, proc in stack.processes.items():
         try:
-            out[service] = Path(f"/proc/{proc.popen.pid}/{name}").read_text()
-        except OSError:
+            parent = psutil.Process(proc.popen.pid)
+            out[service] = [parent.pid, *(c.pid for c in parent.children(recursive=True))]
+        except psutil.NoSuchProcess:
             continue
     return out
 
 
+def _proc(stack: DevStack, name: str) -> dict[str, list[str]]:
+    """/proc/<pid>/<name> of each service's processes still running."""
+    out: dict[str, list[str]] = {}
+    for service, pids in _pids(stack).items():
+        for pid in pids:
+            try:
+                out.setdefault(service, []).append(Path(f"/proc/{pid}/{name}").read_text())
+            except OSError:
+                continue
+    return out
+
+
 def peak_rss_mb(stack: DevStack) -> dict[str, float]:
-    out = {}
-    for service, status in _proc(stack, "status").items():
-        for line in status.splitlines():
-            if line.startswith("VmHWM:"):
-                out[service] = int(line.split()[1]) / 1024
+    """Each service's peak RSS, summed over its processes (worker processes each peak)."""
+    out: dict[str, float] = {}
+    for service, statuses in _proc(stack, "status").items():
+        for status in statuses:
+            for line in status.splitlines():
+                if line.startswith("VmHWM:"):
+                    out[service] = out.get(service, 0.0) + int(line.split()[1]) / 1024
     return out
 
 
 def cpu_s(stack: DevStack) -> dict[str, float]:
-    """CPU seconds (user + system) each service process has used so far."""
+    """CPU seconds (user + system) each service's processes have used so far."""
     tick = os.sysconf("SC_CLK_TCK")
-    out = {}
-    for service, stat in _proc(stack, "stat").items():
-        fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)": state is field 3
-        out[service] = (int(fields[11]) + int(fields[12])) / tick
+    out: dict[str, float] = {}
+    for service, stats in _proc(stack, "stat").items():
+        for stat in stats:
+            fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)": state is field 3
+            out[service] = out.get(service, 0.0) + (int(fields[11]) + int(fields[12])) / tick
     return out
 
 
@@ -355,6 +382,12 @@ async def main() -> None:
         help="memories and queries carry random unit vectors of the model's size: no model "
         "runs, so 300k-1M memories load without it (what recall finds means nothing)",
     )
+    parser.add_argument(
+        "--gateway-workers",
+        type=int,
+        default=1,
+        help="gateway processes on its port (ENGRAM_GATEWAY_WORKERS)",
+    )
     args = parser.parse_args()
     model_dir = model_path(args.embed_model)
     sessions, questions = load_sessions(args.data)
@@ -369,12 +402,20 @@ async def main() -> None:
         print(f"  {raw:.0f} texts/s")
     home = args.reuse or new_home("perf-")
     print(f"starting the stack in {home} ...", flush=True)
-    stack = start_bench_stack(home, model_dir, {"ENGRAM_GATEWAY_RECALL_CACHE_TTL_S": "0"})
+    stack = start_bench_stack(
+        home,
+        model_dir,
+        {
+            "ENGRAM_GATEWAY_RECALL_CACHE_TTL_S": "0",
+            "ENGRAM_GATEWAY_WORKERS": str(args.gateway_workers),
+        },
+    )
     report: dict[str, Any] = {
         "n": args.n,
         "embed_model": args.embed_model,
         "corpus": args.corpus,
         "client_vectors": args.client_vectors,
+        "gateway_workers": args.gateway_workers,
         "date": datetime.now(UTC).isoformat(),
     }
     try:
@@ -423,13 +464,14 @@ async def main() -> None:
                 f"p99 {one['p99_ms']:.1f}"
             )
             used = cpu_s(stack)
-            load = await recall_load(stub, queries, args.clients, args.per_client)
+            load = await recall_load(stack.gateway_address, queries, args.clients, args.per_client)
             recalls = args.clients * args.per_client
             cpu_ms = {
                 k: (v - used[k]) * 1000 / recalls for k, v in cpu_s(stack).items() if k in used
             }
             print(
-                f"recall, {args.clients} clients: {load['qps']:.1f} recalls/s  "
+                f"recall, {args.clients} clients, {args.gateway_workers} gateway process(es): "
+                f"{load['qps']:.1f} recalls/s  "
                 f"p50 {load['p50_ms']:.1f} ms  p99 {load['p99_ms']:.1f}"
             )
             # CPU time per recall holds steadier than latency on a shared machine; it

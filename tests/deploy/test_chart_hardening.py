@@ -292,6 +292,23 @@ def test_monitoring_resources_are_rendered_only_when_enabled() -> None:
     )
 
 
+def test_worker_processes_each_get_a_metrics_port_scraped_and_let_through() -> None:
+    out = render("gateway.workers=3", "metrics.serviceMonitor.enabled=true")
+    assert out.values("gateway")["ENGRAM_GATEWAY_WORKERS"] == "3"
+    assert out.values("scoring")["ENGRAM_SCORING_WORKERS"] == "1"
+    wanted = [("metrics", 9464), ("metrics-1", 9465), ("metrics-2", 9466)]
+    ports = [(p["name"], p["containerPort"]) for p in out.container("gateway")["ports"]]
+    assert ports == [("grpc", 50051), *wanted]
+    service = out.of("Service")["mem-engram-gateway-metrics"]
+    assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == wanted
+    (monitor,) = out.of("ServiceMonitor").values()
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == [n for n, _ in wanted]
+    ingress = out.of("NetworkPolicy")["mem-engram-gateway"]["spec"]["ingress"]
+    assert [p["port"] for p in ingress[-1]["ports"]] == [n for n, _ in wanted]
+    # One process each, the other components keep the one port.
+    assert [p["name"] for p in out.container("scoring")["ports"]] == ["grpc", "metrics"]
+
+
 def test_keda_scales_ingest_on_the_consumer_backlog() -> None:
     out = render("ingest.keda.enabled=true", "ingest.keda.maxReplicas=8")
     (scaled,) = out.of("ScaledObject").values()

@@ -28,6 +28,10 @@ Call with (list $ "vector"). */}}
   value: {{ $v.logLevel | quote }}
 - name: {{ $p }}TRACING
   value: {{ $v.tracing.exporter | quote }}
+{{- if hasKey $block "workers" }}
+- name: {{ $p }}WORKERS
+  value: {{ $block.workers | quote }}
+{{- end }}
 {{- if $v.metrics.enabled }}
 - name: {{ $p }}METRICS__PORT
   value: {{ $block.metrics.port | quote }}

@@ -131,3 +131,16 @@ grpc:
   {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* A component's metrics ports as JSON [[name, port], ...]: "metrics" on metrics.port, and
+with workers > 1 "metrics-<i>" on metrics.port + i for each further worker process.
+Call with (list $ "gateway"). */}}
+{{- define "engram.metricsPorts" -}}
+{{- $block := index (index . 0).Values (index . 1) }}
+{{- $port := int $block.metrics.port }}
+{{- $rows := list (list "metrics" $port) }}
+{{- range $i := untilStep 1 (int (default 1 $block.workers)) 1 }}
+{{- $rows = append $rows (list (printf "metrics-%d" $i) (add $port $i)) }}
+{{- end }}
+{{- toJson $rows }}
+{{- end }}

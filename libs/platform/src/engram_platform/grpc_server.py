@@ -26,6 +26,7 @@ from engram_platform.rpc_metrics import duration_histogram, elapsed_ms, rpc_attr
 from engram_platform.settings import ServiceSettings
 from engram_platform.telemetry import extract_context
 from engram_platform.tls import server_credentials
+from engram_platform.workers import sharing_port
 
 log = logging.getLogger(__name__)
 Register = Callable[[grpc.aio.Server], None]
@@ -216,7 +217,9 @@ async def start_server(
     options: list[tuple[str, int]] = [
         ("grpc.max_receive_message_length", limit),
         ("grpc.max_send_message_length", limit),
-        ("grpc.so_reuseport", 0),
+        # Off, a second server on a port in use fails to start instead of silently
+        # taking half its connections; on only for the worker processes meant to share it.
+        ("grpc.so_reuseport", int(sharing_port())),
     ]
     if settings.max_connection_age_s > 0:
         options += [
@@ -231,12 +234,15 @@ async def start_server(
         [*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
     )
     address = f"{settings.host}:{settings.port}"
-    if credentials is None:
-        port = server.add_insecure_port(address)
-    else:
-        port = server.add_secure_port(address, credentials)
+    try:  # grpcio answers a failed bind with RuntimeError or port 0, by version
+        if credentials is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, credentials)
+    except RuntimeError:
+        port = 0
     if port == 0:
-        raise OSError(f"engram-{name}: cannot bind {settings.host}:{settings.port}")
+        raise OSError(f"engram-{name}: cannot bind {settings.host}:{settings.port} (in use?)")
     await server.start()
     for svc in ("", *service_names):
         await health_servicer.set(svc, health_pb2.HealthCheckResponse.SERVING)

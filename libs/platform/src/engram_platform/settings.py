@@ -197,6 +197,20 @@ def metrics_on(port: int) -> Any:
     )
 
 
+def workers_field() -> Any:
+    """The ``workers`` field of a service that may run several processes on its port
+    (engram_platform.workers)."""
+    return Field(
+        1,
+        ge=1,
+        le=64,
+        description="Processes serving the gRPC port (SO_REUSEPORT; each connection stays "
+        "with one), so the service uses more than one core; >1 adds a parent that restarts a "
+        "child that dies. Each keeps its own in-process state; child i serves /metrics on "
+        "metrics port + i.",
+    )
+
+
 class ServiceSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore")
 

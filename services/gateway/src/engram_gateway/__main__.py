@@ -1,22 +1,22 @@
-"""``engram-gateway`` / ``python -m engram_gateway``: read settings once and serve."""
+"""``engram-gateway`` / ``python -m engram_gateway``: read settings once and serve, in one
+process or, with ``workers`` > 1, in that many on the one port (engram_platform.workers)."""
 
 from __future__ import annotations
 
-import asyncio
+import sys
 
 from engram_gateway import server
 from engram_gateway.config import Settings
+from engram_platform import workers
 from engram_platform.logs import configure_logging
-from engram_platform.metrics import configure_metrics
-from engram_platform.telemetry import configure_tracing
 
 
 def main() -> None:
     settings = Settings()
-    configure_logging(server.NAME, settings.log_level, settings.log_format)
-    configure_tracing(server.NAME, settings.tracing)
-    configure_metrics(server.NAME, settings)
-    asyncio.run(server.serve(settings))
+    if settings.workers > 1:
+        configure_logging(server.NAME, settings.log_level, settings.log_format)
+        sys.exit(workers.supervise(server.NAME, settings, settings.workers, server.run_worker))
+    server.run(settings)
 
 
 if __name__ == "__main__":

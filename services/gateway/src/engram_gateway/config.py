@@ -33,6 +33,7 @@ from engram_platform.settings import (
     NatsSettings,
     ProfileName,
     ServiceSettings,
+    workers_field,
 )
 
 
@@ -139,6 +140,7 @@ class Settings(ServiceSettings):
     )
 
     port: int = Field(50051, ge=0, le=65535, description="gRPC port; 0 picks a free one.")
+    workers: int = workers_field()
     nats: NatsSettings = Field(
         default_factory=NatsSettings, description="The log (JetStream) the gateway publishes to."
     )

@@ -76,15 +76,19 @@ def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
     srv.stop()
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 async def test_python_m_engram_gateway_serves_with_env_settings(
-    nats_server: NatsServer, tmp_path: Path
+    nats_server: NatsServer, tmp_path: Path, workers: int
 ) -> None:
+    """Also as two worker processes on the port (engram_platform.workers)."""
     port = free_port()
     dead = free_port()  # no store is running: reads degrade, writes still reach the log
     env = {
         **os.environ,
         "ENGRAM_HOME": str(tmp_path / "home"),
         "ENGRAM_GATEWAY_PORT": str(port),
+        "ENGRAM_GATEWAY_WORKERS": str(workers),
+        "ENGRAM_GATEWAY_METRICS__PORT": "0",
         "ENGRAM_GATEWAY_NATS__URL": nats_server.url,
         "ENGRAM_GATEWAY_TOKENS": "dev-token=default:read+write+admin",
         "ENGRAM_GATEWAY_VECTOR_ADDR": f"127.0.0.1:{dead}",

@@ -12,7 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
 
 from engram_core import profiles, scoring
-from engram_platform.settings import MetricsSettings, ProfileName, ServiceSettings, metrics_on
+from engram_platform.settings import (
+    MetricsSettings,
+    ProfileName,
+    ServiceSettings,
+    metrics_on,
+    workers_field,
+)
 
 _W = scoring.Weights()
 
@@ -87,6 +93,7 @@ class Settings(ServiceSettings):
         env_prefix="ENGRAM_SCORING_", env_nested_delimiter="__", extra="ignore"
     )
     metrics: MetricsSettings = metrics_on(9468)
+    workers: int = workers_field()
 
     weights: WeightSettings = Field(
         default_factory=WeightSettings, description="Default weights; a request may override any."
