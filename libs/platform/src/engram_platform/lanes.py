@@ -148,6 +148,11 @@ class LanedWorker(PullWorker):
         """Which events must be applied one batch after another (the tenant, say)."""
         return ""
 
+    def on_read(self, msgs: Sequence[Msg]) -> None:
+        """Called with every fetch's events once they are queued, before their batch's
+        turn: work that does not depend on the apply order can start here."""
+        return
+
     async def run(self, stop: asyncio.Event) -> None:
         """Read ahead and run the lanes until stop is set; the batches in flight are always
         finished first, and what is held but not started is handed back."""
@@ -189,6 +194,10 @@ class LanedWorker(PullWorker):
             if msgs:
                 for msg in msgs:
                     self._queued.add(self.lane_key(msg), msg.metadata.sequence.stream, msg)
+                try:
+                    self.on_read(msgs)
+                except Exception:  # only a head start is lost: the batches run as they are
+                    self.log.exception("%s: work ahead of the events read failed", self._name)
                 async with self._changed:
                     self._changed.notify_all()
 

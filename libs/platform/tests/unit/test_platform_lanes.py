@@ -220,3 +220,32 @@ async def test_stop_hands_back_what_was_read_ahead_but_not_started(
     async with running(nats_server, Tuning()) as two:
         await until(lambda: two.counters.acked == 22, timeout_s=5)  # not after ack_wait
     assert set(two.deliveries) == {2}
+
+
+class Reader(Recorder):
+    """Records what ``on_read`` was given, and when: before or after its batch started."""
+
+    def __init__(self, *args: object, fail: bool = False) -> None:
+        super().__init__(*args)  # type: ignore[arg-type]
+        self.read_first: set[int] = set()  # read before any batch holding it was handled
+        self.fail = fail
+
+    def on_read(self, msgs: Sequence[Msg]) -> None:
+        handled = {s for batch in self.batches for _, s in batch}
+        self.read_first |= {m.metadata.sequence.stream for m in msgs} - handled
+        if self.fail:
+            raise RuntimeError("no head start today")
+
+
+@pytest.mark.parametrize("fail", [False, True])
+async def test_every_event_read_is_offered_ahead_of_its_batch_and_a_failure_only_logs(
+    nats_server: NatsServer, js: JetStreamContext, fail: bool
+) -> None:
+    await publish(js, "a", 40)
+
+    def make(nc: Client, js: JetStreamContext) -> Reader:
+        return Reader(nc, js, Tuning(lanes=1), 0.02, fail=fail)
+
+    async with running_worker(NatsSettings(url=nats_server.url), make, "lanetest") as worker:
+        await until(lambda: worker.counters.acked == 40)
+    assert worker.read_first == set(range(1, 41))

@@ -15,6 +15,7 @@ from engram_core.relevance import DecaySettings
 from engram_embed.factory import make_embedder
 from engram_ingest.config import Settings
 from engram_ingest.service import Applier, GraphWriter, TextWriter, Timeouts, VectorWriter
+from engram_ingest.service.ahead import EmbedAhead
 from engram_platform.grpc_client import Channels
 
 
@@ -24,6 +25,7 @@ class Ingest:
     channels: Channels
 
     async def close(self) -> None:
+        await self.applier.close()
         await self.channels.close()
 
 
@@ -41,7 +43,15 @@ def build(
     channels = Channels(settings.max_message_bytes, settings.client_tls)
     if next_embedder is None and settings.next_embed is not None:
         next_embedder = make_embedder(settings.next_embed)
-
+    ahead = None
+    if settings.embed_ahead:
+        ahead = EmbedAhead(
+            lambda: applier.embedder,
+            settings.batch_size,
+            max(settings.embed_ahead, settings.batch_size),
+            settings.embed_timeout_s,
+            held_max=settings.read_ahead,
+        )
     applier = Applier(
         embedder if embedder is not None else make_embedder(settings.embed),
         vector if vector is not None else VectorClient(channels.open(settings.vector_addr)),
@@ -53,5 +63,6 @@ def build(
         write_bytes=settings.max_message_bytes // 2,
         endpoint_deliveries=settings.endpoint_deliveries,
         entity_rules=entity_rules,
+        ahead=ahead,
     )
     return Ingest(applier=applier, channels=channels)

@@ -65,6 +65,13 @@ class Settings(WorkerSettings):
         description="Events delivered but not yet acked (retries included), over all "
         "replicas; the log stops delivering beyond it. At least read_ahead.",
     )
+    embed_ahead: int = Field(
+        256,
+        ge=0,
+        description="Contents embedded ahead of their batch, while earlier batches are "
+        "written to the stores and acked, so the model keeps running through a backlog "
+        "(at least batch_size when on); 0 embeds each batch in its own turn.",
+    )
     initial_relevance: bool = Field(
         True,
         description="Give a newly stored memory (MemoryStored) whose relevance_score is 0 the "

@@ -68,6 +68,11 @@ class IngestConsumer(LanedWorker):
         # A tenant's events one batch after another, in log order; tenants side by side.
         return tenant_of(msg.subject)
 
+    def on_read(self, msgs: Sequence[Msg]) -> None:
+        # Embedding starts now, while the tenant's earlier batches are written and acked.
+        decoded = (decode(m.subject, m.data, m.metadata.sequence.stream) for m in msgs)
+        self._applier.offer(d.event for d in decoded if d.event is not None)
+
     async def handle(self, msgs: Sequence[Msg]) -> list[Settlement]:
         decoded = [decode(m.subject, m.data, m.metadata.sequence.stream) for m in msgs]
         with _tracer.start_as_current_span(

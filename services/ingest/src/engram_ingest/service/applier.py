@@ -9,7 +9,9 @@ store (cut into several when it would not fit a message, see ``chunks``), the th
 stores at once, after ONE embedder call for the whole batch (for the memories without a
 vector of the client's own: see ``_own``). When a segment fails, it and every later
 segment are left for a retry, so this worker never applies a relation before the
-memories it links or a delete out of turn.
+memories it links or a delete out of turn. With an ``EmbedAhead`` (``ahead``), the contents
+the worker read ahead are embedded while earlier batches are written, and that call only
+embeds what was not ready.
 
 A tenant's deletion (``TenantDeleted``) is its own segment too: every store drops the whole
 tenant, in log order with the tenant's other events, so what the log wrote after it stays.
@@ -52,7 +54,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import groupby
 from typing import Any, TypeVar
@@ -81,6 +83,7 @@ from engram_core.outcomes import APPLIED, Outcome, Result
 from engram_core.ports import Embedder
 from engram_core.relations import parse_relation_type
 from engram_core.relevance import DecaySettings, relevance_score
+from engram_ingest.service.ahead import EmbedAhead
 from engram_ingest.service.chunks import Ready, chunks
 from engram_ingest.service.metrics import timed
 from engram_ingest.service.ports import GraphWriter, TextWriter, VectorWriter
@@ -113,6 +116,7 @@ class Applier:
         write_bytes: int = DEFAULT_WRITE_BYTES,
         endpoint_deliveries: int = 20,
         entity_rules: EntityRules | None = None,
+        ahead: EmbedAhead | None = None,
     ) -> None:
         self._embedder = embedder
         self._configured = embedder  # the model a client's own vector is taken to be of
@@ -125,6 +129,7 @@ class Applier:
         self._write_bytes = write_bytes  # most estimated bytes in one store write
         self._endpoint_deliveries = endpoint_deliveries
         self._entity_rules = entity_rules  # None: the conversation profile's
+        self._ahead = ahead  # vectors embedded while earlier batches were written
         # Tenant -> the sequence of its latest deletion this applier applied: an event of the
         # tenant from before it (a retry redelivered after the deletion) is moot, not a
         # resurrection. Per replica; a Sync removes what another replica let through.
@@ -134,8 +139,34 @@ class Applier:
     def embedding_model(self) -> str:
         return self._embedder.model_name
 
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder of the moment (the other one once switched to it)."""
+        return self._embedder
+
+    def offer(self, events: Iterable[Event]) -> None:
+        """Events read ahead of their turn: their contents are embedded in the background
+        (with an ``ahead``), so their batch finds the vectors ready."""
+        if self._ahead is not None:
+            self._ahead.offer(
+                (e.sequence, e.memory.content)
+                for e in events
+                if isinstance(e, MemoryWritten) and not self._own(e, self._embedder)
+            )
+
+    async def close(self) -> None:
+        if self._ahead is not None:
+            await self._ahead.close()
+
     async def apply(self, events: Sequence[Event]) -> list[Result]:
         """One result per event, in the order given."""
+        try:
+            return await self._apply(events)
+        finally:
+            if self._ahead is not None:  # settled here: nothing of it is wanted again
+                self._ahead.discard(e.sequence for e in events)
+
+    async def _apply(self, events: Sequence[Event]) -> list[Result]:
         results: dict[int, Result] = {}
         valid: list[int] = []
         for i, event in enumerate(events):
@@ -210,6 +241,11 @@ class Applier:
         that ``embedder`` stands for, the rest from one embedder call."""
         own = {i: list(e.embedding) for i, e in written.items() if self._own(e, embedder)}
         rest = [i for i in written if i not in own]
+        if rest and self._ahead is not None:
+            wanted = {written[i].sequence: written[i].memory.content for i in rest}
+            ready = await self._ahead.take(embedder, wanted)
+            own |= {i: ready[written[i].sequence] for i in rest if written[i].sequence in ready}
+            rest = [i for i in rest if i not in own]
         if not rest:
             return own
         texts = [written[i].memory.content for i in rest]
