@@ -146,10 +146,13 @@ async def main() -> int:
     parser.add_argument("--storage", choices=STORAGES, default="tagged")
     parser.add_argument("--out", type=Path, default=None, help="per-point figures as JSON")
     parser.add_argument("--every", type=int, default=1, help="ask every n-th question (smoke)")
+    parser.add_argument(
+        "--store", type=Path, default=None, help="a copy of the filled stores (one process each)"
+    )
     args = parser.parse_args()
     profile = "" if args.profile == CONVERSATION else args.profile
     storage = "" if args.storage == "tagged" else args.storage
-    store = store_dir(MODEL_NAME, "-".join(filter(None, [profile, storage])))
+    store = args.store or store_dir(MODEL_NAME, "-".join(filter(None, [profile, storage])))
     if not (store / "filled").exists():
         raise SystemExit(f"{store} is not filled: run bench.quality_inprocess with these flags")
     grid = points(args.set, args.grid)

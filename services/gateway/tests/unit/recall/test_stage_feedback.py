@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from engram_core.errors import Unavailable
+from engram_gateway.recall_settings import FeedbackSettings
 from engram_gateway.service.recall.stages.candidates import Candidates
 from engram_gateway.service.recall.stages.feedback import Feedback
 from engram_gateway.service.recall.stages.retrieve import Retrieve
@@ -18,11 +19,13 @@ C = "0190f3a4-7b1c-7d2e-8f00-0000000000c1"
 QUERY = "what did caroline paint"
 
 
+FEEDBACK = {"docs": 2, "terms": 3, "lexical_weight": 0.5, "vector_weight": 0.5}
+
+
 @pytest.fixture
 def harness(new_harness: Any) -> Any:
-    return new_harness(
-        feedback={"docs": 2, "terms": 3, "lexical_weight": 0.5, "vector_weight": 0.5}
-    )
+    """A gateway with feedback on (it is off by default)."""
+    return new_harness(feedback={**FEEDBACK, "default": True})
 
 
 def seed(h: Any) -> None:
@@ -48,7 +51,8 @@ def ids(ctx: Any) -> set[str]:
     return {c.memory.id for c in ctx.candidates}
 
 
-async def test_off_by_default_it_searches_nothing_more(stages: Any) -> None:
+async def test_off_it_searches_nothing_more(stages: Any, new_harness: Any) -> None:
+    stages = type(stages)(new_harness(feedback=FEEDBACK), stages.exporter, stages.provider)
     ctx = await first_search(stages)
     assert ids(ctx) == {A, B}
     await stages.run(ctx, Feedback())
@@ -58,7 +62,7 @@ async def test_off_by_default_it_searches_nothing_more(stages: Any) -> None:
 
 
 async def test_the_best_candidates_words_find_a_memory_the_query_did_not(stages: Any) -> None:
-    ctx = await first_search(stages, feedback=True)
+    ctx = await first_search(stages)
     await stages.run(ctx, Feedback())
     lexical = searches(stages.harness.lexical)
     assert len(lexical) == 2
@@ -73,7 +77,7 @@ async def test_the_best_candidates_words_find_a_memory_the_query_did_not(stages:
 async def test_the_vector_stream_embeds_the_query_then_the_feedback_documents(
     stages: Any,
 ) -> None:
-    ctx = await first_search(stages, feedback=True)
+    ctx = await first_search(stages)
     await stages.run(ctx, Feedback())
     vector = searches(stages.harness.vector)
     assert len(vector) == 2
@@ -83,7 +87,7 @@ async def test_the_vector_stream_embeds_the_query_then_the_feedback_documents(
 
 
 async def test_a_failing_second_search_keeps_the_first_candidates(stages: Any) -> None:
-    ctx = await first_search(stages, feedback=True)
+    ctx = await first_search(stages)
     before = [c.memory.id for c in ctx.candidates]
     stages.harness.lexical.fail = Unavailable("down")
     await stages.run(ctx, Feedback())
@@ -91,13 +95,11 @@ async def test_a_failing_second_search_keeps_the_first_candidates(stages: Any) -
     assert ctx.degraded == ["feedback"]
 
 
-async def test_a_request_may_turn_it_off(stages: Any) -> None:
-    ctx = await first_search(stages, feedback=False)
-    await stages.run(ctx, Feedback())
-    assert len(searches(stages.harness.lexical)) == 1
+async def test_off_by_default() -> None:
+    assert not FeedbackSettings().default
 
 
 async def test_a_trending_recall_has_no_feedback(stages: Any) -> None:
-    ctx = stages.ctx("*", feedback=True)
+    ctx = stages.ctx("*")
     assert ctx.plan.sort is not None
     assert not ctx.plan.feedback

@@ -80,7 +80,6 @@ class RecallRequest:
     queries: Sequence[str] = ()
     per_query_limit: int = 0  # 0: the pool
     decompose: bool | None = None  # None: the setting's default
-    feedback: bool | None = None  # None: the setting's default (service/feedback.py)
     sort: str = ""  # trending only: importance (default) | recency | relevance | access_count
     focus: scoring.Focus = field(default_factory=scoring.Focus)  # validated by the planner
     recency_bias: scoring.RecencyBias | None = None  # None: the scoring service's default

@@ -36,13 +36,13 @@ def plan_recall(
     # "" / "*" beside `queries` (or alone: trending) is no text to search for.
     bare = req.query.strip() in ("", "*")
     decompose = cfg.candidates.decompose if req.decompose is None else req.decompose
-    feedback = cfg.feedback.default if req.feedback is None else req.feedback
     return Plan(
         query="" if bare else v.check_query(req.query, "query", limits),
         queries=queries,
         per_query_limit=check_per_query_limit(req.per_query_limit, cfg.max_pool),
         decompose=decompose and not bare,
-        feedback=feedback and sort is None,
+        # A setting, not a request field: measured, it has not paid (docs/benchmarks.md).
+        feedback=cfg.feedback.default and sort is None,
         sort=sort,
         limit=limit,
         flt=flt,
