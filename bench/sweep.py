@@ -174,9 +174,16 @@ async def main() -> int:
         m = means(scores[p])
         p50 = statistics.median(a.query_ms for a in answers[p])
         degraded = sum(bool(a.degraded) for a in answers[p])
-        report.append({"point": point, **m, "p50_ms": p50, "degraded": degraded})
+        by_cat = {
+            c: means([scores[p][i] for i, q in enumerate(questions) if q.category == c])
+            for c in sorted({q.category for q in questions})
+        }
+        report.append(
+            {"point": point, **m, "p50_ms": p50, "degraded": degraded, "by_category": by_cat}
+        )
         cells = " ".join(f"{k}={m[k]:.3f}" for k in REPORTED)
-        print(f"{label(point):<70} {cells} p50_ms={p50:.0f} degraded={degraded}")
+        cats = " ".join(f"c{c}={v['r@10']:.3f}" for c, v in by_cat.items())
+        print(f"{label(point):<70} {cells} p50_ms={p50:.0f} degraded={degraded} r@10 {cats}")
     cv, chosen = cross_validated(questions, scores)
     where = f"mode={args.mode} profile={args.profile} storage={args.storage}"
     for conv, p in chosen.items():

@@ -168,14 +168,14 @@ class FeedbackSettings(BaseModel):
     model_config = _FROZEN
 
     default: bool = Field(
-        False, description="Run it for requests that leave feedback unset (a second search)."
+        False, description="Run it for every recall with text (a second search); off: never."
     )
-    docs: int = Field(5, ge=1, le=50, description="First-search candidates taken as relevant.")
+    docs: int = Field(3, ge=1, le=50, description="First-search candidates taken as relevant.")
     terms: int = Field(
-        10, ge=0, le=64, description="Words of theirs asked of the lexical stream; 0 = none."
+        5, ge=0, le=64, description="Words of theirs asked of the lexical stream; 0 = none."
     )
     lexical_weight: float = Field(
-        0.3, ge=0, le=1, description="Share of the expansion's BM25 added to the first; 0 = off."
+        0.15, ge=0, le=1, description="Share of the expansion's BM25 added to the first; 0 = off."
     )
     vector_weight: float = Field(
         0.0,
