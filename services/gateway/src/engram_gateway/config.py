@@ -104,12 +104,7 @@ class RerankerSettings(ModelEndpoint):
     timeout_s: float = Field(
         2.0, gt=0, description="Longest wait for one answer (the call's deadline may cut it)."
     )
-    top_n: int = Field(
-        15,
-        ge=1,
-        le=100,
-        description="Best results of the ranking re-scored (a head of 20 measured no better).",
-    )
+    top_n: int = Field(20, ge=1, le=100, description="Best results of the ranking re-scored.")
     mode: Literal["blend", "replace"] = Field(
         "blend",
         description="blend: mix the cross-encoder with the fused score (weight); replace: "

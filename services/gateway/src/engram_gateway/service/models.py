@@ -62,7 +62,7 @@ class ModelsConfig:
     hyde_timeout_s: float = 3.0
     rerank_timeout_s: float = 2.0
     decompose_timeout_s: float = 3.0
-    rerank_top_n: int = 15  # the best N of the ranking are re-scored (cost ∝ N)
+    rerank_top_n: int = 20  # the best N of the ranking are re-scored
     rerank_mode: RerankMode = RerankMode.BLEND
     rerank_weight: float = 0.7  # cross-encoder's share in blend mode
     rerank_max_chars: int = 2000  # of each memory's content sent to the cross-encoder
