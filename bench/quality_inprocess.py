@@ -308,9 +308,11 @@ def build_reader(
     rerank: bool = False,
     profile: str = CONVERSATION,
     ranker: Callable[[LocalRanker], Any] = lambda r: r,
+    overrides: dict[str, Any] | None = None,
 ) -> Any:
     """The gateway's Reader over ``services``; ``ranker`` may wrap its RankerPort (to see
-    what each recall asks scoring)."""
+    what each recall asks scoring); ``overrides`` are gateway settings (nested as dicts) on
+    top of the environment's, as bench.sweep varies them."""
     local = LocalRanker(scoring_bootstrap.build_ranker(ScoringSettings(profile=profile)))
     backends = gateway_bootstrap.Backends(
         vector=NoTimeout(services["vector"]),
@@ -319,8 +321,12 @@ def build_reader(
         ranker=ranker(local),
     )
     # The local cross-encoder loads only when a mode asks for it (env settings still apply).
-    reranker: dict[str, Any] = {"reranker": {"backend": "local"}} if rerank else {}
-    settings = GatewaySettings(recall_cache_ttl_s=0, profile=profile, **reranker)
+    given: dict[str, Any] = {
+        k: dict(v) if isinstance(v, dict) else v for k, v in (overrides or {}).items()
+    }
+    if rerank:
+        given["reranker"] = {"backend": "local", **given.get("reranker", {})}
+    settings = GatewaySettings(recall_cache_ttl_s=0, profile=profile, **given)
     gateway = gateway_bootstrap.build_gateway(settings, backends, NullLog(), MemoryCache(1000))  # type: ignore[arg-type]
     return gateway.reader
 

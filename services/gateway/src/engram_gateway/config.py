@@ -21,6 +21,7 @@ from engram_gateway.recall_settings import (
     CandidatesSettings,
     ContextSettings,
     ExpandSettings,
+    FeedbackSettings,
     GraphRerankSettings,
     PostRankSettings,
     RelationsSettings,
@@ -226,6 +227,10 @@ class Settings(ServiceSettings):
     candidates: CandidatesSettings = Field(
         default_factory=CandidatesSettings,
         description="Multi-query and decomposition: candidates beyond the one query.",
+    )
+    feedback: FeedbackSettings = Field(
+        default_factory=FeedbackSettings,
+        description="Pseudo-relevance feedback: a second search from the first's best.",
     )
     scoring: ScoringStepSettings = Field(
         default_factory=ScoringStepSettings,

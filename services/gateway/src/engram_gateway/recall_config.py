@@ -14,6 +14,7 @@ from engram_gateway.recall_settings import Budget as BudgetSettings
 from engram_gateway.service.context import ContextConfig
 from engram_gateway.service.deadline import Budget
 from engram_gateway.service.expand import ExpandConfig
+from engram_gateway.service.feedback import FeedbackConfig
 from engram_gateway.service.multiquery import CandidateConfig
 from engram_gateway.service.pagerank import GraphRerankConfig
 from engram_gateway.service.postrank import parse_group_by
@@ -46,6 +47,8 @@ def read_config(settings: Settings, limits: Limits) -> ReadConfig:
         context=as_config(context, ContextConfig, thread=parse_group_by(context.thread)),
         context_budget=budget(context.budget),
         candidates=as_config(s.candidates, CandidateConfig),
+        feedback=as_config(s.feedback, FeedbackConfig),
+        feedback_budget=budget(s.feedback.budget),
         scoring_budget=budget(s.scoring.budget),
         escalation_floor=s.scoring.escalation_floor,
         post=as_config(s.postrank, PostRank),

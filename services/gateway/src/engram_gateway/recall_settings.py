@@ -161,6 +161,38 @@ class CandidatesSettings(BaseModel):
     )
 
 
+class FeedbackSettings(BaseModel):
+    """Pseudo-relevance feedback (service/feedback.py, FeedbackConfig): the first search's
+    best candidates ask the lexical and vector streams once more."""
+
+    model_config = _FROZEN
+
+    default: bool = Field(
+        False, description="Run it for every recall with text (a second search); off: never."
+    )
+    docs: int = Field(3, ge=1, le=50, description="First-search candidates taken as relevant.")
+    terms: int = Field(
+        5, ge=0, le=64, description="Words of theirs asked of the lexical stream; 0 = none."
+    )
+    lexical_weight: float = Field(
+        0.15, ge=0, le=1, description="Share of the expansion's BM25 added to the first; 0 = off."
+    )
+    vector_weight: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Share of the similarity to the query embedded with the feedback "
+        "documents in each memory's vector score; 0 = no vector feedback.",
+    )
+    vector_chars: int = Field(
+        400, ge=1, description="Characters of each feedback document embedded after the query."
+    )
+    budget: Budget = Field(
+        default_factory=lambda: Budget(fraction=0.5, cap_s=1.0),
+        description="Share of the deadline of the second search.",
+    )
+
+
 class PostRankSettings(BaseModel):
     """Filters and post-ranking (service/postrank.py, PostRank); off by default except
     duplicate ids and duplicate content, so a plain recall ranks as scoring did."""

@@ -12,7 +12,9 @@ def names(stages: tuple[Stage, ...]) -> list[str]:
 
 def test_a_search_round_retrieves_ranks_and_then_refines() -> None:
     order = names(SEARCH)
-    assert order[:4] == ["retrieve", "candidates", "pinned", "none_found"]
+    # Feedback merges the candidates again from its second search, so it comes before
+    # pinned memories join them.
+    assert order[:5] == ["retrieve", "candidates", "feedback", "pinned", "none_found"]
     # Relations and neighbours feed scoring; state runs on the ranking before the
     # reranker reads it; post-ranking makes the answer last.
     assert order.index("relations") < order.index("scoring")

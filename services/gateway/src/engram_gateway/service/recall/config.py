@@ -10,6 +10,7 @@ from engram_core import validation as v
 from engram_gateway.service.context import ContextConfig
 from engram_gateway.service.deadline import Budget
 from engram_gateway.service.expand import ExpandConfig
+from engram_gateway.service.feedback import FeedbackConfig
 from engram_gateway.service.multiquery import CandidateConfig
 from engram_gateway.service.pagerank import GraphRerankConfig
 
@@ -68,3 +69,6 @@ class ReadConfig:
     graph_rerank: GraphRerankConfig = field(default_factory=GraphRerankConfig)
     expand_budget: Budget = field(default_factory=lambda: Budget(fraction=0.3, cap_s=0.5))
     candidates: CandidateConfig = field(default_factory=CandidateConfig)  # multi-query, trending
+    # Pseudo-relevance feedback (service/feedback.py): a second search of the streams.
+    feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
+    feedback_budget: Budget = field(default_factory=lambda: Budget(fraction=0.5, cap_s=1.0))

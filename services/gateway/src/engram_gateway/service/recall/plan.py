@@ -110,6 +110,7 @@ class Plan:
     queries: tuple[str, ...] = ()  # beside `query` ("" when only these were sent)
     per_query_limit: int = 0
     decompose: bool = False
+    feedback: bool = False
     sort: Sort | None = None  # set: a trending recall
     focus: scoring.Focus = field(default_factory=scoring.Focus)
     recency_bias: scoring.RecencyBias | None = None

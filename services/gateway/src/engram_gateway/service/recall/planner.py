@@ -41,6 +41,8 @@ def plan_recall(
         queries=queries,
         per_query_limit=check_per_query_limit(req.per_query_limit, cfg.max_pool),
         decompose=decompose and not bare,
+        # A setting, not a request field: measured, it has not paid (docs/benchmarks.md).
+        feedback=cfg.feedback.default and sort is None,
         sort=sort,
         limit=limit,
         flt=flt,

@@ -6,6 +6,7 @@ from engram_gateway.service.recall.pipeline import Stage
 from engram_gateway.service.recall.stages.answer import Answer, Provenance
 from engram_gateway.service.recall.stages.candidates import Candidates, NoneFound
 from engram_gateway.service.recall.stages.expand import Expand
+from engram_gateway.service.recall.stages.feedback import Feedback
 from engram_gateway.service.recall.stages.graph_rerank import GraphRerank
 from engram_gateway.service.recall.stages.listing import Listing
 from engram_gateway.service.recall.stages.neighbours import Neighbours
@@ -25,6 +26,7 @@ PREPARE: tuple[Stage, ...] = (Hyde(), Decompose())
 SEARCH: tuple[Stage, ...] = (
     Retrieve(),
     Candidates(),
+    Feedback(),
     Pinned(),
     NoneFound(),
     Relations(),
