@@ -8,10 +8,11 @@ embeds it in log order, a batch at a time, at most ``limit`` vectors ahead of th
 the applier ``take``s its batch's vectors (waiting for those being embedded) and embeds
 only what was not offered or not started yet.
 
-A vector is a function of the content and the model, so embedding early changes nothing
-the stores are sent: the apply order, the acks and the retries stay the applier's. What
-is held is keyed by log sequence and checked against the content; a vector embedded by an
-embedder that is no longer the applier's (switched to ``next_embed``) is not used.
+Embedding early changes only which contents share a model call (an int8 model's vectors
+move slightly with their batch companions, as they did with the applier's own batches);
+the apply order, the acks and the retries stay the applier's. What is held is keyed by log
+sequence and checked against the content; a vector embedded by an embedder that is no
+longer the applier's (switched to ``next_embed``) is not used.
 """
 
 from __future__ import annotations
