@@ -13,25 +13,31 @@ Each child serves its own /metrics: child ``i`` on the metrics port + ``i`` (0 s
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import ctypes
+import functools
 import logging
 import multiprocessing
 import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from types import FrameType
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from engram_platform.logs import configure_logging
+from engram_platform.metrics import configure_metrics
 from engram_platform.settings import ServiceSettings
+from engram_platform.telemetry import configure_tracing
 
 log = logging.getLogger(__name__)
 S = TypeVar("S", bound=ServiceSettings)
 Worker = Callable[[int, int], None]  # (index, port): runs one child until it is told to stop
+Serve = Callable[[S], Coroutine[Any, Any, None]]  # a service's server.serve
 
 MAX_RESTARTS = 5
 RESTART_WINDOW_S = 60.0
@@ -160,3 +166,28 @@ def supervise(name: str, settings: ServiceSettings, workers: int, worker: Worker
         return supervisor.watch()
     finally:
         held.close()
+
+
+def main(name: str, settings: S, workers: int, serve: Serve[S]) -> None:
+    """A service's process: ``serve`` here, or with ``workers`` > 1 that many children of
+    it on the one port under a supervisor (whose exit status ends the process)."""
+    if workers <= 1:
+        run(name, settings, serve)
+        return
+    configure_logging(name, settings.log_level, settings.log_format)
+    child = functools.partial(_run_child, name, type(settings), serve)
+    sys.exit(supervise(name, settings, workers, child))
+
+
+def run(name: str, settings: S, serve: Serve[S]) -> None:
+    """One process: logs, traces and metrics as settings say, then serve until stopped."""
+    configure_logging(name, settings.log_level, settings.log_format)
+    configure_tracing(name, settings.tracing)
+    configure_metrics(name, settings)
+    asyncio.run(serve(settings))
+
+
+def _run_child(name: str, settings_type: type[S], serve: Serve[S], index: int, port: int) -> None:
+    # Module-level (and given module-level arguments) so ``spawn`` can pickle it; the child
+    # reads its settings from the environment as the parent did.
+    run(name, worker_settings(settings_type(), index, port), serve)

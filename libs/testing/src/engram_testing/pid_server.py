@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,8 +16,7 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from engram_platform import grpc_server, workers
-from engram_platform.logs import configure_logging
-from engram_platform.settings import ServiceSettings
+from engram_platform.settings import MetricsSettings, ServiceSettings
 
 NAME = "pidtest"
 SERVICE = "test.Pid"
@@ -31,6 +29,9 @@ class Settings(ServiceSettings):
     )
 
     workers: int = Field(1, ge=1, description="Processes serving the port.")
+    metrics: MetricsSettings = Field(  # nothing to record, and no port to clash on
+        default_factory=lambda: MetricsSettings(exporter="none")
+    )
 
 
 async def _pid(_request: bytes, _context: Any) -> bytes:
@@ -51,21 +52,13 @@ def _register(server: grpc.aio.Server) -> None:
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
 
 
-def _run(settings: Settings) -> None:
-    configure_logging(NAME, settings.log_level, "text")
-    asyncio.run(grpc_server.serve(NAME, settings, _register, [SERVICE]))
-
-
-def worker(index: int, port: int) -> None:
-    _run(workers.worker_settings(Settings(), index, port))
+async def _serve(settings: Settings) -> None:
+    await grpc_server.serve(NAME, settings, _register, [SERVICE])
 
 
 def main() -> None:
     settings = Settings()
-    if settings.workers > 1:
-        configure_logging(NAME, settings.log_level, "text")
-        sys.exit(workers.supervise(NAME, settings, settings.workers, worker))
-    _run(settings)
+    workers.main(NAME, settings, settings.workers, _serve)
 
 
 if __name__ == "__main__":

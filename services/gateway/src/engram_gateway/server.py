@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import grpc
 
 from engram.gateway.v1 import admin_pb2_grpc, gateway_pb2_grpc
@@ -13,10 +11,7 @@ from engram_gateway.bootstrap import build_authenticator, open_gateway
 from engram_gateway.config import Settings
 from engram_gateway.handlers import SERVICE_NAME, MemoryHandlers
 from engram_gateway.service import Gateway
-from engram_platform import grpc_server, workers
-from engram_platform.logs import configure_logging
-from engram_platform.metrics import configure_metrics
-from engram_platform.telemetry import configure_tracing
+from engram_platform import grpc_server
 
 NAME = "gateway"
 
@@ -70,17 +65,3 @@ async def serve(settings: Settings) -> None:
     except BaseException:
         await close()
         raise
-
-
-def run(settings: Settings) -> None:
-    """The process: logs, traces and metrics as settings say, then serve until stopped."""
-    configure_logging(NAME, settings.log_level, settings.log_format)
-    configure_tracing(NAME, settings.tracing)
-    configure_metrics(NAME, settings)
-    asyncio.run(serve(settings))
-
-
-def run_worker(index: int, port: int) -> None:
-    """Worker process ``index`` of several on ``port`` (engram_platform.workers starts it
-    with ``spawn``, which finds it by module and name: not in ``__main__``)."""
-    run(workers.worker_settings(Settings(), index, port))

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import grpc
 
 from engram.scoring.v1 import scoring_pb2_grpc
-from engram_platform import grpc_server, workers
-from engram_platform.logs import configure_logging
-from engram_platform.metrics import configure_metrics
+from engram_platform import grpc_server
 from engram_platform.settings import ServiceSettings
-from engram_platform.telemetry import configure_tracing
 from engram_scoring.bootstrap import build_ranker
 from engram_scoring.config import Settings
 from engram_scoring.handlers import SERVICE_NAME, ScoringHandlers
@@ -37,17 +32,3 @@ async def start(settings: ServiceSettings, ranker: Ranker) -> grpc_server.Runnin
 async def serve(settings: Settings) -> None:
     ranker = build_ranker(settings)
     await grpc_server.serve(NAME, settings, registrar(ranker), [SERVICE_NAME])
-
-
-def run(settings: Settings) -> None:
-    """The process: logs, traces and metrics as settings say, then serve until stopped."""
-    configure_logging(NAME, settings.log_level, settings.log_format)
-    configure_tracing(NAME, settings.tracing)
-    configure_metrics(NAME, settings)
-    asyncio.run(serve(settings))
-
-
-def run_worker(index: int, port: int) -> None:
-    """Worker process ``index`` of several on ``port`` (engram_platform.workers starts it
-    with ``spawn``, which finds it by module and name: not in ``__main__``)."""
-    run(workers.worker_settings(Settings(), index, port))
