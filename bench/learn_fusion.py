@@ -53,7 +53,8 @@ class Recorder:
     """The gateway's RankerPort: ranks the whole pool once, keeps it, answers its top."""
 
     def __init__(self, inner: LocalRanker) -> None:
-        self._ranker = inner._ranker
+        self._inner = inner
+        self._most = inner._ranker.limits.max_limit
         self.pool: list[ScoredCandidate] = []
 
     async def rank(
@@ -63,16 +64,10 @@ class Recorder:
         fusion: Any,
         limit: int,
         query_tags: Sequence[str],
-        timeout: float | None = None,
-        focus: Any = None,
-        recency_bias: Any = None,
-        profile: str = "",
+        **given: Any,
     ) -> list[Any]:
-        every = min(max(len(candidates), 1), self._ranker.limits.max_limit)
-        params = self._ranker.params(fusion, every, {}, profile)
-        self.pool = self._ranker.rank(
-            candidates, params, text=query, tags=query_tags, focus=focus, recency_bias=recency_bias
-        )
+        every = min(max(len(candidates), 1), self._most)
+        self.pool = await self._inner.rank(query, candidates, fusion, every, query_tags, **given)
         return self.pool[:limit]
 
 
