@@ -142,6 +142,8 @@ class Scheduler:
             await asyncio.gather(*self._tasks.values(), return_exceptions=True)
 
     async def tick(self, stop: asyncio.Event) -> None:
+        if len(self._tasks) > self._schedule.max_concurrent:
+            return  # every slot is taken, the request's too: reading the records is waste
         keys = await self._checkpoints.keys()
         tenants = set(await self._tenants.tenants()) | {k.tenant for k in keys}
         order = list(tenants)
